@@ -1,0 +1,1 @@
+"""Execution backends: `local` (mpiexec on this machine) and `slurm` (submitit job arrays)."""

@@ -1,0 +1,114 @@
+"""A point: one frozen, validated run configuration with a stable id."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from functools import cached_property
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from studyctl.catalog import ModelSpec
+from studyctl.layout import LayoutSummary, Parallelism, layout_problems, summarize
+
+IO_MODES = ("buffered", "direct", "hybrid")
+IoMode = Literal["buffered", "direct", "hybrid"]
+ColdRead = Literal["auto", "direct", "fadvise", "none"]
+RestoreMode = Literal["rank", "full"]
+MIB = 1 << 20
+
+
+class CheckpointOptions(BaseModel):
+    """How each point writes and reads its checkpoints."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    writes: int = Field(10, ge=0, description="checkpoints written (MLPerf: 10)")
+    reads: int = Field(10, ge=0, description="restores after the writes")
+    scale: float = Field(1.0, gt=0, le=1, description="shrinks every tensor; layout kept")
+    buffer_mib: int = Field(64, ge=1, description="the one reused buffer per rank")
+    block_mib: int = Field(16, ge=1, description="bytes per write/read call")
+    cold_read: ColdRead = "auto"
+    rank_shift: int = Field(0, ge=0, description="rank r restores the files of rank r+shift")
+    restore: RestoreMode = "rank"
+    direct_fallback: bool = Field(False, description="O_DIRECT refused: run buffered, say so")
+    keep: bool = False
+    free_space_margin: float = Field(0.05, ge=0, le=1, description="fraction kept free")
+
+    @model_validator(mode="after")
+    def _block_fits_buffer(self) -> CheckpointOptions:
+        if self.block_mib > self.buffer_mib:
+            raise ValueError(f"block_mib {self.block_mib} exceeds buffer_mib {self.buffer_mib}")
+        return self
+
+
+class Point(BaseModel):
+    """Everything that defines a measurement; `point_id` hashes it (not paths, not the study)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    model: ModelSpec
+    zero_stage: int = Field(ge=0, le=3)
+    tensor_parallel: int = Field(1, ge=1)
+    pipeline_parallel: int = Field(1, ge=1)
+    nodes: int = Field(1, ge=1)
+    ranks_per_node: int = Field(1, ge=1)
+    filesystem: str
+    io_mode: IoMode = "buffered"
+    repetition: int = Field(0, ge=0)
+    checkpoint: CheckpointOptions = CheckpointOptions()
+
+    @property
+    def world_size(self) -> int:
+        return self.nodes * self.ranks_per_node
+
+    @property
+    def data_parallel(self) -> int:
+        return max(1, self.world_size // (self.tensor_parallel * self.pipeline_parallel))
+
+    @property
+    def parallelism(self) -> Parallelism:
+        return Parallelism(self.tensor_parallel, self.pipeline_parallel, self.data_parallel,
+                           self.zero_stage)
+
+    def problems(self) -> list[str]:
+        return layout_problems(self.model, self.world_size, self.tensor_parallel,
+                               self.pipeline_parallel, self.zero_stage)
+
+    def layout(self) -> LayoutSummary:
+        """Written bytes (scaled); call only when `problems()` is empty."""
+        return summarize(self.model, self.parallelism, self.checkpoint.scale)
+
+    def nominal_layout(self) -> LayoutSummary:
+        return summarize(self.model, self.parallelism, 1.0)
+
+    def canonical(self) -> dict:
+        return self.model_dump(mode="json")
+
+    @cached_property
+    def point_id(self) -> str:
+        blob = json.dumps(self.canonical(), sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(blob.encode()).hexdigest()[:12]
+
+    @property
+    def cell_key(self) -> str:
+        """Identity of the point minus its repetition: what statistics group over."""
+        data = self.canonical()
+        data.pop("repetition")
+        blob = json.dumps(data, sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(blob.encode()).hexdigest()[:12]
+
+
+class WorkerTask(BaseModel):
+    """What a backend hands the worker: the point plus where to write."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    study: str
+    point_id: str
+    attempt: int = Field(1, ge=1)
+    point: Point
+    filesystem_path: str
+    result_path: str  # rank 0 writes the result JSON here, atomically
+    error_path: str  # on a known failure rank 0 writes {"failure_class", "reason"} here
