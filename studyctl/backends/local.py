@@ -1,0 +1,182 @@
+"""Local backend: each point is `mpiexec -n <nodes × ranks_per_node>` on this machine.
+
+Nodes are simulated (rank groups on one host; the result says so). Every point runs in its own
+session so a timeout ends the whole process group, and so a point survives a `kill -9` of
+studyctl: the next command finds it by PID and waits for it instead of running it twice.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from studyctl.backends.base import Active, Handle, Launch, RecordHandle, RecordUpdate, Update
+from studyctl.errors import UserError
+from studyctl.outcome import STDERR, STDOUT, read_outcome, stderr_tail
+from studyctl.states import FailureClass, State
+from studyctl.sweep import LocalOptions
+
+POLL_S = 0.1
+KILL_GRACE_S = 5.0
+
+
+def default_mpiexec() -> str:
+    """The mpiexec of the MPI wheel installed beside this Python, else one on PATH."""
+    beside = Path(sys.executable).parent / "mpiexec"
+    if beside.exists():
+        return str(beside)
+    found = shutil.which("mpiexec")
+    if not found:
+        raise UserError("no mpiexec found: install the 'mpich' wheel (pip install mpich) or set local.mpiexec", 1)
+    return found
+
+
+def worker_command(launch: Launch, options: LocalOptions) -> list[str]:
+    world = launch.point.world_size
+    mpiexec = options.mpiexec or default_mpiexec()
+    return [mpiexec, *options.mpiexec_args, "-n", str(world), sys.executable, "-m", "worker", str(launch.task_file)]
+
+
+def pid_runs_task(pid: int, task_file: Path) -> bool:
+    """True if `pid` is alive and is the mpiexec we started for `task_file` (not a reused PID)."""
+    try:
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    except OSError:
+        return False
+    return str(task_file).encode() in cmdline
+
+
+def end_process_group(pid: int) -> None:
+    """SIGTERM the point's process group, SIGKILL what is left after a grace period."""
+    try:
+        os.killpg(pid, signal.SIGTERM)
+    except ProcessLookupError:
+        return
+    deadline = time.monotonic() + KILL_GRACE_S
+    while time.monotonic() < deadline:
+        try:
+            os.killpg(pid, 0)
+        except ProcessLookupError:
+            return
+        time.sleep(0.05)
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(pid, signal.SIGKILL)
+
+
+@dataclass
+class _Running:
+    launch: Launch
+    proc: subprocess.Popen | None  # None: adopted from an earlier studyctl
+    pid: int
+    started: float  # epoch seconds
+
+
+class LocalBackend:
+    name = "local"
+
+    def __init__(self, options: LocalOptions) -> None:
+        self.options = options
+
+    def _start(self, launch: Launch) -> _Running:
+        launch.attempt_dir.mkdir(parents=True, exist_ok=True)
+        with (launch.attempt_dir / STDOUT).open("wb") as out, (launch.attempt_dir / STDERR).open("wb") as err:
+            proc = subprocess.Popen(
+                worker_command(launch, self.options), stdout=out, stderr=err, stdin=subprocess.DEVNULL,
+                cwd=launch.attempt_dir, start_new_session=True,
+            )
+        return _Running(launch, proc, proc.pid, time.time())
+
+    def _finish(self, run: _Running, exit_code: int | None) -> Update:
+        launch = run.launch
+        ended = time.time()
+        outcome = read_outcome(launch.attempt_dir, launch.point_id, launch.attempt)
+        if outcome is not None and (outcome.state is not State.COMPLETED or exit_code in (0, None)):
+            return Update(**{**outcome.__dict__, "exit_code": exit_code, "started_at": run.started,
+                             "ended_at": ended})
+        reason = stderr_tail(launch.attempt_dir) or f"worker exited with code {exit_code} and no error record"
+        return Update(launch.point_id, launch.attempt, State.FAILED, FailureClass.WORKER_CRASH, reason,
+                      exit_code, started_at=run.started, ended_at=ended)
+
+    def _timeout(self, run: _Running) -> Update:
+        end_process_group(run.pid)
+        if run.proc is not None:
+            run.proc.wait()
+        limit = run.launch.time_limit_s
+        return Update(run.launch.point_id, run.launch.attempt, State.TIMEOUT, FailureClass.TIMEOUT,
+                      f"exceeded the per-point timeout of {limit} s; its process group was ended",
+                      started_at=run.started, ended_at=time.time())
+
+    def launch(self, launches: Sequence[Launch], record_handle: RecordHandle, record_update: RecordUpdate,
+               adopted: Sequence[tuple[Active, float]] = ()) -> None:
+        """Run everything to the end, `max_concurrent` at a time.
+
+        `adopted`: (attempt, start time) of runs an earlier studyctl started that are still alive;
+        they are waited for (and timed out) like our own and count against `max_concurrent`.
+        """
+        queue = list(launches)
+        running = [_Running(a.launch, None, a.handle.pid or 0, started) for a, started in adopted if a.handle.pid]
+        try:
+            while queue or running:
+                while queue and len(running) < self.options.max_concurrent:
+                    run = self._start(queue.pop(0))
+                    record_handle(run.launch, Handle(pid=run.pid))
+                    record_update(Update(run.launch.point_id, run.launch.attempt, State.RUNNING,
+                                         node_list="localhost", started_at=run.started))
+                    running.append(run)
+                still = []
+                for run in running:
+                    update = self._check(run)
+                    if update is None:
+                        still.append(run)
+                    else:
+                        record_update(update)
+                running = still
+                if running:
+                    time.sleep(POLL_S)
+        except KeyboardInterrupt:
+            for run in running:
+                end_process_group(run.pid)
+                if run.proc is not None:
+                    run.proc.wait()
+                record_update(Update(run.launch.point_id, run.launch.attempt, State.CANCELLED,
+                                     FailureClass.CANCELLED, "interrupted by the user (Ctrl-C)", ended_at=time.time()))
+            raise
+
+    def _check(self, run: _Running) -> Update | None:
+        limit = run.launch.time_limit_s
+        if run.proc is not None:
+            code = run.proc.poll()
+            if code is not None:
+                return self._finish(run, code)
+        elif not pid_runs_task(run.pid, run.launch.task_file):
+            return self._finish(run, None)
+        if limit and time.time() - run.started > limit:
+            return self._timeout(run)
+        return None
+
+    def poll(self, active: Sequence[Active]) -> list[Update]:
+        """Attempts whose process is gone: their files say how they ended, or they are LOST."""
+        updates = []
+        for a in active:
+            launch = a.launch
+            if a.handle.pid and pid_runs_task(a.handle.pid, launch.task_file):
+                continue
+            outcome = read_outcome(launch.attempt_dir, launch.point_id, launch.attempt)
+            updates.append(outcome or Update(
+                launch.point_id, launch.attempt, State.LOST, FailureClass.LOST,
+                "the worker process is gone and left no result (studyctl or the machine stopped mid-run)",
+                ended_at=time.time()))
+        return updates
+
+    def cancel(self, active: Sequence[Active]) -> None:
+        for a in active:
+            if a.handle.pid and pid_runs_task(a.handle.pid, a.launch.task_file):
+                end_process_group(a.handle.pid)

@@ -1,0 +1,161 @@
+"""Sweep → points: deterministic expansion, zips, exclusions, infeasible layouts flagged."""
+
+from __future__ import annotations
+
+import itertools
+import operator
+from collections.abc import Iterator
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any
+
+from pydantic import ValidationError
+
+from studyctl.catalog import ModelSpec
+from studyctl.errors import UserError
+from studyctl.points import CheckpointOptions, Point
+from studyctl.sweep import CHECKPOINT_AXES, CONDITION, POINT_AXES, ZERO_ALIASES, SweepFile
+
+OPS = {"<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge, "==": operator.eq,
+       "!=": operator.ne}
+
+
+@dataclass(frozen=True)
+class PlannedPoint:
+    point: Point
+    order: int  # position in run order
+    excluded: bool = False
+    exclude_reason: str | None = None
+
+
+def _axis_units(sweep: SweepFile) -> tuple[list[list[dict[str, Any]]], list[str]]:
+    """Units to cross (each a list of axis-value dicts) and the filesystems to interleave."""
+    zipped = {axis for group in sweep.zip for axis in group}
+    defaults = {
+        "model": list(sweep.model_specs()),
+        "filesystem": list(sweep.filesystems),
+    }
+    units: list[list[dict[str, Any]]] = []
+    filesystems: list[str] = []
+    for axis in POINT_AXES + CHECKPOINT_AXES:
+        if axis in zipped:
+            continue
+        values = getattr(sweep.matrix, axis)
+        if values is None:
+            values = defaults.get(axis) or [getattr(sweep.checkpoint, axis)]
+        if axis == "filesystem":
+            filesystems = list(values)
+            continue
+        units.append([{axis: v} for v in values])
+    for group in sweep.zip:
+        keys = list(group)
+        units.append([dict(zip(keys, values, strict=True)) for values in zip(*group.values(), strict=True)])
+    return units, filesystems
+
+
+def _normalise(axis: str, value: Any) -> Any:
+    if axis == "zero_stage" and isinstance(value, str):
+        return ZERO_ALIASES.get(value.lower(), value)
+    return value
+
+
+def _scalar(text: str) -> Any:
+    text = text.strip().strip("'\"")
+    for cast in (int, float):
+        try:
+            return cast(text)
+        except ValueError:
+            pass
+    return {"true": True, "false": False}.get(text.lower(), text)
+
+
+def value_matches(axis: str, actual: Any, wanted: Any) -> bool:
+    """Exclude-rule matching: a value, a list of values, or a condition such as '< 2'."""
+    if isinstance(wanted, list):
+        return any(value_matches(axis, actual, w) for w in wanted)
+    if isinstance(wanted, str):
+        cond = CONDITION.match(wanted)
+        if cond:
+            target = _normalise(axis, _scalar(cond.group(2)))
+            try:
+                return bool(OPS[cond.group(1)](actual, target))
+            except TypeError:
+                return False
+    return actual == _normalise(axis, wanted)
+
+
+def _rule_label(i: int, match: dict[str, Any]) -> str:
+    parts = [f"{k} {v}" if isinstance(v, str) and CONDITION.match(v) else f"{k}={v}" for k, v in match.items()]
+    return f"exclude rule {i + 1} ({', '.join(parts)})"
+
+
+@lru_cache(maxsize=1024)
+def _checkpoint_options(base: CheckpointOptions, overrides: tuple[tuple[str, Any], ...]) -> CheckpointOptions:
+    if not overrides:
+        return base
+    try:
+        return CheckpointOptions.model_validate({**base.model_dump(), **dict(overrides)})
+    except ValidationError as exc:
+        err = exc.errors(include_url=False)[0]
+        raise UserError(f"checkpoint options {dict(overrides)}: {err['msg']}") from None
+
+
+def iter_points(sweep: SweepFile) -> Iterator[PlannedPoint]:
+    """Points in run order: repetition outermost, filesystem innermost, so both interleave."""
+    units, filesystems = _axis_units(sweep)
+    models: dict[str, ModelSpec] = sweep.model_specs()
+    order = 0
+    combos = list(itertools.product(*units))
+    for repetition in range(sweep.repetitions):
+        for combo in combos:
+            axes: dict[str, Any] = {}
+            for part in combo:
+                axes.update(part)
+            for fs in filesystems or [axes.get("filesystem")]:
+                values = {**axes, "filesystem": fs, "repetition": repetition}
+                yield _planned(sweep, models, values, order)
+                order += 1
+
+
+def _planned(sweep: SweepFile, models: dict[str, ModelSpec], values: dict[str, Any], order: int) -> PlannedPoint:
+    overrides = tuple((k, values[k]) for k in CHECKPOINT_AXES if values.get(k) != getattr(sweep.checkpoint, k))
+    point = Point.model_construct(
+        model=models[values["model"]],
+        zero_stage=values["zero_stage"],
+        tensor_parallel=values["tensor_parallel"],
+        pipeline_parallel=values["pipeline_parallel"],
+        nodes=values["nodes"],
+        ranks_per_node=values["ranks_per_node"],
+        filesystem=values["filesystem"],
+        io_mode=values["io_mode"],
+        repetition=values["repetition"],
+        checkpoint=_checkpoint_options(sweep.checkpoint, overrides),
+    )
+    for i, rule in enumerate(sweep.exclude):
+        if all(value_matches(axis, values.get(axis), wanted) for axis, wanted in rule.match.items()):
+            return PlannedPoint(point, order, True, rule.reason or _rule_label(i, rule.match))
+    problems = _problems(point.model, point.world_size, point.tensor_parallel, point.pipeline_parallel,
+                         point.zero_stage)
+    if problems:
+        return PlannedPoint(point, order, True, "infeasible: " + "; ".join(problems))
+    return PlannedPoint(point, order)
+
+
+@lru_cache(maxsize=8192)
+def _problems(model: ModelSpec, world: int, tp: int, pp: int, zero: int) -> tuple[str, ...]:
+    from studyctl.layout import layout_problems
+
+    return tuple(layout_problems(model, world, tp, pp, zero))
+
+
+def expand(sweep: SweepFile) -> list[PlannedPoint]:
+    points = list(iter_points(sweep))
+    seen: dict[str, int] = {}
+    for p in points:
+        if p.point.point_id in seen:  # two axis values that mean the same thing (e.g. 'ddp' and 0)
+            raise UserError(f"study {sweep.study}: the matrix yields the same point twice "
+                            f"(point {p.point.point_id}); remove the duplicate axis value")
+        seen[p.point.point_id] = p.order
+    return points
+
+

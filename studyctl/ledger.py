@@ -1,0 +1,260 @@
+"""The study ledger: every point and every attempt, crash-safe (SQLite, WAL, one transaction per change).
+
+A `kill -9` at any moment leaves either the old or the new row, never half of one; the next
+command reconciles attempts still marked active against the backend and the result files.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import time
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from studyctl.backends.base import Handle, Update
+from studyctl.states import ACTIVE_STATES, State
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS points (
+    point_id TEXT PRIMARY KEY,
+    run_order INTEGER NOT NULL,
+    config TEXT NOT NULL,
+    excluded INTEGER NOT NULL DEFAULT 0,
+    exclude_reason TEXT,
+    in_sweep INTEGER NOT NULL DEFAULT 1,
+    added_at REAL NOT NULL
+);
+CREATE TABLE IF NOT EXISTS attempts (
+    point_id TEXT NOT NULL REFERENCES points(point_id),
+    attempt INTEGER NOT NULL,
+    backend TEXT NOT NULL,
+    state TEXT NOT NULL,
+    job_id TEXT,
+    array_index INTEGER,
+    pid INTEGER,
+    failure_class TEXT,
+    reason TEXT,
+    exit_code INTEGER,
+    node_list TEXT,
+    submitted_at REAL NOT NULL,
+    started_at REAL,
+    ended_at REAL,
+    result_path TEXT,
+    updated_at REAL NOT NULL,
+    PRIMARY KEY (point_id, attempt)
+);
+CREATE TABLE IF NOT EXISTS events (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    point_id TEXT NOT NULL,
+    attempt INTEGER NOT NULL,
+    state TEXT NOT NULL,
+    at REAL NOT NULL,
+    detail TEXT
+);
+CREATE INDEX IF NOT EXISTS attempts_state ON attempts(state);
+"""
+
+
+@dataclass(frozen=True)
+class AttemptRow:
+    point_id: str
+    attempt: int
+    backend: str
+    state: State
+    job_id: str | None
+    array_index: int | None
+    pid: int | None
+    failure_class: str | None
+    reason: str | None
+    exit_code: int | None
+    node_list: str | None
+    submitted_at: float
+    started_at: float | None
+    ended_at: float | None
+    result_path: str | None
+
+    @property
+    def handle(self) -> Handle:
+        return Handle(job_id=self.job_id, array_index=self.array_index, pid=self.pid)
+
+
+@dataclass(frozen=True)
+class PointRow:
+    point_id: str
+    run_order: int
+    config: dict[str, Any]
+    excluded: bool
+    exclude_reason: str | None
+    in_sweep: bool
+    latest: AttemptRow | None  # None: never attempted
+
+    @property
+    def state(self) -> State:
+        return self.latest.state if self.latest else State.PLANNED
+
+    @property
+    def attempts(self) -> int:
+        return self.latest.attempt if self.latest else 0
+
+
+_ATTEMPT_COLS = ("point_id, attempt, backend, state, job_id, array_index, pid, failure_class, reason, "
+                 "exit_code, node_list, submitted_at, started_at, ended_at, result_path")
+
+
+def _attempt(row: Sequence[Any]) -> AttemptRow:
+    values = list(row)
+    values[3] = State(values[3])
+    return AttemptRow(*values)
+
+
+class Ledger:
+    """One study's ledger file. Connections are short-lived per command; writes are transactions."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self._db = sqlite3.connect(path, timeout=30, isolation_level=None)
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute("PRAGMA synchronous=NORMAL")
+        self._db.execute("PRAGMA busy_timeout=30000")
+        with self.transaction() as db:
+            for stmt in SCHEMA.strip().split(";"):
+                if stmt.strip():
+                    db.execute(stmt)
+
+    def close(self) -> None:
+        self._db.close()
+
+    def __enter__(self) -> Ledger:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @contextmanager
+    def transaction(self) -> Iterator[sqlite3.Connection]:
+        self._db.execute("BEGIN IMMEDIATE")
+        try:
+            yield self._db
+        except BaseException:
+            self._db.execute("ROLLBACK")
+            raise
+        self._db.execute("COMMIT")
+
+    # ---- meta
+    def set_meta(self, **values: str) -> None:
+        with self.transaction() as db:
+            db.executemany("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", values.items())
+
+    def meta(self, key: str) -> str | None:
+        row = self._db.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+        return row[0] if row else None
+
+    # ---- points
+    def sync_points(self, points: Iterable[tuple[str, int, dict[str, Any], bool, str | None]]) -> int:
+        """Insert new points, refresh order/exclusion of known ones, mark the rest out of the sweep.
+
+        Returns how many points were new.
+        """
+        now = time.time()
+        rows = list(points)
+        with self.transaction() as db:
+            known = {r[0] for r in db.execute("SELECT point_id FROM points")}
+            db.execute("UPDATE points SET in_sweep = 0")
+            db.executemany(
+                "INSERT INTO points(point_id, run_order, config, excluded, exclude_reason, in_sweep, added_at) "
+                "VALUES (?, ?, ?, ?, ?, 1, ?) ON CONFLICT(point_id) DO UPDATE SET run_order = excluded.run_order, "
+                "excluded = excluded.excluded, exclude_reason = excluded.exclude_reason, in_sweep = 1",
+                [(pid, order, json.dumps(cfg, sort_keys=True), int(exc), reason, now)
+                 for pid, order, cfg, exc, reason in rows],
+            )
+        return sum(1 for r in rows if r[0] not in known)
+
+    def points(self, only_in_sweep: bool = True) -> list[PointRow]:
+        latest = {a.point_id: a for a in self.latest_attempts()}
+        query = "SELECT point_id, run_order, config, excluded, exclude_reason, in_sweep FROM points"
+        if only_in_sweep:
+            query += " WHERE in_sweep = 1"
+        return [
+            PointRow(pid, order, json.loads(cfg), bool(exc), reason, bool(ins), latest.get(pid))
+            for pid, order, cfg, exc, reason, ins in self._db.execute(query + " ORDER BY run_order")
+        ]
+
+    # ---- attempts
+    def latest_attempts(self) -> list[AttemptRow]:
+        rows = self._db.execute(
+            f"SELECT {_ATTEMPT_COLS} FROM attempts a WHERE attempt = "
+            "(SELECT MAX(attempt) FROM attempts b WHERE b.point_id = a.point_id)"
+        )
+        return [_attempt(r) for r in rows]
+
+    def attempts(self, point_id: str | None = None) -> list[AttemptRow]:
+        if point_id is None:
+            rows = self._db.execute(f"SELECT {_ATTEMPT_COLS} FROM attempts ORDER BY point_id, attempt")
+        else:
+            rows = self._db.execute(f"SELECT {_ATTEMPT_COLS} FROM attempts WHERE point_id = ? ORDER BY attempt",
+                                    (point_id,))
+        return [_attempt(r) for r in rows]
+
+    def active_attempts(self) -> list[AttemptRow]:
+        marks = ",".join("?" * len(ACTIVE_STATES))
+        rows = self._db.execute(f"SELECT {_ATTEMPT_COLS} FROM attempts WHERE state IN ({marks})",
+                                [s.value for s in ACTIVE_STATES])
+        return [_attempt(r) for r in rows]
+
+    def new_attempts(self, items: Sequence[tuple[str, str]]) -> dict[str, int]:
+        """Open a SUBMITTED attempt for each (point_id, backend); returns point_id → attempt number."""
+        now = time.time()
+        out: dict[str, int] = {}
+        with self.transaction() as db:
+            for point_id, backend in items:
+                (last,) = db.execute("SELECT COALESCE(MAX(attempt), 0) FROM attempts WHERE point_id = ?",
+                                     (point_id,)).fetchone()
+                out[point_id] = last + 1
+                db.execute("INSERT INTO attempts(point_id, attempt, backend, state, submitted_at, updated_at) "
+                           "VALUES (?, ?, ?, ?, ?, ?)", (point_id, last + 1, backend, State.SUBMITTED.value, now, now))
+                db.execute("INSERT INTO events(point_id, attempt, state, at) VALUES (?, ?, ?, ?)",
+                           (point_id, last + 1, State.SUBMITTED.value, now))
+        return out
+
+    def record_handles(self, items: Sequence[tuple[str, int, Handle]]) -> None:
+        now = time.time()
+        with self.transaction() as db:
+            db.executemany(
+                "UPDATE attempts SET job_id = ?, array_index = ?, pid = ?, updated_at = ? "
+                "WHERE point_id = ? AND attempt = ?",
+                [(h.job_id, h.array_index, h.pid, now, pid, att) for pid, att, h in items],
+            )
+
+    def record_updates(self, updates: Sequence[Update], result_paths: dict[tuple[str, int], str] | None = None) -> None:
+        """Apply state changes. A final state is overwritten only by COMPLETED (a result file is the truth)."""
+        if not updates:
+            return
+        now = time.time()
+        result_paths = result_paths or {}
+        finals = [s.value for s in State if s not in ACTIVE_STATES and s is not State.PLANNED]
+        marks = ",".join("?" * len(finals))
+        with self.transaction() as db:
+            for u in updates:
+                cur = db.execute(
+                    f"UPDATE attempts SET state = ?, failure_class = COALESCE(?, failure_class), "
+                    f"reason = COALESCE(?, reason), exit_code = COALESCE(?, exit_code), "
+                    f"node_list = COALESCE(?, node_list), started_at = COALESCE(started_at, ?), "
+                    f"ended_at = COALESCE(?, ended_at), result_path = COALESCE(?, result_path), updated_at = ? "
+                    f"WHERE point_id = ? AND attempt = ? AND state != ? AND (state NOT IN ({marks}) OR ? = ?)",
+                    (u.state.value, u.failure_class.value if u.failure_class else None, u.reason, u.exit_code,
+                     u.node_list, u.started_at, u.ended_at, result_paths.get((u.point_id, u.attempt)), now,
+                     u.point_id, u.attempt, u.state.value, *finals, u.state.value, State.COMPLETED.value),
+                )
+                if cur.rowcount:
+                    db.execute("INSERT INTO events(point_id, attempt, state, at, detail) VALUES (?, ?, ?, ?, ?)",
+                               (u.point_id, u.attempt, u.state.value, now, u.reason))
+
+    def events(self, point_id: str) -> list[tuple[int, str, float, str | None]]:
+        return list(self._db.execute("SELECT attempt, state, at, detail FROM events WHERE point_id = ? ORDER BY id",
+                                     (point_id,)))

@@ -1,0 +1,116 @@
+"""What a study will cost before it runs: per-point sizes, memory, disk, node-hours."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from studyctl.expand import PlannedPoint
+from studyctl.sweep import SweepFile
+
+MIB = 1 << 20
+GIB = 1 << 30
+# Resident memory of one worker rank besides its buffer (Python, mpi4py, MPICH), measured ~80 MiB.
+WORKER_BASE_BYTES = 96 * MIB
+
+
+def disk_steps_needed(writes: int, reads: int) -> int:
+    """Step directories on disk at the peak: the ones restores read, plus one being written."""
+    if writes == 0:
+        return 0
+    kept = min(writes, reads)
+    return kept + (1 if writes > kept else 0)
+
+
+def plan_row(pp: PlannedPoint, sweep: SweepFile) -> dict[str, Any]:
+    """One JSON-able row; the keys the `plan --json` contract names come first."""
+    p = pp.point
+    opts = p.checkpoint
+    row: dict[str, Any] = {
+        "point_id": p.point_id,
+        "model": p.model.name,
+        "zero_stage": p.zero_stage,
+        "tensor_parallel": p.tensor_parallel,
+        "pipeline_parallel": p.pipeline_parallel,
+        "data_parallel": p.data_parallel,
+        "nodes": p.nodes,
+        "ranks_per_node": p.ranks_per_node,
+        "world_size": p.world_size,
+        "filesystem": p.filesystem,
+        "io_mode": p.io_mode,
+        "repetition": p.repetition,
+        "excluded": pp.excluded,
+        "exclude_reason": pp.exclude_reason,
+        "scale": opts.scale,
+        "writes": opts.writes,
+        "reads": opts.reads,
+    }
+    infeasible = pp.excluded and (pp.exclude_reason or "").startswith("infeasible")
+    if infeasible:
+        row.update(dict.fromkeys(("checkpoint_bytes", "nominal_checkpoint_bytes", "bytes_per_rank_max",
+                                  "bytes_per_rank_min", "files_per_checkpoint", "writer_ranks",
+                                  "disk_bytes_needed", "worker_memory_per_host_bytes",
+                                  "dlio_memory_per_host_bytes", "estimated_seconds", "node_hours")))
+        return row
+    lay = p.layout()
+    nominal = p.nominal_layout()
+    moved = lay.total_bytes * (opts.writes + opts.reads)
+    seconds = sweep.estimate.overhead_s + moved / (p.nodes * sweep.estimate.GiBps_per_node * GIB)
+    row.update(
+        checkpoint_bytes=lay.total_bytes,
+        nominal_checkpoint_bytes=nominal.total_bytes,
+        bytes_per_rank_max=lay.bytes_per_rank_max,
+        bytes_per_rank_min=lay.bytes_per_rank_min,
+        files_per_checkpoint=lay.files_per_checkpoint,
+        writer_ranks=lay.writer_ranks,
+        disk_bytes_needed=lay.total_bytes * disk_steps_needed(opts.writes, opts.reads),
+        worker_memory_per_host_bytes=p.ranks_per_node * (opts.buffer_mib * MIB + WORKER_BASE_BYTES),
+        # DLIO holds each rank's whole state in RAM, twice while restoring.
+        dlio_memory_per_host_bytes=p.ranks_per_node * (2 * lay.bytes_per_rank_max + WORKER_BASE_BYTES),
+        estimated_seconds=round(seconds, 1),
+        node_hours=p.nodes * seconds / 3600,
+    )
+    return row
+
+
+def plan_rows(points: Iterable[PlannedPoint], sweep: SweepFile) -> Iterator[dict[str, Any]]:
+    for pp in points:
+        yield plan_row(pp, sweep)
+
+
+@dataclass
+class PlanSummary:
+    points: int = 0
+    runnable: int = 0
+    excluded: int = 0
+    bytes_to_write: int = 0
+    bytes_to_read: int = 0
+    node_hours: float = 0.0
+    max_disk_bytes_needed: dict[str, int] = field(default_factory=dict)  # per filesystem
+    axis_counts: dict[str, Counter] = field(default_factory=dict)
+    exclude_reasons: Counter = field(default_factory=Counter)
+
+    def add(self, row: dict[str, Any]) -> None:
+        self.points += 1
+        for axis in ("model", "zero_stage", "nodes", "ranks_per_node", "tensor_parallel",
+                     "pipeline_parallel", "filesystem", "io_mode", "repetition"):
+            self.axis_counts.setdefault(axis, Counter())[row[axis]] += 1
+        if row["excluded"]:
+            self.excluded += 1
+            self.exclude_reasons[row["exclude_reason"]] += 1
+            return
+        self.runnable += 1
+        self.bytes_to_write += row["checkpoint_bytes"] * row["writes"]
+        self.bytes_to_read += row["checkpoint_bytes"] * row["reads"]
+        self.node_hours += row["node_hours"]
+        fs = row["filesystem"]
+        self.max_disk_bytes_needed[fs] = max(self.max_disk_bytes_needed.get(fs, 0), row["disk_bytes_needed"])
+
+
+def summarize_plan(rows: Iterable[dict[str, Any]]) -> PlanSummary:
+    summary = PlanSummary()
+    for row in rows:
+        summary.add(row)
+    return summary

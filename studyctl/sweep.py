@@ -1,0 +1,340 @@
+"""The sweep file: schema, validation with `file:line: key: problem` errors, and aliases."""
+
+from __future__ import annotations
+
+import difflib
+import re
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    PositiveInt,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+
+from studyctl.catalog import CATALOG, DTYPE_BYTES, ModelSpec, lookup
+from studyctl.errors import UserError
+from studyctl.points import CheckpointOptions, ColdRead, IoMode, RestoreMode
+from studyctl.yamlpos import Loc, line_of, load_yaml_with_lines
+
+ZERO_ALIASES = {"ddp": 0, "fsdp": 3, "zero0": 0, "zero1": 1, "zero2": 2, "zero3": 3}
+STUDY_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+
+
+def _zero_alias(value: Any) -> Any:
+    return ZERO_ALIASES.get(value.lower(), value) if isinstance(value, str) else value
+
+
+ZeroStage = Annotated[Literal[0, 1, 2, 3], BeforeValidator(_zero_alias)]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class InlineModel(_Strict):
+    """A model given by its dimensions, with DLIO's key names."""
+
+    name: str
+    num_layers: PositiveInt
+    hidden_size: PositiveInt
+    ffn_hidden_size: PositiveInt
+    num_attention_heads: PositiveInt
+    num_kv_heads: PositiveInt | None = None
+    vocab_size: PositiveInt
+    model_dtype: Literal[tuple(DTYPE_BYTES)] = "bf16"  # type: ignore[valid-type]
+    optimizer_dtype: Literal[tuple(DTYPE_BYTES)] = "fp32"  # type: ignore[valid-type]
+
+    def spec(self) -> ModelSpec:
+        data = self.model_dump()
+        data["num_kv_heads"] = data["num_kv_heads"] or self.num_attention_heads
+        return ModelSpec(**data)
+
+
+def _as_list(value: Any) -> Any:
+    return value if isinstance(value, list) or value is None else [value]
+
+
+def _listify(cls: type[BaseModel], data: Any) -> Any:
+    if isinstance(data, dict):
+        return {k: _as_list(v) if k in cls.model_fields else v for k, v in data.items()}
+    return data
+
+
+class Matrix(_Strict):
+    """Axes to cross; a scalar means a one-value axis. Checkpoint options may be axes too."""
+
+    model: list[str] | None = None  # subset of `models` by name; default: all
+    zero_stage: list[ZeroStage] = [1]
+    nodes: list[PositiveInt] = [1]
+    ranks_per_node: list[PositiveInt] = [1]
+    tensor_parallel: list[PositiveInt] = [1]
+    pipeline_parallel: list[PositiveInt] = [1]
+    filesystem: list[str] | None = None  # default: every filesystem
+    io_mode: list[IoMode] = ["buffered"]
+    # checkpoint options as axes
+    writes: list[Annotated[int, Field(ge=0)]] | None = None
+    reads: list[Annotated[int, Field(ge=0)]] | None = None
+    scale: list[Annotated[float, Field(gt=0, le=1)]] | None = None
+    buffer_mib: list[PositiveInt] | None = None
+    block_mib: list[PositiveInt] | None = None
+    cold_read: list[ColdRead] | None = None
+    rank_shift: list[Annotated[int, Field(ge=0)]] | None = None
+    restore: list[RestoreMode] | None = None
+    direct_fallback: list[bool] | None = None
+
+    _listify = model_validator(mode="before")(classmethod(lambda cls, d: _listify(cls, d)))
+
+    @field_validator("*", mode="after")
+    @classmethod
+    def _non_empty(cls, value: Any) -> Any:
+        if isinstance(value, list) and not value:
+            raise ValueError("needs at least one value")
+        return value
+
+
+POINT_AXES = ("model", "zero_stage", "nodes", "ranks_per_node", "tensor_parallel", "pipeline_parallel",
+              "filesystem", "io_mode")
+CHECKPOINT_AXES = ("writes", "reads", "scale", "buffer_mib", "block_mib", "cold_read", "rank_shift",
+                   "restore", "direct_fallback")
+AXES = POINT_AXES + CHECKPOINT_AXES
+CONDITION = re.compile(r"^\s*(<=|>=|!=|==|<|>)\s*(\S.*?)\s*$")
+STRING_RULE = re.compile(r"^\s*([a-z_]+)\s*(<=|>=|!=|==|<|>)\s*(\S.*?)\s*$")
+
+
+class ExcludeRule(_Strict):
+    """Matches points whose axes all match: a value, a list of values, or a condition "< 2"."""
+
+    match: dict[str, Any]
+    reason: str | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _parse(cls, data: Any) -> Any:
+        if isinstance(data, str):  # "nodes < 2 and io_mode == direct"
+            match: dict[str, Any] = {}
+            for part in re.split(r"\s+and\s+", data.strip()):
+                m = STRING_RULE.match(part)
+                if not m:
+                    raise ValueError(f"cannot parse condition {part!r}; write e.g. 'nodes < 2'")
+                match[m.group(1)] = f"{m.group(2)} {m.group(3)}"
+            return {"match": match, "reason": data.strip()}
+        if isinstance(data, dict) and "match" not in data:
+            data = dict(data)
+            reason = data.pop("reason", None)
+            return {"match": data, "reason": reason}
+        return data
+
+    @field_validator("match")
+    @classmethod
+    def _known_axes(cls, match: dict[str, Any]) -> dict[str, Any]:
+        for key in match:
+            if key not in AXES:
+                raise ValueError(_unknown_axis(key))
+        if not match:
+            raise ValueError("an exclude rule needs at least one axis")
+        return match
+
+
+class FilesystemSpec(_Strict):
+    path: str
+    description: str | None = None
+    kind: str | None = None  # e.g. "lustre", "nfs", "local-nvme"
+
+
+class LocalOptions(_Strict):
+    max_concurrent: PositiveInt = 1
+    timeout_s: PositiveInt = 3600
+    mpiexec: str | None = None  # default: the mpiexec beside this Python
+    mpiexec_args: list[str] = []
+
+
+class Estimate(_Strict):
+    """Assumptions for node-hour estimates before anything was measured."""
+
+    GiBps_per_node: float = Field(1.0, gt=0)
+    overhead_s: float = Field(30.0, ge=0)
+
+
+class SweepFile(_Strict):
+    study: str
+    description: str | None = None
+    models: list[str | InlineModel]
+    matrix: Matrix = Matrix()
+    zip: list[dict[str, list[Any]]] = []
+    exclude: list[ExcludeRule] = []
+    repetitions: PositiveInt = 1
+    filesystems: dict[str, FilesystemSpec]
+    checkpoint: CheckpointOptions = CheckpointOptions()
+    estimate: Estimate = Estimate()
+    local: LocalOptions = LocalOptions()
+    slurm: dict[str, Any] = {}
+
+    @field_validator("study")
+    @classmethod
+    def _study_name(cls, value: str) -> str:
+        if not STUDY_NAME.match(value):
+            raise ValueError(f"{value!r} must be 1-64 letters, digits, '_', '.', '-' (it names a directory)")
+        return value
+
+    @field_validator("models")
+    @classmethod
+    def _models_known(cls, models: list[str | InlineModel]) -> list[str | InlineModel]:
+        if not models:
+            raise ValueError("needs at least one model")
+        for m in models:
+            if isinstance(m, str) and lookup(m) is None:
+                raise ValueError(f"{m!r} is not in the catalog{_did_you_mean(m, CATALOG)}; "
+                                 f"catalog: {', '.join(CATALOG)} (or give the dimensions inline)")
+        return models
+
+    @field_validator("filesystems")
+    @classmethod
+    def _filesystems(cls, fs: dict[str, FilesystemSpec]) -> dict[str, FilesystemSpec]:
+        if not fs:
+            raise ValueError("needs at least one filesystem (name: {path: ...})")
+        return fs
+
+    @field_validator("zip")
+    @classmethod
+    def _zip_groups(cls, groups: list[dict[str, list[Any]]]) -> list[dict[str, list[Any]]]:
+        seen: set[str] = set()
+        for group in groups:
+            lengths = {len(v) for v in group.values()}
+            for key in group:
+                if key not in AXES:
+                    raise ValueError(_unknown_axis(key))
+                if key in seen:
+                    raise ValueError(f"axis {key!r} is in two zip groups")
+                seen.add(key)
+            if len(group) < 2 or len(lengths) != 1 or 0 in lengths:
+                raise ValueError("a zip group needs two or more axes, lists of one equal, non-zero length")
+        return groups
+
+    def model_specs(self) -> dict[str, ModelSpec]:
+        out = {}
+        for m in self.models:
+            spec = lookup(m) if isinstance(m, str) else m.spec()
+            assert spec is not None  # checked by the validator
+            out[m if isinstance(m, str) else spec.name] = spec
+        return out
+
+
+def _unknown_axis(key: str) -> str:
+    return f"unknown axis {key!r}{_did_you_mean(key, AXES)}; allowed: {', '.join(AXES)}"
+
+
+def _did_you_mean(word: str, choices: Any) -> str:
+    close = difflib.get_close_matches(str(word), list(choices), n=1)
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
+def _allowed_keys(model: type[BaseModel], loc: Loc) -> list[str]:
+    """Field names of the sub-model at `loc` (for did-you-mean on unknown keys)."""
+    current: Any = model
+    for part in loc:
+        if isinstance(part, int) or not (isinstance(current, type) and issubclass(current, BaseModel)):
+            continue
+        field = current.model_fields.get(str(part))
+        if field is None:
+            break
+        ann = field.annotation
+        current = ann if isinstance(ann, type) and issubclass(ann, BaseModel) else None
+    if isinstance(current, type) and issubclass(current, BaseModel):
+        return list(current.model_fields)
+    return []
+
+
+def _clean_loc(loc: tuple[Any, ...]) -> Loc:
+    """Drop pydantic's union/validator tags (e.g. 'InlineModel', 'str', 'function-after[...]')."""
+    out: list[str | int] = []
+    for part in loc:
+        if isinstance(part, str) and (part in ("str", "InlineModel", "list[...]", "match") or "[" in part):
+            continue
+        out.append(part)
+    return tuple(out)
+
+
+def _describe(err: dict[str, Any], loc: Loc) -> str:
+    kind, value = err["type"], err.get("input")
+    ctx = err.get("ctx") or {}
+    if kind == "extra_forbidden":
+        allowed = _allowed_keys(SweepFile, loc[:-1])
+        hint = _did_you_mean(str(loc[-1]), allowed)
+        return f"unknown key{hint}; allowed: {', '.join(allowed)}" if allowed else "unknown key"
+    if kind == "literal_error":
+        return f"{value!r} is not one of {ctx.get('expected', '').replace(' or ', ', ')}"
+    if kind == "missing":
+        return "required key is missing"
+    if kind == "value_error":
+        return str(ctx.get("error", err["msg"]))
+    return f"{value!r}: {err['msg'][0].lower()}{err['msg'][1:]}" if value is not None else err["msg"]
+
+
+def _error_line(path: Path, lines: dict[Loc, int], err: dict[str, Any]) -> str:
+    loc = _clean_loc(err["loc"])
+    line = line_of(lines, loc)
+    where = f"{path}:{line}" if line else str(path)
+    key = ".".join(str(p) for p in loc) or "(top level)"
+    return f"{where}: {key}: {_describe(err, loc)}"
+
+
+def parse_sweep(data: Any, path: Path, lines: dict[Loc, int] | None = None) -> SweepFile:
+    """Validate already-loaded sweep data; the first problem becomes a one-line UserError."""
+    lines = lines or {}
+    if not isinstance(data, dict):
+        raise UserError(f"{path}: a sweep file is a YAML mapping (keys: study, models, matrix, filesystems)")
+    try:
+        sweep = SweepFile.model_validate(data)
+    except ValidationError as exc:
+        first = exc.errors(include_url=False)[0]
+        raise UserError(_error_line(path, lines, first)) from None
+    _check_references(sweep, path, lines)
+    if sweep.slurm:
+        slurm_options(sweep, path, lines)
+    return sweep
+
+
+def slurm_options(sweep: SweepFile, path: Path, lines: dict[Loc, int] | None = None) -> Any:
+    """The sweep's `slurm:` section validated by the Slurm backend's own model."""
+    from studyctl.backends.slurm import SlurmOptions
+
+    try:
+        return SlurmOptions.model_validate(sweep.slurm)
+    except ValidationError as exc:
+        err = exc.errors(include_url=False)[0]
+        err = {**err, "loc": ("slurm", *err["loc"])}
+        raise UserError(_error_line(path, lines or {}, err)) from None
+
+
+def load_sweep(path: Path) -> SweepFile:
+    data, lines = load_yaml_with_lines(path)
+    return parse_sweep(data, path, lines)
+
+
+def _check_references(sweep: SweepFile, path: Path, lines: dict[Loc, int]) -> None:
+    """Names used in the matrix must exist in `models` / `filesystems`."""
+    names = {"model": list(sweep.model_specs()), "filesystem": list(sweep.filesystems)}
+    sources: list[tuple[Loc, str, list[Any]]] = [
+        (("matrix", axis), axis, getattr(sweep.matrix, axis) or []) for axis in names
+    ]
+    sources += [(("zip", i, axis), axis, group[axis]) for i, group in enumerate(sweep.zip)
+                for axis in names if axis in group]
+    for loc, axis, values in sources:
+        for value in values:
+            if value not in names[axis]:
+                line = line_of(lines, loc)
+                where = f"{path}:{line}" if line else str(path)
+                raise UserError(f"{where}: {'.'.join(map(str, loc))}: {value!r} is not one of "
+                                f"{', '.join(map(str, names[axis]))}{_did_you_mean(str(value), names[axis])}")
+    for i, group in enumerate(sweep.zip):
+        for axis in group:
+            if axis in sweep.matrix.model_fields_set:
+                line = line_of(lines, ("zip", i, axis))
+                raise UserError(f"{path}:{line}: zip.{i}.{axis}: axis also in matrix; give it in one place")
