@@ -405,3 +405,5 @@ def compare(
 
 def main() -> None:
     app()
+if __name__ == "__main__":
+    main()

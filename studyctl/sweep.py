@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import difflib
+import os
 import re
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from pydantic import (
+    AfterValidator,
     BaseModel,
     BeforeValidator,
     ConfigDict,
@@ -105,7 +107,7 @@ CHECKPOINT_AXES = ("writes", "reads", "scale", "buffer_mib", "block_mib", "cold_
                    "restore", "direct_fallback")
 AXES = POINT_AXES + CHECKPOINT_AXES
 CONDITION = re.compile(r"^\s*(<=|>=|!=|==|<|>)\s*(\S.*?)\s*$")
-STRING_RULE = re.compile(r"^\s*([a-z_]+)\s*(<=|>=|!=|==|<|>)\s*(\S.*?)\s*$")
+STRING_RULE = re.compile(r"^\s*([a-z_]+)\s*(<=|>=|!=|==|<|>)\s*([^<>=!\s].*?)\s*$")
 
 
 class ExcludeRule(_Strict):
@@ -147,6 +149,15 @@ class FilesystemSpec(_Strict):
     description: str | None = None
     kind: str | None = None  # e.g. "lustre", "nfs", "local-nvme"
 
+    @field_validator("path")
+    @classmethod
+    def _expand(cls, value: str) -> str:
+        """`~` and `$VARS` expand where the sweep is loaded (the submitting user's environment)."""
+        path = os.path.expanduser(os.path.expandvars(value))
+        if not os.path.isabs(path):
+            raise ValueError(f"{value!r} must be an absolute path (workers may start in another directory)")
+        return path
+
 
 class LocalOptions(_Strict):
     max_concurrent: PositiveInt = 1
@@ -162,12 +173,22 @@ class Estimate(_Strict):
     overhead_s: float = Field(30.0, ge=0)
 
 
+def _zip_group(group: dict[str, list[Any]]) -> dict[str, list[Any]]:
+    for key in group:
+        if key not in AXES:
+            raise ValueError(_unknown_axis(key))
+    lengths = {len(v) for v in group.values()}
+    if len(group) < 2 or len(lengths) != 1 or 0 in lengths:
+        raise ValueError("a zip group needs two or more axes, lists of one equal, non-zero length")
+    return group
+
+
 class SweepFile(_Strict):
     study: str
     description: str | None = None
     models: list[str | InlineModel]
     matrix: Matrix = Matrix()
-    zip: list[dict[str, list[Any]]] = []
+    zip: list[Annotated[dict[str, list[Any]], AfterValidator(_zip_group)]] = []
     exclude: list[ExcludeRule] = []
     repetitions: PositiveInt = 1
     filesystems: dict[str, FilesystemSpec]
@@ -206,15 +227,10 @@ class SweepFile(_Strict):
     def _zip_groups(cls, groups: list[dict[str, list[Any]]]) -> list[dict[str, list[Any]]]:
         seen: set[str] = set()
         for group in groups:
-            lengths = {len(v) for v in group.values()}
             for key in group:
-                if key not in AXES:
-                    raise ValueError(_unknown_axis(key))
                 if key in seen:
                     raise ValueError(f"axis {key!r} is in two zip groups")
                 seen.add(key)
-            if len(group) < 2 or len(lengths) != 1 or 0 in lengths:
-                raise ValueError("a zip group needs two or more axes, lists of one equal, non-zero length")
         return groups
 
     def model_specs(self) -> dict[str, ModelSpec]:
@@ -231,7 +247,11 @@ def _unknown_axis(key: str) -> str:
 
 
 def _did_you_mean(word: str, choices: Any) -> str:
-    close = difflib.get_close_matches(str(word), list(choices), n=1)
+    def norm(text: str) -> str:
+        return re.sub(r"[-_. ]", "", text.lower())
+
+    choices = [str(c) for c in choices]
+    close = [c for c in choices if norm(c) == norm(str(word))] or difflib.get_close_matches(str(word), choices, n=1)
     return f" (did you mean {close[0]!r}?)" if close else ""
 
 
@@ -293,7 +313,9 @@ def parse_sweep(data: Any, path: Path, lines: dict[Loc, int] | None = None) -> S
     try:
         sweep = SweepFile.model_validate(data)
     except ValidationError as exc:
-        first = exc.errors(include_url=False)[0]
+        errors = exc.errors(include_url=False)
+        # For `str | InlineModel` a mapping fails the str branch too; report the mapping's own problem.
+        first = next((e for e in errors if e["type"] != "string_type"), errors[0])
         raise UserError(_error_line(path, lines, first)) from None
     _check_references(sweep, path, lines)
     if sweep.slurm:
