@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# The whole test suite on a fresh Debian machine (as root): venv and packages, Debian packages the
+# tests use (fio, chromium), a real four-node Slurm cluster on this machine, then pytest.
+# Extra arguments go to pytest, e.g. `bash scripts/test.sh -k sweep`.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+source scripts/setup-env.sh
+
+missing=()
+command -v chromium >/dev/null || missing+=(chromium)
+command -v fio >/dev/null || missing+=(fio)
+if ((${#missing[@]})); then
+  echo "installing ${missing[*]} (Debian packages the tests use)"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get -o DPkg::Lock::Timeout=300 update -qq
+  apt-get -o DPkg::Lock::Timeout=300 install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+started_cluster=0
+if ! scontrol ping 2>/dev/null | grep -q UP; then
+  bash scripts/slurm-local-cluster.sh up
+  started_cluster=1
+fi
+cleanup() { ((started_cluster)) && bash scripts/slurm-local-cluster.sh down || true; }
+trap cleanup EXIT
+
+set +e
+python -m pytest "$@"
+rc=$?
+set -e
+if ((rc == 5)); then
+  echo "pytest collected no tests: that is a failure" >&2
+  exit 1
+fi
+exit $rc
