@@ -60,7 +60,8 @@ def test_env_vars_in_paths_expand(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
 
 BAD = [
     # (name, yaml, expected fragments: line, key, message)
-    ("zero stage out of range", GOOD.replace("[1, 3]", "[1, 5]"), [":4:", "matrix.zero_stage.1", "5 is not one of 0, 1, 2, 3"]),
+    ("zero stage out of range", GOOD.replace("[1, 3]", "[1, 5]"),
+     [":4:", "matrix.zero_stage.1", "5 is not one of 0, 1, 2, 3"]),
     ("unknown top-level key", GOOD + "repetitons: 3\n", [":9:", "repetitons", "did you mean 'repetitions'"]),
     ("unknown matrix axis", GOOD.replace("  nodes:", "  node:"), [":5:", "matrix.node", "did you mean 'nodes'"]),
     ("unknown model", GOOD.replace("[llama_7b]", "[llama-7b]"), [":2:", "models", "not in the catalog",
