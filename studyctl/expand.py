@@ -104,40 +104,46 @@ def iter_points(sweep: SweepFile) -> Iterator[PlannedPoint]:
     """Points in run order: repetition outermost, filesystem innermost, so both interleave."""
     units, filesystems = _axis_units(sweep)
     models: dict[str, ModelSpec] = sweep.model_specs()
+    combos = [_combo(sweep, models, combo) for combo in itertools.product(*units)]
     order = 0
-    combos = list(itertools.product(*units))
     for repetition in range(sweep.repetitions):
-        for combo in combos:
-            axes: dict[str, Any] = {}
-            for part in combo:
-                axes.update(part)
-            for fs in filesystems or [axes.get("filesystem")]:
-                values = {**axes, "filesystem": fs, "repetition": repetition}
-                yield _planned(sweep, models, values, order)
+        for values, fields, infeasible in combos:
+            for fs in filesystems or [values.get("filesystem")]:
+                point = Point.model_construct(**fields, filesystem=fs, repetition=repetition)
+                yield _planned(sweep, {**values, "filesystem": fs, "repetition": repetition}, point, infeasible,
+                               order)
                 order += 1
 
 
-def _planned(sweep: SweepFile, models: dict[str, ModelSpec], values: dict[str, Any], order: int) -> PlannedPoint:
+def _combo(sweep: SweepFile, models: dict[str, ModelSpec], combo: tuple[dict[str, Any], ...]
+           ) -> tuple[dict[str, Any], dict[str, Any], str | None]:
+    """What a combination of axis values fixes for all its filesystems and repetitions."""
+    values: dict[str, Any] = {}
+    for part in combo:
+        values.update(part)
     overrides = tuple((k, values[k]) for k in CHECKPOINT_AXES if values.get(k) != getattr(sweep.checkpoint, k))
-    point = Point.model_construct(
-        model=models[values["model"]],
-        zero_stage=values["zero_stage"],
-        tensor_parallel=values["tensor_parallel"],
-        pipeline_parallel=values["pipeline_parallel"],
-        nodes=values["nodes"],
-        ranks_per_node=values["ranks_per_node"],
-        filesystem=values["filesystem"],
-        io_mode=values["io_mode"],
-        repetition=values["repetition"],
-        checkpoint=_checkpoint_options(sweep.checkpoint, overrides),
-    )
+    fields = {
+        "model": models[values["model"]],
+        "zero_stage": values["zero_stage"],
+        "tensor_parallel": values["tensor_parallel"],
+        "pipeline_parallel": values["pipeline_parallel"],
+        "nodes": values["nodes"],
+        "ranks_per_node": values["ranks_per_node"],
+        "io_mode": values["io_mode"],
+        "checkpoint": _checkpoint_options(sweep.checkpoint, overrides),
+    }
+    problems = _problems(fields["model"], values["nodes"] * values["ranks_per_node"], values["tensor_parallel"],
+                         values["pipeline_parallel"], values["zero_stage"])
+    return values, fields, ("infeasible: " + "; ".join(problems)) if problems else None
+
+
+def _planned(sweep: SweepFile, values: dict[str, Any], point: Point, infeasible: str | None,
+             order: int) -> PlannedPoint:
     for i, rule in enumerate(sweep.exclude):
         if all(value_matches(axis, values.get(axis), wanted) for axis, wanted in rule.match.items()):
             return PlannedPoint(point, order, True, rule.reason or _rule_label(i, rule.match))
-    problems = _problems(point.model, point.world_size, point.tensor_parallel, point.pipeline_parallel,
-                         point.zero_stage)
-    if problems:
-        return PlannedPoint(point, order, True, "infeasible: " + "; ".join(problems))
+    if infeasible:
+        return PlannedPoint(point, order, True, infeasible)
     return PlannedPoint(point, order)
 
 

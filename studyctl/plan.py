@@ -5,15 +5,21 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any
 
+from studyctl.catalog import ModelSpec
 from studyctl.expand import PlannedPoint
-from studyctl.sweep import SweepFile
+from studyctl.layout import Parallelism, summarize
+from studyctl.points import CheckpointOptions
+from studyctl.sweep import Estimate, SweepFile
 
 MIB = 1 << 20
 GIB = 1 << 30
 # Resident memory of one worker rank besides its buffer (Python, mpi4py, MPICH), measured ~80 MiB.
 WORKER_BASE_BYTES = 96 * MIB
+PLAN_AXES = ("model", "zero_stage", "nodes", "ranks_per_node", "tensor_parallel", "pipeline_parallel", "filesystem",
+             "io_mode", "repetition")
 
 
 def disk_steps_needed(writes: int, reads: int) -> int:
@@ -49,30 +55,39 @@ def plan_row(pp: PlannedPoint, sweep: SweepFile) -> dict[str, Any]:
     }
     infeasible = pp.excluded and (pp.exclude_reason or "").startswith("infeasible")
     if infeasible:
-        row.update(dict.fromkeys(("checkpoint_bytes", "nominal_checkpoint_bytes", "bytes_per_rank_max",
-                                  "bytes_per_rank_min", "files_per_checkpoint", "writer_ranks",
-                                  "disk_bytes_needed", "worker_memory_per_host_bytes",
-                                  "dlio_memory_per_host_bytes", "estimated_seconds", "node_hours")))
+        row.update(dict.fromkeys(SIZED_KEYS))
         return row
-    lay = p.layout()
-    nominal = p.nominal_layout()
-    moved = lay.total_bytes * (opts.writes + opts.reads)
-    seconds = sweep.estimate.overhead_s + moved / (p.nodes * sweep.estimate.GiBps_per_node * GIB)
-    row.update(
-        checkpoint_bytes=lay.total_bytes,
-        nominal_checkpoint_bytes=nominal.total_bytes,
-        bytes_per_rank_max=lay.bytes_per_rank_max,
-        bytes_per_rank_min=lay.bytes_per_rank_min,
-        files_per_checkpoint=lay.files_per_checkpoint,
-        writer_ranks=lay.writer_ranks,
-        disk_bytes_needed=lay.total_bytes * disk_steps_needed(opts.writes, opts.reads),
-        worker_memory_per_host_bytes=p.ranks_per_node * (opts.buffer_mib * MIB + WORKER_BASE_BYTES),
-        # DLIO holds each rank's whole state in RAM, twice while restoring.
-        dlio_memory_per_host_bytes=p.ranks_per_node * (2 * lay.bytes_per_rank_max + WORKER_BASE_BYTES),
-        estimated_seconds=round(seconds, 1),
-        node_hours=p.nodes * seconds / 3600,
-    )
+    row.update(_sized(p.model, p.parallelism, p.nodes, p.ranks_per_node, opts, sweep.estimate))
     return row
+
+
+SIZED_KEYS = ("checkpoint_bytes", "nominal_checkpoint_bytes", "bytes_per_rank_max", "bytes_per_rank_min",
+              "files_per_checkpoint", "writer_ranks", "disk_bytes_needed", "worker_memory_per_host_bytes",
+              "dlio_memory_per_host_bytes", "estimated_seconds", "node_hours")
+
+
+@lru_cache(maxsize=65536)
+def _sized(model: ModelSpec, par: Parallelism, nodes: int, ranks_per_node: int, opts: CheckpointOptions,
+           estimate: Estimate) -> dict[str, Any]:
+    """Size and cost fields; the same for every filesystem and repetition of a cell."""
+    lay = summarize(model, par, opts.scale)
+    nominal = summarize(model, par, 1.0)
+    moved = lay.total_bytes * (opts.writes + opts.reads)
+    seconds = estimate.overhead_s + moved / (nodes * estimate.GiBps_per_node * GIB)
+    return {
+        "checkpoint_bytes": lay.total_bytes,
+        "nominal_checkpoint_bytes": nominal.total_bytes,
+        "bytes_per_rank_max": lay.bytes_per_rank_max,
+        "bytes_per_rank_min": lay.bytes_per_rank_min,
+        "files_per_checkpoint": lay.files_per_checkpoint,
+        "writer_ranks": lay.writer_ranks,
+        "disk_bytes_needed": lay.total_bytes * disk_steps_needed(opts.writes, opts.reads),
+        "worker_memory_per_host_bytes": ranks_per_node * (opts.buffer_mib * MIB + WORKER_BASE_BYTES),
+        # DLIO holds each rank's whole state in RAM, twice while restoring.
+        "dlio_memory_per_host_bytes": ranks_per_node * (2 * lay.bytes_per_rank_max + WORKER_BASE_BYTES),
+        "estimated_seconds": round(seconds, 1),
+        "node_hours": nodes * seconds / 3600,
+    }
 
 
 def plan_rows(points: Iterable[PlannedPoint], sweep: SweepFile) -> Iterator[dict[str, Any]]:
@@ -94,9 +109,11 @@ class PlanSummary:
 
     def add(self, row: dict[str, Any]) -> None:
         self.points += 1
-        for axis in ("model", "zero_stage", "nodes", "ranks_per_node", "tensor_parallel",
-                     "pipeline_parallel", "filesystem", "io_mode", "repetition"):
-            self.axis_counts.setdefault(axis, Counter())[row[axis]] += 1
+        counts = self.axis_counts
+        for axis in PLAN_AXES:
+            if axis not in counts:
+                counts[axis] = Counter()
+            counts[axis][row[axis]] += 1
         if row["excluded"]:
             self.excluded += 1
             self.exclude_reasons[row["exclude_reason"]] += 1

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
-from functools import cached_property
+from functools import cached_property, lru_cache
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -86,18 +87,43 @@ class Point(BaseModel):
     def canonical(self) -> dict:
         return self.model_dump(mode="json")
 
+    def canonical_json(self, without_repetition: bool = False) -> str:
+        """`json.dumps(canonical(), sort_keys=True, separators=(",", ":"))`, built from cached parts.
+
+        Planning hashes every point of 100,000-point studies; the model and checkpoint parts repeat.
+        """
+        scalars = (
+            ("filesystem", json.dumps(self.filesystem)),
+            ("io_mode", json.dumps(self.io_mode)),
+            ("model", _model_json(self.model)),
+            ("nodes", str(self.nodes)),
+            ("pipeline_parallel", str(self.pipeline_parallel)),
+            ("ranks_per_node", str(self.ranks_per_node)),
+            ("repetition", str(self.repetition)),
+            ("tensor_parallel", str(self.tensor_parallel)),
+            ("zero_stage", str(self.zero_stage)),
+        )
+        body = ",".join(f'"{k}":{v}' for k, v in scalars if not (without_repetition and k == "repetition"))
+        return '{"checkpoint":' + _checkpoint_json(self.checkpoint) + "," + body + "}"
+
     @cached_property
     def point_id(self) -> str:
-        blob = json.dumps(self.canonical(), sort_keys=True, separators=(",", ":"))
-        return hashlib.sha256(blob.encode()).hexdigest()[:12]
+        return hashlib.sha256(self.canonical_json().encode()).hexdigest()[:12]
 
     @property
     def cell_key(self) -> str:
         """Identity of the point minus its repetition: what statistics group over."""
-        data = self.canonical()
-        data.pop("repetition")
-        blob = json.dumps(data, sort_keys=True, separators=(",", ":"))
-        return hashlib.sha256(blob.encode()).hexdigest()[:12]
+        return hashlib.sha256(self.canonical_json(without_repetition=True).encode()).hexdigest()[:12]
+
+
+@lru_cache(maxsize=256)
+def _model_json(model: ModelSpec) -> str:
+    return json.dumps(dataclasses.asdict(model), sort_keys=True, separators=(",", ":"))
+
+
+@lru_cache(maxsize=1024)
+def _checkpoint_json(options: CheckpointOptions) -> str:
+    return json.dumps(options.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
 
 
 class WorkerTask(BaseModel):

@@ -135,3 +135,14 @@ def test_shipped_quickstart_expands() -> None:
     points = expand(sweep)
     runnable = [p for p in points if not p.excluded]
     assert runnable and len(runnable) < len(points)
+
+
+def test_fast_canonical_json_equals_the_plain_one() -> None:
+    for p in expand(sweep_of(checkpoint={"scale": 0.25, "cold_read": "fadvise"})):
+        point = p.point
+        full = json.dumps(point.canonical(), sort_keys=True, separators=(",", ":"))
+        assert point.canonical_json() == full
+        without = point.canonical()
+        without.pop("repetition")
+        assert point.canonical_json(without_repetition=True) == json.dumps(without, sort_keys=True,
+                                                                           separators=(",", ":"))
