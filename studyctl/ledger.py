@@ -187,11 +187,22 @@ class Ledger:
 
     # ---- attempts
     def latest_attempts(self) -> list[AttemptRow]:
+        cols = ", ".join(f"a.{c.strip()}" for c in _ATTEMPT_COLS.split(","))
         rows = self._db.execute(
-            f"SELECT {_ATTEMPT_COLS} FROM attempts a WHERE attempt = "
-            "(SELECT MAX(attempt) FROM attempts b WHERE b.point_id = a.point_id)"
+            f"SELECT {cols} FROM attempts a JOIN (SELECT point_id, MAX(attempt) AS last FROM attempts "
+            "GROUP BY point_id) m ON a.point_id = m.point_id AND a.attempt = m.last"
         )
         return [_attempt(r) for r in rows]
+
+    def state_counts(self) -> dict[str, int]:
+        """Points per state (EXCLUDED for excluded points), computed in SQL for large studies."""
+        rows = self._db.execute(
+            "SELECT CASE WHEN p.excluded THEN 'EXCLUDED' ELSE COALESCE(a.state, 'PLANNED') END, COUNT(*) "
+            "FROM points p LEFT JOIN (SELECT point_id, MAX(attempt) AS last FROM attempts GROUP BY point_id) m "
+            "ON m.point_id = p.point_id LEFT JOIN attempts a ON a.point_id = m.point_id AND a.attempt = m.last "
+            "WHERE p.in_sweep = 1 GROUP BY 1"
+        )
+        return dict(rows.fetchall())
 
     def attempts(self, point_id: str | None = None) -> list[AttemptRow]:
         if point_id is None:

@@ -76,3 +76,12 @@ def test_concurrent_writers_and_readers(tmp_path: Path) -> None:
     with Ledger(path) as ledger:
         assert len(ledger.attempts()) == 150
         assert sorted(p.attempts for p in ledger.points()) == [30] * 5
+
+
+def test_state_counts_match_points(tmp_path: Path) -> None:
+    with Ledger(tmp_path / "l.sqlite") as ledger:
+        ledger.sync_points([("a", 0, {}, False, None), ("b", 1, {}, False, None), ("c", 2, {}, True, "x")])
+        ledger.new_attempts([("a", "local")])
+        ledger.record_updates([Update("a", 1, State.FAILED)])
+        ledger.new_attempts([("a", "local")])
+        assert ledger.state_counts() == {"SUBMITTED": 1, "PLANNED": 1, "EXCLUDED": 1}
