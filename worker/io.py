@@ -1,0 +1,156 @@
+"""Write and read primitives that run at the disk's speed from Python.
+
+One page-aligned anonymous mmap per rank is the only data buffer: filled once with random bytes
+(generating data inside the timed loop costs more than the disk), written with `os.pwrite` in
+`block` chunks, read back with `os.preadv` into the same buffer. O_DIRECT needs aligned buffer,
+offsets and lengths: the tail is padded to the alignment and the file truncated to its true size.
+"""
+
+from __future__ import annotations
+
+import errno
+import mmap
+import os
+import struct
+from dataclasses import dataclass
+
+ALIGN = 4096  # O_DIRECT alignment that satisfies 512 B and 4 KiB logical blocks
+
+
+class DirectIORefused(OSError):
+    """The filesystem refused O_DIRECT (EINVAL at open, e.g. tmpfs)."""
+
+
+@dataclass
+class Buffer:
+    """The rank's one reused buffer."""
+
+    mem: mmap.mmap
+    view: memoryview
+
+    @classmethod
+    def allocate(cls, nbytes: int) -> Buffer:
+        nbytes = max(ALIGN, nbytes - nbytes % ALIGN)
+        mem = mmap.mmap(-1, nbytes)  # anonymous: page-aligned
+        chunk = 1 << 20
+        for off in range(0, nbytes, chunk):
+            mem[off:off + chunk] = os.urandom(min(chunk, nbytes - off))
+        return cls(mem, memoryview(mem))
+
+    @property
+    def size(self) -> int:
+        return len(self.mem)
+
+    def stamp(self, tag: int) -> None:
+        """Change 8 bytes in every 4 KiB page: each checkpoint's data differs (no dedup) and every
+        page is touched before the clock starts (idle VM memory is slow to touch again)."""
+        packed = struct.pack("<Q", tag & 0xFFFFFFFFFFFFFFFF)
+        for off in range(0, self.size, ALIGN):
+            self.mem[off:off + 8] = packed
+
+    def close(self) -> None:
+        self.view.release()
+        self.mem.close()
+
+
+def _chunks(nbytes: int, block: int, buffer_size: int):
+    """(file offset, buffer offset, length) covering `nbytes`, cycling through the buffer."""
+    off = 0
+    while off < nbytes:
+        boff = off % buffer_size
+        length = min(block, nbytes - off, buffer_size - boff)
+        yield off, boff, length
+        off += length
+
+
+def _open_direct(path: str, flags: int) -> int:
+    try:
+        return os.open(path, flags | os.O_DIRECT, 0o644)
+    except OSError as exc:
+        if exc.errno == errno.EINVAL:
+            raise DirectIORefused(errno.EINVAL, f"O_DIRECT refused by the filesystem at {path}") from None
+        raise
+
+
+def write_buffered(path: str, nbytes: int, buf: Buffer, block: int, evict: bool) -> None:
+    """write + fsync; `evict` drops the file's pages afterwards so a later read is cold."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        view = buf.view
+        for off, boff, length in _chunks(nbytes, block, buf.size):
+            _pwrite_all(fd, view[boff:boff + length], off)
+        os.fsync(fd)
+        if evict:
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+    finally:
+        os.close(fd)
+
+
+def write_direct(path: str, nbytes: int, buf: Buffer, block: int, hybrid: bool) -> None:
+    """O_DIRECT for the aligned bulk; the tail padded (direct) or written through the page cache (hybrid)."""
+    bulk = nbytes - nbytes % ALIGN
+    tail = nbytes - bulk
+    fd = _open_direct(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+    try:
+        view = buf.view
+        for off, boff, length in _chunks(bulk, block, buf.size):
+            _pwrite_all(fd, view[boff:boff + length], off)
+        if tail and not hybrid:
+            _pwrite_all(fd, view[:ALIGN], bulk)  # padded to the alignment, truncated below
+            os.ftruncate(fd, nbytes)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    if tail and hybrid:
+        fd = os.open(path, os.O_WRONLY)
+        try:
+            _pwrite_all(fd, buf.view[:tail], bulk)
+            os.fsync(fd)
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        finally:
+            os.close(fd)
+
+
+def _pwrite_all(fd: int, data: memoryview, offset: int) -> None:
+    done = os.pwrite(fd, data, offset)
+    while done < len(data):  # short writes are rare but legal
+        done += os.pwrite(fd, data[done:], offset + done)
+
+
+def evict(path: str) -> None:
+    """Drop a file's cached pages (after fsync they are clean, so this empties the cache)."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+    finally:
+        os.close(fd)
+
+
+def read_file(path: str, buf: Buffer, block: int, direct: bool) -> int:
+    """Read the whole file into the reused buffer; returns bytes read."""
+    fd = _open_direct(path, os.O_RDONLY) if direct else os.open(path, os.O_RDONLY)
+    try:
+        size = os.fstat(fd).st_size
+        span = size + (-size % ALIGN) if direct else size
+        view = buf.view
+        total = 0
+        for off, boff, length in _chunks(span, block, buf.size):
+            got = os.preadv(fd, [view[boff:boff + length]], off)
+            total += got
+            if got < length:
+                break
+        return min(total, size)
+    finally:
+        os.close(fd)
+
+
+def direct_supported(directory: str) -> bool:
+    """Probe O_DIRECT on `directory` with a one-block file."""
+    probe = os.path.join(directory, f".odirect-probe-{os.getpid()}")
+    try:
+        fd = _open_direct(probe, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+    except DirectIORefused:
+        return False
+    os.close(fd)
+    os.unlink(probe)
+    return True

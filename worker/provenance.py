@@ -1,0 +1,73 @@
+"""Where and with what a result was measured: hosts, Slurm ids, versions, filesystem and mount."""
+
+from __future__ import annotations
+
+import os
+import platform
+from pathlib import Path
+
+from worker.result import SlurmInfo
+
+
+def _unescape(field: str) -> str:
+    return field.replace("\\040", " ").replace("\\011", "\t").replace("\\012", "\n").replace("\\134", "\\")
+
+
+def mount_of(path: str) -> dict[str, str]:
+    """The /proc/self/mountinfo entry with the longest mount point that contains `path`."""
+    real = os.path.realpath(path)
+    best: dict[str, str] = {"mount_point": "/", "fstype": "unknown", "source": "unknown", "mount_options": ""}
+    best_len = -1
+    try:
+        lines = Path("/proc/self/mountinfo").read_text().splitlines()
+    except OSError:
+        return best
+    for line in lines:
+        left, _, right = line.partition(" - ")
+        fields, tail = left.split(), right.split()
+        if len(fields) < 6 or len(tail) < 2:
+            continue
+        point = _unescape(fields[4])
+        inside = real == point or real.startswith(point.rstrip("/") + "/")
+        if inside and len(point) >= best_len:
+            best_len = len(point)
+            options = fields[5] + ("," + tail[2] if len(tail) > 2 else "")
+            best = {"mount_point": point, "fstype": tail[0], "source": _unescape(tail[1]), "mount_options": options}
+    return best
+
+
+def free_and_total(path: str) -> tuple[int, int]:
+    st = os.statvfs(path)
+    return st.f_bavail * st.f_frsize, st.f_blocks * st.f_frsize
+
+
+def slurm_info() -> SlurmInfo | None:
+    env = os.environ
+    if "SLURM_JOB_ID" not in env:
+        return None
+    return SlurmInfo(job_id=env.get("SLURM_JOB_ID"), array_job_id=env.get("SLURM_ARRAY_JOB_ID"),
+                     array_task_id=env.get("SLURM_ARRAY_TASK_ID"),
+                     nodelist=env.get("SLURM_JOB_NODELIST") or env.get("SLURM_NODELIST"),
+                     cluster=env.get("SLURM_CLUSTER_NAME"), partition=env.get("SLURM_JOB_PARTITION"))
+
+
+def node_name(rank: int, ranks_per_node: int) -> tuple[str, bool]:
+    """(node name, simulated?): Slurm's node name, else this host split into rank groups."""
+    if os.environ.get("SLURMD_NODENAME"):
+        return os.environ["SLURMD_NODENAME"], False
+    return f"{platform.node()}:{rank // ranks_per_node}", True
+
+
+def versions() -> dict[str, str]:
+    import mpi4py
+    from mpi4py import MPI
+
+    import studyctl
+
+    return {
+        "python_version": platform.python_version(),
+        "mpi4py_version": mpi4py.__version__,
+        "mpi_library_version": MPI.Get_library_version().strip().splitlines()[0],
+        "kernel": platform.release(),
+        "studyctl_version": studyctl.__version__,
+    }

@@ -1,0 +1,281 @@
+"""The checkpoint worker: every MPI rank writes its files of `writes` checkpoints, then restores.
+
+Per checkpoint: Barrier → per-rank start → write every file (fsync each) → per-rank end → an
+allgather that is both the closing barrier and the error vote, so no rank waits forever on a
+rank that failed. Memory is one buffer per rank whatever the checkpoint size.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import shutil
+import time
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from studyctl.fsutil import atomic_write_text
+from studyctl.layout import CheckpointFile, Parallelism, rank_files, summarize
+from studyctl.plan import disk_steps_needed
+from studyctl.points import Point, WorkerTask
+from studyctl.states import FailureClass
+from worker import io, provenance
+from worker.result import (
+    SCHEMA_VERSION,
+    FilesystemInfo,
+    IoInfo,
+    Provenance,
+    Result,
+    SizeInfo,
+    WorkerError,
+)
+from worker.timing import checkpoint_timing, dlio_compat, phase_summary
+
+GIB = 1 << 30
+MIB = 1 << 20
+
+
+class WorkerFailure(Exception):
+    """A failure the worker understood; every rank raises it together."""
+
+    def __init__(self, failure_class: FailureClass, reason: str) -> None:
+        super().__init__(reason)
+        self.failure_class = failure_class
+        self.reason = reason
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+def _gib(n: float) -> str:
+    return f"{n / GIB:.3f} GiB"
+
+
+@dataclass(frozen=True)
+class Setup:
+    """What rank 0 decided before any data moved; broadcast to every rank."""
+
+    error: tuple[str, str] | None
+    io_mode: str
+    fallback_reason: str | None
+    cold_read: str
+    free_before: int
+    total: int
+
+
+def restore_files(point: Point, par: Parallelism, rank: int) -> list[CheckpointFile]:
+    """What `rank` reads on restore: its partner's files, plus DP replica 0's weights with restore 'full'."""
+    opts = point.checkpoint
+    source = (rank + opts.rank_shift) % par.world_size
+    files = rank_files(point.model, par, source, opts.scale)
+    if opts.restore == "full" and par.zero_stage < 3 and par.coords(source)[2] != 0:
+        replica0 = source % par.model_parallel
+        kinds = ("model", "optimizer") if par.zero_stage == 0 else ("model",)
+        files += [f for f in rank_files(point.model, par, replica0, opts.scale) if f.kind in kinds]
+    return files
+
+
+def _decide(task: WorkerTask, point_dir: Path, checkpoint_bytes: int) -> Setup:
+    """Rank 0: create the point directory, check free space and O_DIRECT; never raises."""
+    point = task.point
+    opts = point.checkpoint
+    io_mode, fallback, cold = point.io_mode, None, opts.cold_read
+    try:
+        point_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        return Setup((FailureClass.IO_ERROR.value, f"cannot create {point_dir}: {exc.strerror}"), io_mode, None,
+                     "none", 0, 0)
+    free, total = provenance.free_and_total(str(point_dir))
+    steps = disk_steps_needed(opts.writes, opts.reads)
+    need = checkpoint_bytes * steps
+    reserve = int(opts.free_space_margin * total)
+    if free < need + reserve:
+        reason = (f"not enough free space on {task.filesystem_path}: need {_gib(need)} ({steps} checkpoint(s) of "
+                  f"{_gib(checkpoint_bytes)}) + {_gib(reserve)} kept free ({opts.free_space_margin:.0%}), "
+                  f"have {_gib(free)} free")
+        return Setup((FailureClass.INSUFFICIENT_SPACE.value, reason), io_mode, None, "none", free, total)
+    wants_direct = io_mode in ("direct", "hybrid") or cold == "direct"
+    if wants_direct and not io.direct_supported(str(point_dir)):
+        fstype = provenance.mount_of(str(point_dir))["fstype"]
+        if not opts.direct_fallback:
+            reason = (f"O_DIRECT refused by {task.filesystem_path} ({fstype}) for io_mode {io_mode}; "
+                      "set checkpoint.direct_fallback: true to run buffered I/O instead")
+            return Setup((FailureClass.DIRECT_IO_REFUSED.value, reason), io_mode, None, "none", free, total)
+        fallback = f"O_DIRECT refused by {task.filesystem_path} ({fstype}): ran buffered with fadvise cold reads"
+        io_mode = "buffered"
+        cold = "fadvise" if cold in ("direct", "auto") else cold
+    if cold == "auto":
+        cold = "direct" if io_mode in ("direct", "hybrid") else "fadvise"
+    return Setup(None, io_mode, fallback, cold, free, total)
+
+
+def _describe_oserror(exc: OSError, path: str) -> tuple[str, str]:
+    if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        return FailureClass.IO_ERROR.value, f"no space left while writing {path} ({exc.strerror})"
+    if isinstance(exc, io.DirectIORefused):
+        return FailureClass.DIRECT_IO_REFUSED.value, str(exc.strerror)
+    return FailureClass.IO_ERROR.value, f"{exc.strerror or exc} on {path}"
+
+
+class _Phase:
+    """One timed checkpoint or restore on this rank."""
+
+    def __init__(self) -> None:
+        self.bytes = 0
+        self.files = 0
+        self.error: tuple[str, str] | None = None
+        self.start = self.end = 0.0
+
+
+def run_task(task_path: str) -> dict[str, Any]:
+    """Entry point for every rank (mpiexec or one srun task each); raises WorkerFailure on known failures."""
+    from mpi4py import MPI
+
+    task = WorkerTask.model_validate_json(Path(task_path).read_text())
+    comm = MPI.COMM_WORLD
+    try:
+        return _run(task, comm)
+    except WorkerFailure as failure:
+        if comm.Get_rank() == 0:
+            record = WorkerError(schema_version=SCHEMA_VERSION, point_id=task.point_id, attempt=task.attempt,
+                                 failure_class=failure.failure_class.value, reason=failure.reason)
+            atomic_write_text(Path(task.error_path), record.model_dump_json(indent=1))
+        raise
+
+
+def _run(task: WorkerTask, comm: Any) -> dict[str, Any]:
+    point = task.point
+    opts = point.checkpoint
+    rank, size = comm.Get_rank(), comm.Get_size()
+    if size != point.world_size:
+        raise WorkerFailure(FailureClass.WORLD_SIZE_MISMATCH, (
+            f"MPI world has {size} rank(s) but point {task.point_id} needs {point.world_size} "
+            f"({point.nodes} nodes × {point.ranks_per_node}); under srun pass the right --mpi (pmi2 for the mpich "
+            f"wheel, pmix for Open MPI), under mpiexec pass -n {point.world_size}"))
+    problems = point.problems()
+    if opts.reads and not opts.writes:
+        problems.append("checkpoint.reads > 0 needs checkpoint.writes > 0 (restores read written checkpoints)")
+    if problems:
+        raise WorkerFailure(FailureClass.CONFIG, "; ".join(problems))
+    started_at = _now()
+    par = point.parallelism
+    written = summarize(point.model, par, opts.scale)
+    point_dir = Path(task.filesystem_path) / task.study / task.point_id
+    setup = comm.bcast(_decide(task, point_dir, written.total_bytes) if rank == 0 else None, root=0)
+    if setup.error:
+        raise WorkerFailure(FailureClass(setup.error[0]), setup.error[1])
+
+    host = os.uname().nodename
+    node, simulated = provenance.node_name(rank, point.ranks_per_node)
+    my_files = rank_files(point.model, par, rank, opts.scale)
+    my_reads = restore_files(point, par, rank)
+    buf = io.Buffer.allocate(opts.buffer_mib * MIB)
+    block = opts.block_mib * MIB
+    kept = min(opts.writes, opts.reads)
+    timings = []
+    try:
+        for i in range(opts.writes):
+            step = f"global_step{i}"
+            (point_dir / step).mkdir(exist_ok=True)
+            paths = [str(point_dir / step / f.name) for f in my_files]
+            buf.stamp(i * 1_000_003 + rank)
+            timings.append(_timed(comm, "write", i, step, host, lambda ph, p=paths: _write_all(
+                ph, p, my_files, buf, block, setup)))
+            if i >= kept:  # no restore reads this step: free its space now (outside the clock)
+                for p in paths:
+                    Path(p).unlink(missing_ok=True)
+        for k in range(opts.reads):
+            step = f"global_step{k % kept}"
+            paths = [str(point_dir / step / f.name) for f in my_reads]
+            if setup.cold_read == "fadvise":
+                for p in paths:
+                    io.evict(p)
+            timings.append(_timed(comm, "read", k, step, host, lambda ph, p=paths: _read_all(
+                ph, p, buf, block, setup.cold_read == "direct")))
+    except WorkerFailure:
+        comm.Barrier()
+        if rank == 0:
+            shutil.rmtree(point_dir, ignore_errors=True)
+        raise
+    finally:
+        buf.close()
+
+    hosts = comm.gather(host, root=0)
+    nodes = comm.gather(node, root=0)
+    read_bytes = comm.allreduce(sum(f.nbytes for f in my_reads))
+    comm.Barrier()
+    if rank == 0 and not opts.keep:
+        shutil.rmtree(point_dir, ignore_errors=True)
+    comm.Barrier()
+    result: dict[str, Any] = {"point_id": task.point_id, "attempt": task.attempt, "rank": rank}
+    if rank != 0:
+        return result
+    free_after, total = provenance.free_and_total(task.filesystem_path)
+    mount = provenance.mount_of(task.filesystem_path)
+    summary = {phase: phase_summary([t for t in timings if t.phase == phase])
+               for phase in ("write", "read") if any(t.phase == phase for t in timings)}
+    record = Result(
+        schema_version=SCHEMA_VERSION, study=task.study, point_id=task.point_id, attempt=task.attempt, point=point,
+        sizes=SizeInfo(scale=opts.scale, nominal_checkpoint_bytes=summarize(point.model, par, 1.0).total_bytes,
+                       written_checkpoint_bytes=written.total_bytes, files_per_checkpoint=written.files_per_checkpoint,
+                       bytes_per_rank_max=written.bytes_per_rank_max, bytes_per_rank_min=written.bytes_per_rank_min,
+                       read_bytes_per_restore=read_bytes),
+        io=IoInfo(io_mode_requested=point.io_mode, io_mode_used=setup.io_mode,
+                  direct_fallback_reason=setup.fallback_reason, cold_read_method=setup.cold_read,
+                  restore_mode=opts.restore, rank_shift=opts.rank_shift, buffer_bytes=opts.buffer_mib * MIB,
+                  block_bytes=block, fsync_per_file=True),
+        checkpoints=timings, summary=summary, dlio=dlio_compat(written.total_bytes, timings),
+        filesystem=FilesystemInfo(name=point.filesystem, path=task.filesystem_path, free_bytes_before=setup.free_before,
+                                  free_bytes_after=free_after, total_bytes=total, **mount),
+        provenance=Provenance(hostnames=hosts, node_names=sorted(set(nodes)), simulated_nodes=simulated,
+                              world_size=size, ranks_per_node=point.ranks_per_node, slurm=provenance.slurm_info(),
+                              started_at=started_at, finished_at=_now(), **provenance.versions()),
+    )
+    atomic_write_text(Path(task.result_path), record.model_dump_json(indent=1))
+    result.update(result_path=task.result_path,
+                  write_GiBps_mean=summary["write"].aggregate_GiBps_mean if "write" in summary else None,
+                  read_GiBps_mean=summary["read"].aggregate_GiBps_mean if "read" in summary else None)
+    return result
+
+
+def _timed(comm: Any, phase: str, index: int, step: str, host: str, work: Any) -> Any:
+    """Barrier, stamp, work, stamp; the allgather closes the phase and carries any rank's error."""
+    ph = _Phase()
+    comm.Barrier()
+    ph.start = time.time()
+    work(ph)
+    ph.end = time.time()
+    stamps = comm.allgather((comm.Get_rank(), host, ph.start, ph.end, ph.bytes, ph.files, ph.error))
+    errors = [s[6] for s in stamps if s[6]]
+    if errors:
+        raise WorkerFailure(FailureClass(errors[0][0]), errors[0][1])
+    return checkpoint_timing(phase, index, step, [s[:6] for s in stamps])
+
+
+def _write_all(ph: _Phase, paths: list[str], files: list[CheckpointFile], buf: io.Buffer, block: int,
+               setup: Setup) -> None:
+    evict = setup.cold_read == "fadvise"
+    for path, f in zip(paths, files, strict=True):
+        try:
+            if setup.io_mode == "buffered":
+                io.write_buffered(path, f.nbytes, buf, block, evict)
+            else:
+                io.write_direct(path, f.nbytes, buf, block, hybrid=setup.io_mode == "hybrid")
+        except OSError as exc:
+            ph.error = _describe_oserror(exc, path)
+            return
+        ph.bytes += f.nbytes
+        ph.files += 1
+
+
+def _read_all(ph: _Phase, paths: list[str], buf: io.Buffer, block: int, direct: bool) -> None:
+    for path in paths:
+        try:
+            ph.bytes += io.read_file(path, buf, block, direct)
+        except OSError as exc:
+            ph.error = _describe_oserror(exc, path)
+            return
+        ph.files += 1

@@ -1,0 +1,74 @@
+"""From per-rank stamps to the figures we report (pure functions).
+
+Aggregate bandwidth = bytes / (max end − min start): the time the job as a whole was checkpointing.
+MLPerf's rule: duration = slowest rank, throughput = slowest rank's rate. DLIO's numbers are
+recomputed its way (rank 0's records, mean of per-checkpoint rates) only for comparison.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Sequence
+
+from worker.result import CheckpointTiming, DlioCompat, PhaseSummary, RankTiming
+
+GIB = float(1 << 30)
+
+
+def rank_timing(rank: int, host: str, start: float, end: float, nbytes: int, files: int, origin: float
+                ) -> RankTiming:
+    duration = max(end - start, 0.0)
+    rate = nbytes / duration / GIB if duration > 0 and nbytes else 0.0
+    return RankTiming(rank=rank, host=host, start_s=start - origin, end_s=end - origin, bytes=nbytes, files=files,
+                      duration_s=duration, bandwidth_GiBps=rate)
+
+
+def checkpoint_timing(phase: str, index: int, step_dir: str,
+                      stamps: Sequence[tuple[int, str, float, float, int, int]]) -> CheckpointTiming:
+    """`stamps`: per rank (rank, host, start, end, bytes, files), clocks in epoch seconds."""
+    origin = min(s[2] for s in stamps)
+    ranks = [rank_timing(r, h, s, e, b, f, origin) for r, h, s, e, b, f in sorted(stamps)]
+    total = sum(r.bytes for r in ranks)
+    span = max(r.end_s for r in ranks)  # origin is the earliest start
+    movers = [r.bandwidth_GiBps for r in ranks if r.bytes]
+    return CheckpointTiming(
+        phase=phase, index=index, step_dir=step_dir, bytes=total, files=sum(r.files for r in ranks),
+        duration_max_s=max(r.duration_s for r in ranks), span_s=span,
+        aggregate_GiBps=total / span / GIB if span > 0 else 0.0,
+        rank_bandwidth_min_GiBps=min(movers) if movers else 0.0,
+        rank_bandwidth_max_GiBps=max(movers) if movers else 0.0,
+        ranks=ranks,
+    )
+
+
+def _stdev(values: Sequence[float]) -> float:
+    return statistics.stdev(values) if len(values) > 1 else 0.0
+
+
+def phase_summary(timings: Sequence[CheckpointTiming]) -> PhaseSummary:
+    rates = [t.aggregate_GiBps for t in timings]
+    durations = [t.duration_max_s for t in timings]
+    return PhaseSummary(
+        checkpoints=len(timings), bytes_per_checkpoint=timings[0].bytes,
+        aggregate_GiBps_mean=statistics.fmean(rates), aggregate_GiBps_stdev=_stdev(rates),
+        aggregate_GiBps_min=min(rates), aggregate_GiBps_max=max(rates),
+        duration_s_mean=statistics.fmean(durations), duration_s_stdev=_stdev(durations),
+        mlperf_duration_max_s=max(durations),
+        mlperf_throughput_min_GiBps=min(t.rank_bandwidth_min_GiBps for t in timings),
+    )
+
+
+def dlio_compat(checkpoint_bytes: int, timings: Sequence[CheckpointTiming]) -> DlioCompat:
+    """DLIO's summary metrics: rank 0's duration per checkpoint, total size over it, mean of rates."""
+    out: dict[str, float] = {"checkpoint_size_GB": checkpoint_bytes / GIB}
+    for phase, prefix in (("write", "save"), ("read", "load")):
+        mine = [t for t in timings if t.phase == phase]
+        if not mine:
+            continue
+        durations = [next(r.duration_s for r in t.ranks if r.rank == 0) for t in mine]
+        rates = [t.bytes / GIB / d if d > 0 else 0.0 for t, d in zip(mine, durations, strict=True)]
+        out[f"{prefix}_checkpoint_io_mean_GB_per_second"] = statistics.fmean(rates)
+        out[f"{prefix}_checkpoint_io_stdev_GB_per_second"] = statistics.pstdev(rates)
+        out[f"{prefix}_checkpoint_duration_mean_seconds"] = statistics.fmean(durations)
+        out[f"{prefix}_checkpoint_duration_stdev_seconds"] = statistics.pstdev(durations)
+    return DlioCompat(**out)
