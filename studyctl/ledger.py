@@ -218,19 +218,28 @@ class Ledger:
                                 [s.value for s in ACTIVE_STATES])
         return [_attempt(r) for r in rows]
 
-    def new_attempts(self, items: Sequence[tuple[str, str]]) -> dict[str, int]:
-        """Open a SUBMITTED attempt for each (point_id, backend); returns point_id → attempt number."""
+    def new_attempts(self, items: Sequence[tuple[str, str]], state: State = State.SUBMITTED) -> dict[str, int]:
+        """Open an attempt per (point_id, backend); returns point_id → attempt number.
+
+        An attempt still PLANNED (queued locally, never started) is reused: attempts count starts.
+        """
         now = time.time()
         out: dict[str, int] = {}
         with self.transaction() as db:
             for point_id, backend in items:
-                (last,) = db.execute("SELECT COALESCE(MAX(attempt), 0) FROM attempts WHERE point_id = ?",
-                                     (point_id,)).fetchone()
+                last, last_state = db.execute(
+                    "SELECT attempt, state FROM attempts WHERE point_id = ? ORDER BY attempt DESC LIMIT 1",
+                    (point_id,)).fetchone() or (0, None)
+                if last_state == State.PLANNED.value:
+                    db.execute("UPDATE attempts SET backend = ?, state = ?, submitted_at = ?, updated_at = ? "
+                               "WHERE point_id = ? AND attempt = ?", (backend, state.value, now, now, point_id, last))
+                    out[point_id] = last
+                    continue
                 out[point_id] = last + 1
                 db.execute("INSERT INTO attempts(point_id, attempt, backend, state, submitted_at, updated_at) "
-                           "VALUES (?, ?, ?, ?, ?, ?)", (point_id, last + 1, backend, State.SUBMITTED.value, now, now))
+                           "VALUES (?, ?, ?, ?, ?, ?)", (point_id, last + 1, backend, state.value, now, now))
                 db.execute("INSERT INTO events(point_id, attempt, state, at) VALUES (?, ?, ?, ?)",
-                           (point_id, last + 1, State.SUBMITTED.value, now))
+                           (point_id, last + 1, state.value, now))
         return out
 
     def record_handles(self, items: Sequence[tuple[str, int, Handle]]) -> None:

@@ -275,7 +275,9 @@ def _sync(ledger: Ledger, planned: Sequence[PlannedPoint]) -> int:
 def _run(study: StudyDir, ledger: Ledger, sweep: SweepFile, backend_name: str, todo: Sequence[Point],
          adopted: list[tuple[Active, float]], progress: ProgressHook | None) -> int:
     backend = make_backend(backend_name, sweep, study)
-    numbers = ledger.new_attempts([(p.point_id, backend_name) for p in todo]) if todo else {}
+    # Local points wait in our own queue: PLANNED until their process starts (a kill -9 leaves them PLANNED).
+    initial = State.PLANNED if backend_name == "local" else State.SUBMITTED
+    numbers = ledger.new_attempts([(p.point_id, backend_name) for p in todo], initial) if todo else {}
     launches = [_launch_for(study, sweep, backend_name, p, p.point_id, numbers[p.point_id]) for p in todo]
     recorder = _Recorder(study, ledger, sweep, {p.point_id: p for p in todo}, progress)
     for active, _ in adopted:
