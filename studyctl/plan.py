@@ -22,10 +22,10 @@ PLAN_AXES = ("model", "zero_stage", "nodes", "ranks_per_node", "tensor_parallel"
              "io_mode", "repetition")
 
 
-def disk_steps_needed(writes: int, reads: int) -> int:
-    """Step directories on disk at the peak: the ones restores read, plus one being written."""
-    if writes == 0:
-        return 0
+def disk_steps_needed(writes: int, reads: int, keep: bool = False) -> int:
+    """Step directories on disk at the peak: the ones restores read, plus one being written (all with keep)."""
+    if writes == 0 or keep:
+        return writes
     kept = min(writes, reads)
     return kept + (1 if writes > kept else 0)
 
@@ -81,7 +81,7 @@ def _sized(model: ModelSpec, par: Parallelism, nodes: int, ranks_per_node: int, 
         "bytes_per_rank_min": lay.bytes_per_rank_min,
         "files_per_checkpoint": lay.files_per_checkpoint,
         "writer_ranks": lay.writer_ranks,
-        "disk_bytes_needed": lay.total_bytes * disk_steps_needed(opts.writes, opts.reads),
+        "disk_bytes_needed": lay.total_bytes * disk_steps_needed(opts.writes, opts.reads, opts.keep),
         "worker_memory_per_host_bytes": ranks_per_node * (opts.buffer_mib * MIB + WORKER_BASE_BYTES),
         # DLIO holds each rank's whole state in RAM, twice while restoring.
         "dlio_memory_per_host_bytes": ranks_per_node * (2 * lay.bytes_per_rank_max + WORKER_BASE_BYTES),

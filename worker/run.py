@@ -89,10 +89,10 @@ def _decide(task: WorkerTask, point_dir: Path, checkpoint_bytes: int) -> Setup:
         return Setup((FailureClass.IO_ERROR.value, f"cannot create {point_dir}: {exc.strerror}"), io_mode, None,
                      "none", 0, 0)
     free, total = provenance.free_and_total(str(point_dir))
-    steps = disk_steps_needed(opts.writes, opts.reads)
+    steps = disk_steps_needed(opts.writes, opts.reads, opts.keep)
     need = checkpoint_bytes * steps
     reserve = int(opts.free_space_margin * total)
-    if free < need + reserve:
+    if total and free < need + reserve:  # total 0: the filesystem reports no capacity (ramfs, some FUSE)
         reason = (f"not enough free space on {task.filesystem_path}: need {_gib(need)} ({steps} checkpoint(s) of "
                   f"{_gib(checkpoint_bytes)}) + {_gib(reserve)} kept free ({opts.free_space_margin:.0%}), "
                   f"have {_gib(free)} free")
@@ -184,7 +184,7 @@ def _run(task: WorkerTask, comm: Any) -> dict[str, Any]:
             buf.stamp(i * 1_000_003 + rank)
             timings.append(_timed(comm, "write", i, step, host, lambda ph, p=paths: _write_all(
                 ph, p, my_files, buf, block, setup)))
-            if i >= kept:  # no restore reads this step: free its space now (outside the clock)
+            if i >= kept and not opts.keep:  # no restore reads this step: free its space now (off the clock)
                 for p in paths:
                     Path(p).unlink(missing_ok=True)
         for k in range(opts.reads):

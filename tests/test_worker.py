@@ -1,0 +1,176 @@
+"""The worker end to end under mpiexec: real ranks, real files, results that validate."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from studyctl.catalog import ModelSpec, lookup
+from studyctl.layout import summarize
+from studyctl.points import CheckpointOptions, Point, WorkerTask
+from worker.result import Result, WorkerError
+
+MPIEXEC = str(Path(sys.executable).parent / "mpiexec")
+MIB = 1 << 20
+
+
+def make_task(tmp_path: Path, fs: Path, world: int = 2, io_mode: str = "buffered", zero: int = 1, tp: int = 1,
+              pp: int = 1, model: ModelSpec | None = None, **opts: object) -> Path:
+    options = {"scale": 0.002, "writes": 2, "reads": 2, "buffer_mib": 4, "block_mib": 1, **opts}
+    point = Point(model=model or lookup("gpt2-125m"), zero_stage=zero, tensor_parallel=tp, pipeline_parallel=pp,
+                  nodes=1, ranks_per_node=world, filesystem="fs", io_mode=io_mode,
+                  checkpoint=CheckpointOptions(**options))
+    out = tmp_path / "out"
+    out.mkdir(exist_ok=True)
+    task = WorkerTask(study="wtest", point_id=point.point_id, attempt=1, point=point, filesystem_path=str(fs),
+                      result_path=str(out / "result.json"), error_path=str(out / "error.json"))
+    path = tmp_path / "task.json"
+    path.write_text(task.model_dump_json())
+    return path
+
+
+def run_worker(task: Path, ranks: int) -> subprocess.CompletedProcess:
+    return subprocess.run([MPIEXEC, "-n", str(ranks), sys.executable, "-m", "worker", str(task)],
+                          capture_output=True, text=True, timeout=300)
+
+
+def files_under(path: Path) -> list[Path]:
+    return [p for p in path.rglob("*") if p.is_file()] if path.exists() else []
+
+
+@pytest.mark.parametrize("io_mode", ["buffered", "direct", "hybrid"])
+@pytest.mark.parametrize(("ranks", "zero", "tp", "pp"), [(2, 1, 1, 1), (4, 3, 2, 1), (4, 1, 1, 2)])
+def test_worker_end_to_end(tmp_path: Path, io_mode: str, ranks: int, zero: int, tp: int, pp: int) -> None:
+    fs = tmp_path / "fs"
+    fs.mkdir()
+    task = make_task(tmp_path, fs, world=ranks, io_mode=io_mode, zero=zero, tp=tp, pp=pp)
+    proc = run_worker(task, ranks)
+    assert proc.returncode == 0, proc.stderr
+    result = Result.model_validate_json((tmp_path / "out" / "result.json").read_text())
+    point = result.point
+    expected = summarize(point.model, point.parallelism, point.checkpoint.scale)
+    assert result.sizes.written_checkpoint_bytes == expected.total_bytes
+    assert result.sizes.nominal_checkpoint_bytes == summarize(point.model, point.parallelism).total_bytes
+    writes = [c for c in result.checkpoints if c.phase == "write"]
+    reads = [c for c in result.checkpoints if c.phase == "read"]
+    assert len(writes) == 2 and len(reads) == 2
+    for c in writes:
+        assert c.bytes == expected.total_bytes and c.files == expected.files_per_checkpoint
+        assert len(c.ranks) == ranks and sum(r.bytes for r in c.ranks) == c.bytes
+        assert c.aggregate_GiBps > 0 and c.span_s >= c.duration_max_s * 0.999
+    for c in reads:
+        assert c.bytes == result.sizes.read_bytes_per_restore == expected.total_bytes
+    assert result.io.io_mode_used == io_mode
+    assert result.io.cold_read_method == ("fadvise" if io_mode == "buffered" else "direct")
+    assert result.provenance.world_size == ranks and result.provenance.simulated_nodes
+    assert result.filesystem.fstype and result.filesystem.mount_point
+    assert result.dlio.save_checkpoint_io_mean_GB_per_second > 0
+    assert result.summary["write"].checkpoints == 2
+    assert files_under(fs) == [], "checkpoint files must be removed"
+
+
+def test_restore_full_and_rank_shift(tmp_path: Path) -> None:
+    fs = tmp_path / "fs"
+    fs.mkdir()
+    task = make_task(tmp_path, fs, world=4, zero=1, restore="full", rank_shift=2)
+    proc = run_worker(task, 4)
+    assert proc.returncode == 0, proc.stderr
+    result = Result.model_validate_json((tmp_path / "out" / "result.json").read_text())
+    # every DP replica reads the weights: 3 extra copies of the model files for DP = 4
+    model_bytes = summarize(result.point.model, result.point.parallelism, 0.002).model_bytes
+    assert result.sizes.read_bytes_per_restore == result.sizes.written_checkpoint_bytes + 3 * model_bytes
+    assert result.io.restore_mode == "full" and result.io.rank_shift == 2
+
+
+def test_keep_leaves_files(tmp_path: Path) -> None:
+    fs = tmp_path / "fs"
+    fs.mkdir()
+    task = make_task(tmp_path, fs, keep=True, reads=0, writes=3)
+    assert run_worker(task, 2).returncode == 0
+    kept = files_under(fs)
+    assert kept and all("global_step" in str(p) for p in kept)
+    assert {p.parent.name for p in kept} == {"global_step0", "global_step1", "global_step2"}
+    point_dirs = {p.parent.parent for p in kept}
+    assert len(point_dirs) == 1 and point_dirs.pop().parent == fs / "wtest"
+
+
+def test_world_size_mismatch_is_a_clear_error(tmp_path: Path) -> None:
+    fs = tmp_path / "fs"
+    fs.mkdir()
+    task = make_task(tmp_path, fs, world=4)
+    proc = run_worker(task, 2)
+    assert proc.returncode != 0
+    assert "MPI world has 2 rank(s)" in proc.stderr and "--mpi" in proc.stderr
+    err = WorkerError.model_validate_json((tmp_path / "out" / "error.json").read_text())
+    assert err.failure_class == "world_size_mismatch"
+    assert files_under(fs) == []
+
+
+@pytest.fixture
+def small_tmpfs(tmp_path: Path):
+    mnt = tmp_path / "tmpfs"
+    mnt.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=16m", "tmpfs", str(mnt)], check=True)
+    try:
+        yield mnt
+    finally:
+        subprocess.run(["umount", "-l", str(mnt)], check=False)
+
+
+def test_insufficient_space_refused_up_front(tmp_path: Path, small_tmpfs: Path) -> None:
+    task = make_task(tmp_path, small_tmpfs, scale=0.05)  # ~124 MiB per checkpoint on a 16 MiB disk
+    proc = run_worker(task, 2)
+    assert proc.returncode == 3
+    err = json.loads((tmp_path / "out" / "error.json").read_text())
+    assert err["failure_class"] == "insufficient_space"
+    assert "need" in err["reason"] and "GiB free" in err["reason"] and str(small_tmpfs) in err["reason"]
+    assert files_under(small_tmpfs) == []
+
+
+def test_disk_full_mid_run_is_io_error_and_cleaned(tmp_path: Path, small_tmpfs: Path) -> None:
+    # The pre-check passes (each checkpoint fits) but two kept steps do not: ENOSPC while writing.
+    task = make_task(tmp_path, small_tmpfs, scale=0.004, writes=2, reads=2, free_space_margin=0.0)
+    need = summarize(lookup("gpt2-125m"), Point(model=lookup("gpt2-125m"), zero_stage=1, ranks_per_node=2,
+                                                filesystem="fs").parallelism, 0.004).total_bytes
+    filler = small_tmpfs / "filler"
+    filler.write_bytes(b"\0" * (16 * MIB - 2 * need + need // 2))  # leave 1.5 checkpoints free
+    proc = run_worker(task, 2)
+    filler.unlink()
+    assert proc.returncode == 3, proc.stderr
+    err = json.loads((tmp_path / "out" / "error.json").read_text())
+    assert err["failure_class"] in ("io_error", "insufficient_space")
+    assert files_under(small_tmpfs) == []
+
+
+@pytest.fixture
+def ramfs(tmp_path: Path):
+    """ramfs refuses O_DIRECT (EINVAL at open); tmpfs accepts it on kernels >= 6.6."""
+    mnt = tmp_path / "ramfs"
+    mnt.mkdir()
+    subprocess.run(["mount", "-t", "ramfs", "ramfs", str(mnt)], check=True)
+    try:
+        yield mnt
+    finally:
+        subprocess.run(["umount", "-l", str(mnt)], check=False)
+
+
+def test_direct_refused_and_fallback(tmp_path: Path, ramfs: Path) -> None:
+    task = make_task(tmp_path, ramfs, io_mode="direct")
+    proc = run_worker(task, 2)
+    assert proc.returncode == 3
+    err = json.loads((tmp_path / "out" / "error.json").read_text())
+    assert err["failure_class"] == "direct_io_refused" and "ramfs" in err["reason"]
+    assert "direct_fallback" in err["reason"]
+    assert files_under(ramfs) == []
+
+    task = make_task(tmp_path, ramfs, io_mode="direct", direct_fallback=True)
+    proc = run_worker(task, 2)
+    assert proc.returncode == 0, proc.stderr
+    result = Result.model_validate_json((tmp_path / "out" / "result.json").read_text())
+    assert result.io.io_mode_requested == "direct" and result.io.io_mode_used == "buffered"
+    assert "O_DIRECT refused" in result.io.direct_fallback_reason
+    assert result.io.cold_read_method == "fadvise"
