@@ -8,6 +8,7 @@ offsets and lengths: the tail is padded to the alignment and the file truncated 
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import mmap
 import os
@@ -148,9 +149,10 @@ def direct_supported(directory: str) -> bool:
     """Probe O_DIRECT on `directory` with a one-block file."""
     probe = os.path.join(directory, f".odirect-probe-{os.getpid()}")
     try:
-        fd = _open_direct(probe, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+        os.close(_open_direct(probe, os.O_WRONLY | os.O_CREAT | os.O_TRUNC))
+        return True
     except DirectIORefused:
         return False
-    os.close(fd)
-    os.unlink(probe)
-    return True
+    finally:  # some filesystems create the file before refusing the flag
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(probe)

@@ -166,6 +166,8 @@ def _run(task: WorkerTask, comm: Any) -> dict[str, Any]:
     point_dir = Path(task.filesystem_path) / task.study / task.point_id
     setup = comm.bcast(_decide(task, point_dir, written.total_bytes) if rank == 0 else None, root=0)
     if setup.error:
+        if rank == 0 and setup.error[0] != FailureClass.IO_ERROR.value:
+            shutil.rmtree(point_dir, ignore_errors=True)  # we created it; nothing else is in it yet
         raise WorkerFailure(FailureClass(setup.error[0]), setup.error[1])
 
     host = os.uname().nodename
