@@ -132,17 +132,26 @@ def test_insufficient_space_refused_up_front(tmp_path: Path, small_tmpfs: Path) 
 
 
 def test_disk_full_mid_run_is_io_error_and_cleaned(tmp_path: Path, small_tmpfs: Path) -> None:
-    # The pre-check passes (each checkpoint fits) but two kept steps do not: ENOSPC while writing.
-    task = make_task(tmp_path, small_tmpfs, scale=0.004, writes=2, reads=2, free_space_margin=0.0)
-    need = summarize(lookup("gpt2-125m"), Point(model=lookup("gpt2-125m"), zero_stage=1, ranks_per_node=2,
-                                                filesystem="fs").parallelism, 0.004).total_bytes
+    # The pre-check counts bytes; tmpfs allocates whole 4 KiB pages per file. Leave exactly enough bytes
+    # (not pages) for the two kept checkpoints: the check passes and a write hits ENOSPC near the end.
+    task = make_task(tmp_path, small_tmpfs, scale=0.002, writes=2, reads=2, free_space_margin=0.0)
+    point = WorkerTask.model_validate_json(task.read_text()).point
+    par = point.parallelism
+    from studyctl.layout import rank_files
+
+    sizes = [f.nbytes for r in range(par.world_size) for f in rank_files(point.model, par, r, 0.002)]
+    need = 2 * sum(sizes)
+    pages_needed = 2 * sum(-(-n // 4096) for n in sizes)
+    free_pages = -(-need // 4096)
+    assert free_pages < pages_needed
     filler = small_tmpfs / "filler"
-    filler.write_bytes(b"\0" * (16 * MIB - 2 * need + need // 2))  # leave 1.5 checkpoints free
+    filler.write_bytes(b"\1" * ((4096 - free_pages) * 4096))
     proc = run_worker(task, 2)
     filler.unlink()
     assert proc.returncode == 3, proc.stderr
     err = json.loads((tmp_path / "out" / "error.json").read_text())
-    assert err["failure_class"] in ("io_error", "insufficient_space")
+    assert err["failure_class"] == "io_error"
+    assert "no space left" in err["reason"] and str(small_tmpfs) in err["reason"]
     assert files_under(small_tmpfs) == []
 
 
