@@ -247,6 +247,12 @@ def reconcile(study: StudyDir, ledger: Ledger, sweep: SweepFile | None,
             if sweep is None:
                 continue
             backend = make_backend(name, sweep, study)
+        recover = getattr(backend, "recover_handles", None)
+        if recover is not None:  # a runner died between sbatch and recording the job ids
+            found = recover(study.name, [a for a, _ in actives])
+            ledger.record_handles([(a.launch.point_id, a.launch.attempt, h) for a, h in found])
+            fixed = {id(a): Active(a.launch, h) for a, h in found}
+            actives = [(fixed.get(id(a), a), t) for a, t in actives]
         updates = backend.poll([a for a, _ in actives])
         recorder.updates(updates)
         if name == "local":
