@@ -30,6 +30,8 @@ from studyctl.states import ACTIVE_STATES, RETRYABLE_STATES, FailureClass, State
 from studyctl.sweep import SweepFile, load_sweep
 
 BACKENDS = ("local", "slurm")
+# An attempt with no job id this long after submission, and no job under its name, never reached Slurm.
+NEVER_SUBMITTED_AFTER_S = 120.0
 ProgressHook = Callable[[Update], None]
 
 
@@ -253,6 +255,10 @@ def reconcile(study: StudyDir, ledger: Ledger, sweep: SweepFile | None,
             ledger.record_handles([(a.launch.point_id, a.launch.attempt, h) for a, h in found])
             fixed = {id(a): Active(a.launch, h) for a, h in found}
             actives = [(fixed.get(id(a), a), t) for a, t in actives]
+            never = [a for a, t in actives if not a.handle.job_id and time.time() - t > NEVER_SUBMITTED_AFTER_S]
+            recorder.updates([Update(a.launch.point_id, a.launch.attempt, State.LOST, FailureClass.LOST,
+                                     "never reached the scheduler (studyctl stopped before sbatch returned)",
+                                     ended_at=time.time()) for a in never])
         updates = backend.poll([a for a, _ in actives])
         recorder.updates(updates)
         if name == "local":

@@ -257,6 +257,10 @@ def _did_you_mean(word: str, choices: Any) -> str:
 
 def _allowed_keys(model: type[BaseModel], loc: Loc) -> list[str]:
     """Field names of the sub-model at `loc` (for did-you-mean on unknown keys)."""
+    if loc[:1] == ("slurm",):
+        from studyctl.backends.slurm import SlurmOptions
+
+        model, loc = SlurmOptions, loc[1:]
     current: Any = model
     for part in loc:
         if isinstance(part, int) or not (isinstance(current, type) and issubclass(current, BaseModel)):

@@ -250,12 +250,15 @@ class SlurmBackend:
         missing = {str(a.launch.task_file): a for a in active if not a.handle.job_id}
         if not missing:
             return []
-        try:
-            out = subprocess.run(["sacct", "-X", "-P", "-n", "-o", "JobID,JobName", "--name",
-                                  ",".join(self._manifest_names(study)), "-S", "now-7days"],
-                                 capture_output=True, text=True, timeout=60, check=True).stdout
-        except (OSError, subprocess.SubprocessError):
-            return []
+        names = ",".join(self._manifest_names(study))
+        # squeue knows queued jobs at once; sacct knows finished ones (slurmdbd lags a little behind).
+        out = ""
+        for cmd in (["squeue", "-r", "-h", "-o", "%i|%j", "--name", names],
+                    ["sacct", "-X", "-P", "-n", "-o", "JobID,JobName", "--name", names, "-S", "now-7days"]):
+            try:
+                out += subprocess.run(cmd, capture_output=True, text=True, timeout=60, check=True).stdout
+            except (OSError, subprocess.SubprocessError):
+                continue
         found = []
         for line in out.splitlines():
             jid, _, name = line.partition("|")
