@@ -1,0 +1,45 @@
+"""Statistics over repetitions (pure): mean, sample stdev, Student-t 95% confidence intervals."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+# t_{0.975, df} for df = 1..30 (two-sided 95%); beyond, a Cornish-Fisher expansion (error < 1e-3).
+_T975 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160, 2.145, 2.131,
+         2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042)
+_Z975 = 1.959964
+
+
+def t_quantile_975(df: int) -> float:
+    if df < 1:
+        return math.nan
+    if df <= len(_T975):
+        return _T975[df - 1]
+    z = _Z975
+    return z + (z**3 + z) / (4 * df) + (5 * z**5 + 16 * z**3 + 3 * z) / (96 * df**2)
+
+
+def describe(values: Sequence[float]) -> dict[str, float]:
+    """n, mean, stdev (n-1), 95% CI half-width and bounds, min, max; NaN where n is too small."""
+    clean = [float(v) for v in values if v is not None and not math.isnan(v)]
+    n = len(clean)
+    if n == 0:
+        return {"n": 0, "mean": math.nan, "stdev": math.nan, "ci95": math.nan, "ci95_low": math.nan,
+                "ci95_high": math.nan, "min": math.nan, "max": math.nan}
+    mean = math.fsum(clean) / n
+    stdev = math.sqrt(math.fsum((v - mean) ** 2 for v in clean) / (n - 1)) if n > 1 else math.nan
+    half = t_quantile_975(n - 1) * stdev / math.sqrt(n) if n > 1 else math.nan
+    return {"n": n, "mean": mean, "stdev": stdev, "ci95": half, "ci95_low": mean - half, "ci95_high": mean + half,
+            "min": min(clean), "max": max(clean)}
+
+
+def ratio_ci(mean_a: float, se_a: float, mean_b: float, se_b: float, df: int) -> tuple[float, float, float]:
+    """B/A with a delta-method 95% interval: r · (1 ± t · sqrt((se_a/a)² + (se_b/b)²))."""
+    if not mean_a or math.isnan(mean_a) or math.isnan(mean_b):
+        return math.nan, math.nan, math.nan
+    r = mean_b / mean_a
+    rel = math.sqrt((se_a / mean_a) ** 2 + (se_b / mean_b) ** 2) if not (math.isnan(se_a) or math.isnan(se_b)) \
+        else math.nan
+    half = t_quantile_975(max(df, 1)) * rel * r
+    return r, r - half, r + half
