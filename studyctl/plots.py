@@ -129,15 +129,18 @@ def efficiency(summary: pd.DataFrame, palette: Palette, path: Path) -> Path:
     fig, axes = plt.subplots(1, len(phases), figsize=(6.2 * len(phases), 4.4), squeeze=False)
     varying = _varying(summary)
     for ax, phase in zip(axes[0], phases, strict=True):
+        models = sorted(summary["model"].unique())
         for (model, key), g in (((m, k), gg) for m, mg in summary[summary["phase"] == phase].groupby("model")
                                 for k, gg in _series(mg)):
-            ax.plot(g["nodes"], g["scaling_efficiency"] * 100, label=f"{model} {_label(key, varying)}",
-                    **palette.style(key[0], key[1], key[2]))
+            style = palette.style(key[0], key[1], key[2])
+            if len(palette.colour) == 1:  # one filesystem: let colour tell the models apart
+                style["color"] = COLOURS[models.index(model) % len(COLOURS)]
+            ax.plot(g["nodes"], g["scaling_efficiency"] * 100, label=f"{model} {_label(key, varying)}", **style)
         ax.axhline(100, color="grey", alpha=0.5, linestyle=(0, (1, 3)))
         _nodes_axis(ax, summary["nodes"])
-        ax.set_ylabel("scaling efficiency (% of per-node bandwidth at the smallest node count)")
+        ax.set_ylabel("scaling efficiency (%)")
         ax.set_ylim(bottom=0)
-        ax.set_title(f"scaling efficiency: {PHASE_TITLE[phase]}")
+        ax.set_title(f"per-node bandwidth vs the smallest node count: {PHASE_TITLE[phase]}", fontsize=11)
     return _finish(fig, axes[0], path)
 
 
@@ -187,6 +190,7 @@ def io_mode_comparison(summary: pd.DataFrame, palette: Palette, path: Path) -> P
         ax.set_xticks(range(len(groups)))
         ax.set_xticklabels([f"{m} Z{z} {n}n {fs}" for m, z, n, fs in groups], rotation=50, ha="right", fontsize=8)
         ax.set_ylabel("aggregate bandwidth (GiB/s)")
+        ax.set_ylim(bottom=0)
         ax.set_title(f"I/O mode: {PHASE_TITLE[phase]}")
     return _finish(fig, axes[0], path)
 
