@@ -50,7 +50,9 @@ def import_dlio(run_dir: Path, filesystem: str = "dlio") -> pd.DataFrame:
             if not isinstance(record, dict):
                 continue
             for key, value in record.items():
-                phase = "write" if key.startswith("save_ckpt") else "read" if key.startswith("load_ckpt") else None
+                # newer DLIO: save_ckpt<N> / load_ckpt<N>; older: ckpt<N> (saves only)
+                phase = ("write" if key.startswith(("save_ckpt", "ckpt")) else
+                         "read" if key.startswith("load_ckpt") else None)
                 if phase is None or not isinstance(value, dict):
                     continue
                 duration = float(value.get("duration") or 0.0)

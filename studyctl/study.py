@@ -63,7 +63,7 @@ def find_study(study: str | Path, results: Path = Path("results")) -> StudyDir:
     """STUDY is a study directory or a study name under `results`."""
     for candidate in (Path(study), results / str(study)):
         if (candidate / "ledger.sqlite").is_file():
-            return StudyDir(candidate.resolve())
+            return StudyDir(candidate.absolute())
     raise UserError(f"no study {str(study)!r}: neither a study directory nor a name under {results}/ "
                     "(run 'studyctl sweep submit SWEEP.yaml' first)")
 
@@ -267,13 +267,17 @@ def reconcile(study: StudyDir, ledger: Ledger, sweep: SweepFile | None,
     return still_running
 
 
-def _load_current_sweep(study: StudyDir, ledger: Ledger) -> SweepFile:
-    """The sweep file the study came from if it still exists (it may have been fixed), else our copy."""
+def _load_current_sweep(study: StudyDir, ledger: Ledger, update_copy: bool = False) -> SweepFile:
+    """The sweep file the study came from if it still exists (it may have been fixed), else our copy.
+
+    `update_copy`: the study is about to run from it, so it becomes the study's recorded sweep.
+    """
     source = ledger.meta("source_path")
     if source and Path(source).is_file():
         sweep = load_sweep(Path(source))
         if sweep.study == study.name:
-            atomic_write_text(study.sweep_copy, Path(source).read_text())
+            if update_copy:
+                atomic_write_text(study.sweep_copy, Path(source).read_text())
             return sweep
     return load_sweep(study.sweep_copy)
 
@@ -355,7 +359,7 @@ def resubmit(study_ref: str | Path, results: Path = Path("results"), states: Seq
     study = find_study(study_ref, results)
     wanted = set(states or RETRYABLE_STATES)
     with study_lock(study.root), study.open_ledger() as ledger:
-        sweep = _load_current_sweep(study, ledger)
+        sweep = _load_current_sweep(study, ledger, update_copy=True)
         planned = expand(sweep)
         _sync(ledger, planned)
         adopted = reconcile(study, ledger, sweep)

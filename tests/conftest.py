@@ -1,0 +1,38 @@
+"""Shared fixtures: one small real study (local backend, real MPI workers) reused by the collect tests."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+SMALL_STUDY = """\
+study: {name}
+models: [gpt2-125m]
+matrix:
+  zero_stage: [1, 3]
+  nodes: [1, 2]
+  ranks_per_node: 1
+  io_mode: [buffered, direct]
+filesystems:
+  scratch: {{path: {fs}}}
+repetitions: 2
+checkpoint: {{scale: 0.004, writes: 2, reads: {reads}, buffer_mib: 4, block_mib: 4}}
+"""
+
+
+def run_small_study(root: Path, name: str = "small", reads: int = 2) -> Path:
+    """Runs a 16-point study for real and returns its study directory."""
+    from studyctl import study
+
+    fs = root / "fs"
+    fs.mkdir(parents=True, exist_ok=True)
+    sweep = root / f"{name}.yaml"
+    sweep.write_text(SMALL_STUDY.format(name=name, fs=fs, reads=reads))
+    study.submit(sweep, "local", root / "results")
+    return root / "results" / name
+
+
+@pytest.fixture(scope="session")
+def small_study(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return run_small_study(tmp_path_factory.mktemp("small-study"))
