@@ -1,0 +1,141 @@
+"""The worker against fio on the same bytes, ranks and block size: write and cold read, buffered and direct.
+
+Design (shared notes io-limits.md): for each pattern run fio, then the worker, then fio again; the
+ratio is worker / mean(fio before, fio after); a run whose two fio figures differ by more than 15%
+is discarded and repeated. fio: one job per rank, `bs` = the worker's block, end_fsync=1, the read
+job on the same files (fio invalidates the page cache first; direct=1 for the direct pattern).
+The worker writes one checkpoint of a ZeRO-3 layout (two files per rank, model + optimizer shard)
+scaled so each rank writes `--gib-per-rank` GiB, then restores it cold (fadvise or O_DIRECT).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from studyctl.catalog import lookup
+from studyctl.layout import summarize
+from studyctl.points import CheckpointOptions, Point, WorkerTask
+
+GIB = 1 << 30
+MIB = 1 << 20
+MPIEXEC = str(Path(sys.executable).parent / "mpiexec")
+
+
+def fio(directory: Path, rw: str, ranks: int, size: int, block: int, direct: bool) -> float:
+    """Aggregate bytes/s of one fio job group."""
+    cmd = ["fio", "--name=ckpt", f"--directory={directory}", f"--rw={rw}", f"--bs={block}", f"--size={size}",
+           f"--numjobs={ranks}", "--ioengine=psync", f"--direct={int(direct)}", "--group_reporting",
+           "--output-format=json", "--invalidate=1"]
+    if rw == "write":
+        cmd += ["--end_fsync=1", "--create_on_open=1"]
+    out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
+    job = json.loads(out[out.index("{"):])["jobs"][0]
+    return float(job["read" if rw == "read" else "write"]["bw_bytes"])
+
+
+def fio_pair(directory: Path, ranks: int, size: int, block: int, direct: bool) -> tuple[float, float]:
+    shutil.rmtree(directory, ignore_errors=True)
+    directory.mkdir(parents=True)
+    write = fio(directory, "write", ranks, size, block, direct)
+    read = fio(directory, "read", ranks, size, block, direct)
+    shutil.rmtree(directory, ignore_errors=True)
+    return write, read
+
+
+def worker_task(root: Path, ranks: int, gib_per_rank: float, block_mib: int, io_mode: str) -> tuple[Path, int]:
+    model = lookup("gpt2-1.5b")
+    probe = Point(model=model, zero_stage=3, nodes=1, ranks_per_node=ranks, filesystem="bench")
+    full = summarize(model, probe.parallelism).total_bytes
+    scale = min(1.0, gib_per_rank * GIB * ranks / full)
+    point = Point(model=model, zero_stage=3, nodes=1, ranks_per_node=ranks, filesystem="bench", io_mode=io_mode,
+                  checkpoint=CheckpointOptions(writes=1, reads=1, scale=scale, buffer_mib=64, block_mib=block_mib))
+    out = root / "out"
+    out.mkdir(parents=True, exist_ok=True)
+    task = WorkerTask(study="bench", point_id=point.point_id, point=point, filesystem_path=str(root / "data"),
+                      result_path=str(out / "result.json"), error_path=str(out / "error.json"))
+    path = root / "task.json"
+    path.write_text(task.model_dump_json())
+    return path, summarize(model, point.parallelism, scale).bytes_per_rank_max
+
+
+def worker_pair(task: Path, ranks: int) -> tuple[float, float]:
+    proc = subprocess.run([MPIEXEC, "-n", str(ranks), sys.executable, "-m", "worker", str(task)], capture_output=True,
+                          text=True)
+    if proc.returncode:
+        raise RuntimeError(proc.stderr[-2000:])
+    result = json.loads((task.parent / "out" / "result.json").read_text())
+    by_phase = {c["phase"]: c["aggregate_GiBps"] * GIB for c in result["checkpoints"]}
+    return by_phase["write"], by_phase["read"]
+
+
+def measure(root: Path, mode: str, ranks: int, gib_per_rank: float, block_mib: int, repeat: int,
+            max_spread: float = 0.15) -> dict[str, list[tuple[float, float, float]]]:
+    """(ratio, worker B/s, fio B/s) per valid run, per phase."""
+    task, per_rank = worker_task(root / f"{mode}-{ranks}", ranks, gib_per_rank, block_mib, mode)
+    fio_dir = root / "fio"
+    out: dict[str, list[tuple[float, float, float]]] = {"write": [], "read": []}
+    tries = 0
+    while min(len(v) for v in out.values()) < repeat and tries < repeat * 3:
+        tries += 1
+        before = fio_pair(fio_dir, ranks, per_rank, block_mib * MIB, mode == "direct")
+        mine = worker_pair(task, ranks)
+        after = fio_pair(fio_dir, ranks, per_rank, block_mib * MIB, mode == "direct")
+        for i, phase in enumerate(("write", "read")):
+            ref = (before[i] + after[i]) / 2
+            if abs(before[i] - after[i]) / ref > max_spread or len(out[phase]) >= repeat:
+                continue  # the disk changed under us: this run says nothing
+            out[phase].append((mine[i] / ref, mine[i], ref))
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument("--gib-per-rank", type=float, default=1.0)
+    ap.add_argument("--block-mib", type=int, default=16)
+    ap.add_argument("--dir", type=Path, default=None, help="scratch directory on the disk under test")
+    args = ap.parse_args(argv)
+    if not shutil.which("fio"):
+        print("fio is not installed (apt-get install fio)", file=sys.stderr)
+        return 2
+    root = Path(tempfile.mkdtemp(prefix="studyctl-bench-", dir=args.dir or "/var/tmp"))
+    rows = []
+    try:
+        for mode in ("buffered", "direct"):
+            for ranks in (1, 2):
+                res = measure(root, mode, ranks, args.gib_per_rank, args.block_mib, args.repeat)
+                for phase in ("write", "read"):
+                    runs = res[phase]
+                    if not runs:
+                        rows.append((mode, phase, ranks, None))
+                        continue
+                    ratios = [r[0] for r in runs]
+                    rows.append((mode, phase, ranks, (statistics.median(ratios), min(ratios), max(ratios), len(runs),
+                                                      statistics.median(r[1] for r in runs) / GIB,
+                                                      statistics.median(r[2] for r in runs) / GIB)))
+                    print(_row(rows[-1]), flush=True)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    missed = [r for r in rows if r[3] is None or r[3][0] < 0.95]
+    print(f"{len(rows) - len(missed)}/{len(rows)} patterns at >= 0.95x fio (median)")
+    return 0
+
+
+def _row(row: tuple) -> str:
+    mode, phase, ranks, stats = row
+    if stats is None:
+        return f"worker/fio {mode:<8} {phase:<5} ranks={ranks}: no valid run (fio varied > 15%)"
+    med, lo, hi, n, worker, ref = stats
+    return (f"worker/fio {mode:<8} {phase:<5} ranks={ranks}: median {med:.3f}  min {lo:.3f}  max {hi:.3f}  "
+            f"(n={n}; worker {worker:.2f} GiB/s, fio {ref:.2f} GiB/s)")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
