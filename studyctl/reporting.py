@@ -2,16 +2,11 @@
 
 from __future__ import annotations
 
-import hashlib
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from studyctl.collect import Problem, build_tables, find_result_files, write_tables
+from studyctl.collect import PointStatus, Problem, collect
 from studyctl.errors import UserError
-from studyctl.fsutil import atomic_write_text
-from studyctl.plots import make_plots
-from studyctl.report import PointStatus, render_report
 from studyctl.study import StudyDir, find_study
 
 
@@ -45,7 +40,7 @@ class CollectOutcome:
         return lines
 
 
-def point_statuses(study: StudyDir) -> tuple[list[PointStatus], str | None]:
+def point_statuses(study: StudyDir) -> list[PointStatus]:
     """The ledger's view of every point, for the report's coverage section."""
     from studyctl import study as study_mod
 
@@ -57,62 +52,24 @@ def point_statuses(study: StudyDir) -> tuple[list[PointStatus], str | None]:
                  f"{cfg['pipeline_parallel']} {cfg['nodes']}×{cfg['ranks_per_node']} {cfg['filesystem']} "
                  f"{cfg['io_mode']} rep {cfg['repetition']}")
         if p.excluded:
-            statuses.append(PointStatus(p.point_id, "EXCLUDED", p.attempts, label, p.exclude_reason))
+            statuses.append(PointStatus(p.point_id, "EXCLUDED", p.attempts, excluded_reason=p.exclude_reason,
+                                        label=label))
         else:
-            statuses.append(PointStatus(p.point_id, p.state.value, p.attempts, label,
-                                        p.latest.reason if p.latest else None))
-    description = None
-    try:
-        import yaml
-
-        description = (yaml.safe_load(study.sweep_copy.read_text()) or {}).get("description")
-    except (OSError, ValueError, AttributeError):
-        pass
-    return statuses, description
-
-
-def _fingerprint(study: StudyDir, statuses: list[PointStatus], import_dlio: Path | None) -> str:
-    h = hashlib.sha256()
-    for point_id, attempts in sorted(find_result_files(study.root).items()):
-        for attempt, path in sorted(attempts):
-            st = path.stat()
-            h.update(f"{point_id}/{attempt}/{st.st_mtime_ns}/{st.st_size}\n".encode())
-    for s in statuses:
-        h.update(f"{s.point_id}:{s.state}:{s.attempts}:{s.reason}\n".encode())
-    h.update(str(import_dlio).encode())
-    return h.hexdigest()
+            statuses.append(PointStatus(p.point_id, p.state.value, p.attempts,
+                                        failure_reason=p.latest.reason if p.latest else None, label=label))
+    return statuses
 
 
 def collect_study(study_ref: str | Path, results: Path = Path("results"), import_dlio: Path | None = None,
                   force: bool = False) -> CollectOutcome:
     study = find_study(study_ref, results)
-    statuses, description = point_statuses(study)
+    statuses = point_statuses(study)
     failed = sum(1 for s in statuses if s.state not in ("COMPLETED", "EXCLUDED", "PLANNED", "SUBMITTED", "PENDING",
                                                          "RUNNING"))
     completed = sum(1 for s in statuses if s.state == "COMPLETED")
-    stamp_path = study.root / "tables" / ".cache" / "fingerprint"
-    html, md = study.root / "report.html", study.root / "report.md"
-    stamp = _fingerprint(study, statuses, import_dlio)
-    if not force and html.exists() and stamp_path.exists() and stamp_path.read_text() == stamp:
-        manifest = json.loads((study.root / "tables" / ".cache" / "outputs.json").read_text())
-        return CollectOutcome(study, True, completed, failed, [Problem(**p) for p in manifest["problems"]],
-                              [Path(p) for p in manifest["tables"]], [Path(p) for p in manifest["plots"]], html, md)
-    extra = None
-    if import_dlio is not None:
-        from studyctl.dlio_import import import_dlio as load_dlio
-
-        extra = load_dlio(import_dlio)
-    tables = build_tables(study.root, extra)
-    written = write_tables(tables, study.root / "tables")
-    plots, skipped = make_plots(tables.summary, tables.ranks, study.root / "plots")
-    html, md = render_report(study.root, study.name, description, tables.summary, plots, skipped, statuses,
-                             tables.problems, list(tables.results.values()), written)
-    atomic_write_text(study.root / "tables" / ".cache" / "outputs.json", json.dumps(
-        {"tables": [str(p) for p in written], "plots": [str(p) for p in plots],
-         "problems": [p.__dict__ for p in tables.problems]}))
-    atomic_write_text(stamp_path, stamp)
-    return CollectOutcome(study, False, completed, failed, tables.problems, written, plots, html, md,
-                          tables.files_read, tables.files_cached)
+    res = collect(study.root, statuses, import_dlio, force=force)
+    return CollectOutcome(study, res.unchanged, completed, failed, res.problems, res.tables, res.plots,
+                          res.report_html, res.report_md, res.files_read, res.files_cached)
 
 
 def parse_threshold(text: str) -> float:
