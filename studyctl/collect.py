@@ -22,7 +22,6 @@ from studyctl.tables import (
     Problem,
     Tables,
     build_tables,
-    find_attempts,
     write_tables,
 )
 
@@ -73,12 +72,7 @@ class CollectResult:
 def _fingerprint(study_dir: Path, statuses: list[PointStatus] | None, import_dlio: Path | None) -> str:
     """Everything the outputs depend on: result/error files (path, mtime, size), statuses, DLIO input, code."""
     h = hashlib.sha256(f"{studyctl.__version__}/{CACHE_VERSION}/{MANIFEST_VERSION}\n".encode())
-    for point_id, attempts in sorted(find_attempts(study_dir).items()):
-        for a in attempts:
-            for path in (a.result, a.error):
-                if path is not None:
-                    st = path.stat()
-                    h.update(f"{point_id}/{a.attempt}/{path.name}/{st.st_mtime_ns}/{st.st_size}\n".encode())
+    h.update("".join(_file_stamps(study_dir)).encode())
     h.update(repr(sorted(statuses, key=lambda s: s.point_id) if statuses is not None else None).encode())
     if import_dlio is not None:
         h.update(str(import_dlio.resolve()).encode())
@@ -89,6 +83,28 @@ def _fingerprint(study_dir: Path, statuses: list[PointStatus] | None, import_dli
     if sweep.exists():
         h.update(f"sweep/{sweep.stat().st_mtime_ns}".encode())
     return h.hexdigest()
+
+
+def _file_stamps(study_dir: Path) -> list[str]:
+    """"point/attempt/file/mtime/size" for every result and error file; plain os calls (10k points: ~0.2 s)."""
+    out = []
+    try:
+        points = sorted(e.name for e in os.scandir(study_dir / "points") if e.is_dir())
+    except OSError:
+        return out
+    root = os.fspath(study_dir / "points")
+    for pid in points:
+        pdir = os.path.join(root, pid)
+        for attempt in sorted(os.listdir(pdir)):
+            if not attempt.startswith("attempt-"):
+                continue
+            for name in ("result.json", "error.json"):
+                try:
+                    st = os.stat(os.path.join(pdir, attempt, name))
+                except OSError:
+                    continue
+                out.append(f"{pid}/{attempt}/{name}/{st.st_mtime_ns}/{st.st_size}\n")
+    return out
 
 
 def _description(study_dir: Path) -> str | None:

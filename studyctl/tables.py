@@ -331,17 +331,24 @@ def build_tables(study_dir: Path, extra_checkpoints: pd.DataFrame | None = None,
                   {r["info"]["point_id"]: r["info"] for r in rows}, read, cached)
 
 
-def _atomic_frame(frame: pd.DataFrame, path: Path) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        if path.suffix == ".csv":
-            frame.to_csv(tmp, index=False)
-        else:
-            strings = {c: "string" for c in frame.columns if frame[c].dtype == object}
-            frame.astype(strings).to_parquet(tmp, index=False)
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
+def _atomic_frame(frame: pd.DataFrame, paths: list[Path]) -> None:
+    """One Arrow table, written as CSV and Parquet by pyarrow (pandas' CSV writer is 10× slower here)."""
+    import pyarrow as pa
+    import pyarrow.csv as pacsv
+    import pyarrow.parquet as pq
+
+    strings = {c: "string" for c in frame.columns if frame[c].dtype == object}
+    table = pa.Table.from_pandas(frame.astype(strings) if strings else frame, preserve_index=False)
+    for path in paths:
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        try:
+            if path.suffix == ".csv":
+                pacsv.write_csv(table, tmp, pacsv.WriteOptions(quoting_style="needed"))
+            else:
+                pq.write_table(table, tmp)
+            os.replace(tmp, path)
+        finally:
+            tmp.unlink(missing_ok=True)
 
 
 def write_tables(tables: Tables, out_dir: Path) -> list[Path]:
@@ -350,10 +357,9 @@ def write_tables(tables: Tables, out_dir: Path) -> list[Path]:
     written = []
     for name in TABLE_NAMES:
         frame: pd.DataFrame = getattr(tables, name)
-        for suffix in (".csv", ".parquet"):
-            path = out_dir / f"{name}{suffix}"
-            _atomic_frame(frame, path)
-            written.append(path)
+        paths = [out_dir / f"{name}.csv", out_dir / f"{name}.parquet"]
+        _atomic_frame(frame, paths)
+        written += paths
     atomic_write_json(out_dir / "problems.json", {"invalid_results": [asdict(p) for p in tables.problems],
                                                   "worker_errors": [asdict(f) for f in tables.failures]})
     return written

@@ -1,0 +1,133 @@
+"""Hand-made result files that validate against `worker.result.Result`, with bandwidths the test chooses.
+
+Used by the collect/report/compare tests and by benchmarks/collect_bench.py, so neither needs MPI.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import statistics
+from pathlib import Path
+from typing import Any
+
+from studyctl.catalog import lookup
+from studyctl.points import CheckpointOptions, Point
+from worker.result import Result
+
+GIB = 1 << 30
+
+
+def make_point(model: str = "gpt2-125m", zero: int = 1, nodes: int = 1, rpn: int = 2, fs: str = "scratch",
+               io_mode: str = "buffered", rep: int = 0, writes: int = 2, reads: int = 2) -> Point:
+    return Point(model=lookup(model), zero_stage=zero, nodes=nodes, ranks_per_node=rpn, filesystem=fs,
+                 io_mode=io_mode, repetition=rep,
+                 checkpoint=CheckpointOptions(scale=0.01, writes=writes, reads=reads, buffer_mib=4, block_mib=4))
+
+
+def _checkpoint(point: Point, phase: str, index: int, gibps: float, nbytes: int, spread: float) -> dict[str, Any]:
+    """One checkpoint whose aggregate bandwidth is exactly `gibps`; ranks vary by ±spread."""
+    world = point.world_size
+    span = nbytes / GIB / gibps
+    per_rank = nbytes // world
+    ranks = []
+    for r in range(world):
+        rb = per_rank + (nbytes - per_rank * world if r == 0 else 0)
+        factor = 1.0 - spread * (r / max(1, world - 1))  # rank 0 fastest, last rank slowest
+        duration = span * factor
+        ranks.append({"rank": r, "host": f"node{r // point.ranks_per_node}", "start_s": span - duration,
+                      "end_s": span, "bytes": rb, "files": 2, "duration_s": duration,
+                      "bandwidth_GiBps": rb / GIB / duration})
+    bws = [x["bandwidth_GiBps"] for x in ranks]
+    return {"phase": phase, "index": index, "step_dir": f"global_step{index}", "bytes": nbytes, "files": 2 * world,
+            "duration_max_s": max(x["duration_s"] for x in ranks), "span_s": span, "aggregate_GiBps": gibps,
+            "rank_bandwidth_min_GiBps": min(bws), "rank_bandwidth_max_GiBps": max(bws), "ranks": ranks}
+
+
+def _phase_summary(cps: list[dict[str, Any]]) -> dict[str, Any]:
+    agg = [c["aggregate_GiBps"] for c in cps]
+    dur = [c["duration_max_s"] for c in cps]
+    return {"checkpoints": len(cps), "bytes_per_checkpoint": cps[0]["bytes"],
+            "aggregate_GiBps_mean": statistics.fmean(agg),
+            "aggregate_GiBps_stdev": statistics.stdev(agg) if len(agg) > 1 else 0.0,
+            "aggregate_GiBps_min": min(agg), "aggregate_GiBps_max": max(agg),
+            "duration_s_mean": statistics.fmean(dur), "duration_s_stdev": statistics.stdev(dur) if len(dur) > 1
+            else 0.0, "mlperf_duration_max_s": max(dur),
+            "mlperf_throughput_min_GiBps": min(c["rank_bandwidth_min_GiBps"] for c in cps)}
+
+
+def result_dict(point: Point, write_gibps: list[float], read_gibps: list[float] | None = None, attempt: int = 1,
+                study: str = "gen", nbytes: int = 256 << 20, spread: float = 0.2,
+                mount_options: str = "rw,relatime", cluster: str | None = None) -> dict[str, Any]:
+    """A result as the worker would write it; one checkpoint per listed bandwidth."""
+    cps = [_checkpoint(point, "write", i, g, nbytes, spread) for i, g in enumerate(write_gibps)]
+    cps += [_checkpoint(point, "read", i, g, nbytes, spread) for i, g in enumerate(read_gibps or [])]
+    summary = {ph: _phase_summary([c for c in cps if c["phase"] == ph]) for ph in ("write", "read")
+               if any(c["phase"] == ph for c in cps)}
+    hosts = [f"node{r // point.ranks_per_node}" for r in range(point.world_size)]
+    return {
+        "schema_version": 1, "study": study, "point_id": point.point_id, "attempt": attempt,
+        "point": point.canonical(),
+        "sizes": {"scale": point.checkpoint.scale, "nominal_checkpoint_bytes": nbytes * 100,
+                  "written_checkpoint_bytes": nbytes, "files_per_checkpoint": 2 * point.world_size,
+                  "bytes_per_rank_max": nbytes // point.world_size, "bytes_per_rank_min": nbytes // point.world_size,
+                  "read_bytes_per_restore": nbytes},
+        "io": {"io_mode_requested": point.io_mode, "io_mode_used": point.io_mode, "direct_fallback_reason": None,
+               "cold_read_method": "fadvise" if point.io_mode == "buffered" else "direct", "restore_mode": "rank",
+               "rank_shift": 0, "buffer_bytes": 4 << 20, "block_bytes": 4 << 20, "fsync_per_file": True},
+        "checkpoints": cps, "summary": summary,
+        "dlio": {"checkpoint_size_GB": nbytes / GIB,
+                 "save_checkpoint_io_mean_GB_per_second": statistics.fmean(write_gibps)},
+        "filesystem": {"name": point.filesystem, "path": f"/mnt/{point.filesystem}", "mount_point": "/mnt",
+                       "fstype": "ext4", "source": "/dev/sda1", "mount_options": mount_options,
+                       "free_bytes_before": 10 * GIB, "free_bytes_after": 10 * GIB, "total_bytes": 100 * GIB},
+        "provenance": {"hostnames": hosts, "node_names": sorted(set(hosts)), "simulated_nodes": True,
+                       "world_size": point.world_size, "ranks_per_node": point.ranks_per_node,
+                       "slurm": {"cluster": cluster} if cluster else None, "python_version": "3.11.2",
+                       "mpi4py_version": "4.0.0", "mpi_library_version": "MPICH Version: 4.2.0",
+                       "kernel": "6.1.0-test", "studyctl_version": "0.1.0",
+                       "started_at": "2026-11-22T10:00:00+00:00", "finished_at": "2026-11-22T10:01:00+00:00"},
+    }
+
+
+def write_result(study_dir: Path, point: Point, write_gibps: list[float], read_gibps: list[float] | None = None,
+                 attempt: int = 1, **kw: Any) -> Path:
+    """Writes points/<id>/attempt-<n>/result.json; validates first so tests never feed collect junk by mistake."""
+    data = result_dict(point, write_gibps, read_gibps, attempt, study=study_dir.name, **kw)
+    text = json.dumps(data)
+    Result.model_validate_json(text)
+    path = study_dir / "points" / point.point_id / f"attempt-{attempt}" / "result.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    return path
+
+
+def write_error(study_dir: Path, point: Point, attempt: int, failure_class: str, reason: str) -> Path:
+    path = study_dir / "points" / point.point_id / f"attempt-{attempt}" / "error.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"schema_version": 1, "point_id": point.point_id, "attempt": attempt,
+                                "failure_class": failure_class, "reason": reason}))
+    return path
+
+
+def scaling_study(study_dir: Path, reps: int = 3, nodes: tuple[int, ...] = (1, 2, 4),
+                  filesystems: tuple[str, ...] = ("scratch",), io_modes: tuple[str, ...] = ("buffered", "direct"),
+                  zeros: tuple[int, ...] = (1, 3), models: tuple[str, ...] = ("gpt2-125m",),
+                  writes: int = 3, reads: int = 3) -> list[Point]:
+    """A plausible sweep: bandwidth grows sub-linearly with nodes, reps jitter deterministically."""
+    made = []
+    for mi, model in enumerate(models):
+        for fi, fs in enumerate(filesystems):
+            for io_mode in io_modes:
+                for zero in zeros:
+                    for n in nodes:
+                        for rep in range(reps):
+                            p = make_point(model, zero, n, 2, fs, io_mode, rep, writes, reads)
+                            base = (2.0 + fi + 0.5 * mi) * (1.3 if io_mode == "direct" else 1.0) * (
+                                1.1 if zero == 3 else 1.0) * n ** 0.8
+                            jitter = 1 + 0.05 * math.sin(7 * rep + n + zero)
+                            w = [base * jitter * (1 + 0.02 * i) for i in range(writes)]
+                            r = [1.2 * base * jitter * (1 - 0.02 * i) for i in range(reads)]
+                            write_result(study_dir, p, w, r)
+                            made.append(p)
+    return made
