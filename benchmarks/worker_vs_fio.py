@@ -101,6 +101,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--gib-per-rank", type=float, default=1.0)
     ap.add_argument("--block-mib", type=int, default=16)
     ap.add_argument("--dir", type=Path, default=None, help="scratch directory on the disk under test")
+    ap.add_argument("--modes", default="buffered,direct")
+    ap.add_argument("--ranks", default="1,2")
     args = ap.parse_args(argv)
     if not shutil.which("fio"):
         print("fio is not installed (apt-get install fio)", file=sys.stderr)
@@ -108,8 +110,8 @@ def main(argv: list[str] | None = None) -> int:
     root = Path(tempfile.mkdtemp(prefix="studyctl-bench-", dir=args.dir or "/var/tmp"))
     rows = []
     try:
-        for mode in ("buffered", "direct"):
-            for ranks in (1, 2):
+        for mode in args.modes.split(","):
+            for ranks in (int(r) for r in args.ranks.split(",")):
                 res = measure(root, mode, ranks, args.gib_per_rank, args.block_mib, args.repeat)
                 for phase in ("write", "read"):
                     runs = res[phase]

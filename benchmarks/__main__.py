@@ -1,0 +1,51 @@
+"""`python -m benchmarks all` (or one of: orchestrator, collect, memory, submission, fio)."""
+
+from __future__ import annotations
+
+import os
+import platform
+import subprocess
+import sys
+from datetime import datetime, timezone
+from pathlib import Path
+
+
+def header() -> None:
+    meminfo = Path("/proc/meminfo").read_text().splitlines()
+    mem_kib = int(next(ln.split()[1] for ln in meminfo if ln.startswith("MemTotal")))
+    disk = subprocess.run(["df", "-h", "/var/tmp"], capture_output=True, text=True).stdout.splitlines()[-1]
+    print(f"# studyctl benchmarks, {datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC")
+    print(f"# {platform.node()}: {platform.machine()}, {len(os.sched_getaffinity(0))} cores, "
+          f"{mem_kib // 1024 // 1024} GiB, kernel {platform.release()}, Python {platform.python_version()}")
+    print(f"# scratch disk: {disk}")
+
+
+def main(argv: list[str]) -> int:
+    which = argv[0] if argv else "all"
+    repeat = int(argv[1]) if len(argv) > 1 else 5
+    header()
+    if which in ("all", "orchestrator"):
+        from benchmarks import orchestrator
+
+        orchestrator.main(repeat)
+    if which in ("all", "collect"):
+        from benchmarks import collect_bench
+
+        collect_bench.main(10_000, repeat)
+    if which in ("all", "memory"):
+        from benchmarks import worker_memory
+
+        worker_memory.main(repeat)
+    if which in ("all", "submission"):
+        from benchmarks import submission
+
+        submission.main(500)
+    if which in ("all", "fio"):
+        from benchmarks import worker_vs_fio
+
+        worker_vs_fio.main(["--repeat", str(repeat)])
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,49 @@
+"""Submission at scale: sbatch calls for a 500-point study equal its resource shapes, not its points.
+
+Submitted held (`--hold`) to the local Slurm cluster and cancelled afterwards, so nothing runs.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from studyctl.backends.base import Launch
+from studyctl.backends.slurm import SlurmBackend, SlurmOptions, shape_of
+from studyctl.catalog import lookup
+from studyctl.points import CheckpointOptions, Point, WorkerTask
+
+
+def main(points: int = 500) -> int:
+    options = SlurmOptions(partition="debug", time_limit_min=5, sbatch_extra={"hold": True}, max_array_size=1000)
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        launches = []
+        for i in range(points):
+            point = Point(model=lookup("gpt2-125m"), zero_stage=i % 4, nodes=[1, 2, 4][i % 3], ranks_per_node=1,
+                          filesystem="fs", repetition=i, checkpoint=CheckpointOptions(scale=0.001))
+            adir = root / point.point_id
+            adir.mkdir()
+            task = WorkerTask(study="bench-submit", point_id=point.point_id, point=point, filesystem_path=str(root),
+                              result_path=str(adir / "result.json"), error_path=str(adir / "error.json"))
+            (adir / "task.json").write_text(task.model_dump_json())
+            launches.append(Launch("bench-submit", point.point_id, 1, point, adir / "task.json", adir, None))
+        shapes = {shape_of(options, launch) for launch in launches}
+        backend = SlurmBackend(options, root / "slurm")
+        handles = []
+        t0 = time.perf_counter()
+        backend.launch(launches, lambda launch, h: handles.append(h), lambda u: None)
+        elapsed = time.perf_counter() - t0
+        arrays = sorted({h.job_id.split("_")[0] for h in handles})
+        subprocess.run(["scancel", *arrays], check=False)
+    verdict = "ok" if backend.sbatch_calls == len(shapes) == len(arrays) else "MISSED"
+    print(f"submission: {points} points, {len(shapes)} shapes -> {backend.sbatch_calls} sbatch calls, "
+          f"{len(arrays)} job arrays, {len(handles)} handles recorded in {elapsed:.2f} s  {verdict}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(int(sys.argv[1]) if len(sys.argv) > 1 else 500))
