@@ -160,7 +160,208 @@ def test_import_dlio(tmp_path: Path, small_study: Path) -> None:
     summary = pd.read_csv(study / "tables" / "summary.csv")
     dlio = summary[summary["tool"] == "dlio"]
     assert set(dlio["phase"]) == {"write", "read"}
-    assert dlio[dlio["phase"] == "write"]["aggregate_GiBps_mean"].iloc[0] == pytest.approx((1.99 + 2.04) / 2)
+    # no start/end stamps: size / the slowest rank's duration, per checkpoint, then the mean
+    expected = (87.86 / 44.0 + 87.86 / 43.0) / 2
+    assert dlio[dlio["phase"] == "write"]["aggregate_GiBps_mean"].iloc[0] == pytest.approx(expected)
     assert out.report_html.exists()
     with pytest.raises(UserError, match=r"no summary\.json"):
         import_dlio(tmp_path)
+
+
+# ------------------------------------------------------------------ generated result files (no MPI)
+from studyctl.collect import PointStatus, collect  # noqa: E402
+from studyctl.tables import summarize_cells  # noqa: E402
+
+from .resultgen import make_point, scaling_study, write_error, write_result  # noqa: E402
+
+NBYTES = 256 << 20  # resultgen's default: 0.25 GiB per checkpoint
+
+
+def hand_study(root: Path) -> tuple[Path, dict[str, list]]:
+    """Two cells of one series (1 and 2 nodes), three repetitions each, known bandwidths."""
+    study = root / "results" / "hand"
+    one = [make_point(nodes=1, rep=r) for r in range(3)]
+    two = [make_point(nodes=2, rep=r) for r in range(3)]
+    for p, w in zip(one, ([1.0, 3.0], [4.0, 4.0], [5.0, 7.0]), strict=True):  # point means 2, 4, 6
+        write_result(study, p, w, [2 * x for x in w])
+    for p, w in zip(two, ([6.0, 6.0], [6.0, 6.0], [6.0, 6.0]), strict=True):  # constant: stdev 0
+        write_result(study, p, w, [2 * x for x in w])
+    return study, {"one": one, "two": two}
+
+
+def test_summary_stats_match_hand_computed_values(tmp_path: Path) -> None:
+    study, _ = hand_study(tmp_path)
+    res = collect(study)
+    assert res.points == 6 and not res.problems and res.cells == 4
+    summary = pd.read_parquet(study / "tables" / "summary.parquet")
+    w1 = summary[(summary["nodes"] == 1) & (summary["phase"] == "write")].iloc[0]
+    assert w1["n"] == 3 and w1["checkpoints"] == 6
+    assert w1["aggregate_GiBps_mean"] == pytest.approx(4.0)
+    assert w1["aggregate_GiBps_stdev"] == pytest.approx(2.0)
+    assert w1["aggregate_GiBps_ci95"] == pytest.approx(4.303 * 2.0 / math.sqrt(3), abs=1e-3)
+    assert w1["aggregate_GiBps_ci95_low"] == pytest.approx(4.0 - 4.9687, abs=1e-3)
+    assert (w1["aggregate_GiBps_min"], w1["aggregate_GiBps_max"]) == pytest.approx((2.0, 6.0))
+    # duration: 0.25 GiB at 1 and 3 GiB/s → (0.25 + 0.0833)/2; at 4 → 0.0625; at 5 and 7 → (0.05 + 0.0357)/2
+    durs = [(0.25 + 0.25 / 3) / 2, 0.0625, (0.05 + 0.25 / 7) / 2]
+    assert w1["duration_s_mean"] == pytest.approx(sum(durs) / 3)
+    assert w1["per_node_GiBps"] == pytest.approx(4.0)
+    w2 = summary[(summary["nodes"] == 2) & (summary["phase"] == "write")].iloc[0]
+    assert w2["aggregate_GiBps_stdev"] == 0 and w2["aggregate_GiBps_ci95"] == 0
+    assert w2["per_node_GiBps"] == pytest.approx(3.0)
+    assert w1["scaling_efficiency"] == pytest.approx(1.0) and w2["scaling_efficiency"] == pytest.approx(0.75)
+    assert w2["baseline_nodes"] == 1
+    r1 = summary[(summary["nodes"] == 1) & (summary["phase"] == "read")].iloc[0]
+    assert r1["aggregate_GiBps_mean"] == pytest.approx(8.0) and r1["aggregate_GiBps_stdev"] == pytest.approx(4.0)
+    # tidy tables: one row per point × checkpoint × phase, units in the names, CSV = Parquet
+    cps = pd.read_csv(study / "tables" / "checkpoints.csv")
+    assert len(cps) == 6 * 4 and {"aggregate_GiBps", "duration_s", "bytes", "attempt", "tool"} <= set(cps.columns)
+    assert (cps["tool"] == "studyctl").all() and (cps["bytes"] == NBYTES).all()
+    assert len(pd.read_parquet(study / "tables" / "checkpoints.parquet")) == len(cps)
+    ranks = pd.read_parquet(study / "tables" / "ranks.parquet")
+    assert len(ranks) == 3 * 4 * 2 + 3 * 4 * 4  # points × checkpoints × ranks (2 per node)
+
+
+def test_latest_completed_attempt_wins_and_keeps_its_number(tmp_path: Path) -> None:
+    study = tmp_path / "results" / "attempts"
+    p = make_point()
+    write_result(study, p, [1.0], attempt=1)
+    write_result(study, p, [2.0], attempt=2)
+    newest = study / "points" / p.point_id / "attempt-3" / "result.json"
+    newest.parent.mkdir()
+    newest.write_text('{"schema_version": 1, "study": "attem')  # attempt 3 died mid-write
+    q = make_point(nodes=2)
+    write_result(study, q, [3.0], attempt=1)
+    write_error(study, q, 2, "io_error", "ENOSPC after 3 of 10 checkpoints")  # latest failed: use attempt 1
+    res = collect(study)
+    cps = pd.read_csv(study / "tables" / "checkpoints.csv")
+    row = cps[cps["point_id"] == p.point_id].iloc[0]
+    assert row["attempt"] == 2 and row["aggregate_GiBps"] == pytest.approx(2.0)
+    assert cps[cps["point_id"] == q.point_id].iloc[0]["attempt"] == 1
+    assert [(x.point_id, x.attempt) for x in res.problems] == [(p.point_id, 3)]
+    assert "not valid JSON" in res.problems[0].reason
+    assert not res.failures  # q has a usable result, so its failed retry is not a failure of the point
+
+
+def test_invalid_results_are_listed_and_the_rest_collected(tmp_path: Path) -> None:
+    study = tmp_path / "results" / "broken"
+    good = [make_point(rep=r) for r in range(2)]
+    for p in good:
+        write_result(study, p, [1.0, 1.2])
+    truncated, schema, empty, wrong, failed, missing = (make_point(nodes=n) for n in (2, 3, 4, 5, 6, 7))
+    path = write_result(study, truncated, [1.0])
+    path.write_text(path.read_text()[:300])
+    path = write_result(study, schema, [1.0])
+    data = json.loads(path.read_text())
+    data["checkpoints"][0]["aggregate_GiBps"] = "fast"
+    del data["provenance"]
+    path.write_text(json.dumps(data))
+    write_result(study, empty, [1.0]).write_text("")
+    path = write_result(study, wrong, [1.0])
+    path.write_text(path.read_text().replace(wrong.point_id, "000000000000", 1))
+    write_error(study, failed, 1, "insufficient_space", "needs 12 GiB, 3 GiB free")
+    statuses = [PointStatus(p.point_id, "COMPLETED", 1) for p in good]
+    statuses += [PointStatus(missing.point_id, "COMPLETED", 1),
+                 PointStatus(failed.point_id, "FAILED", 1, failure_reason="insufficient_space: needs 12 GiB")]
+    res = collect(study, statuses)
+    reasons = {x.point_id: x.reason for x in res.problems}
+    assert "not valid JSON" in reasons[truncated.point_id]
+    assert "does not match the result schema" in reasons[schema.point_id] and "more" in reasons[schema.point_id]
+    assert reasons[empty.point_id] == "empty file"
+    assert "holds point 000000000000" in reasons[wrong.point_id]
+    assert "no result file" in reasons[missing.point_id]
+    assert [(f.point_id, f.failure_class) for f in res.failures] == [(failed.point_id, "insufficient_space")]
+    assert res.points == 2
+    summary = pd.read_csv(study / "tables" / "summary.csv")
+    assert len(summary) == 1 and summary["n"].iloc[0] == 2
+    problems = json.loads((study / "tables" / "problems.json").read_text())
+    assert len(problems["invalid_results"]) == 5 and len(problems["worker_errors"]) == 1
+
+
+def test_one_repetition_missing_read_phase_single_node_count(tmp_path: Path) -> None:
+    study = tmp_path / "results" / "thin"
+    for zero in (1, 3):
+        write_result(study, make_point(zero=zero, nodes=4), [2.0, 2.5], None)  # writes only, one repetition
+    res = collect(study)
+    summary = pd.read_csv(study / "tables" / "summary.csv")
+    assert set(summary["phase"]) == {"write"} and (summary["n"] == 1).all()
+    assert summary["aggregate_GiBps_stdev"].isna().all() and summary["aggregate_GiBps_ci95"].isna().all()
+    assert (summary["scaling_efficiency"] == 1.0).all()
+    names = {p.name for p in res.plots}
+    assert {"bandwidth_gpt2-125m.png", "duration_gpt2-125m.png", "rank_spread.png"} <= names
+    assert any("single node count" in s for s in res.skipped_plots)
+    assert any("one I/O mode" in s for s in res.skipped_plots)
+    for plot in res.plots:
+        assert_png_has_content(plot)
+    html = res.report_html.read_text()
+    assert "single node count" in html
+
+
+def test_empty_study_does_not_crash(tmp_path: Path) -> None:
+    study = tmp_path / "results" / "empty"
+    study.mkdir(parents=True)
+    res = collect(study, [PointStatus("abc", "PENDING", 1)])
+    assert res.points == 0 and res.plots == [] and res.report_html.exists()
+    assert "nothing to plot" in res.report_html.read_text().lower()
+
+
+def test_recollect_is_incremental_generated(tmp_path: Path) -> None:
+    study = tmp_path / "results" / "incr"
+    scaling_study(study, reps=2, nodes=(1, 2), io_modes=("buffered",), zeros=(1,))
+    first = collect(study)
+    assert not first.unchanged and first.files_read == 4 and first.files_cached == 0
+    again = collect(study)
+    assert again.unchanged and again.points == 4 and again.plots == first.plots
+    statuses = [PointStatus("x", "FAILED", 1, failure_reason="boom")]
+    assert not collect(study, statuses).unchanged  # new ledger facts: new report, files from cache
+    write_result(study, make_point(nodes=4), [9.0], [9.0])
+    third = collect(study, statuses)
+    assert not third.unchanged and third.files_read == 1 and third.files_cached == 4 and third.points == 5
+    (study / "report.html").unlink()
+    assert not collect(study, statuses).unchanged  # an output went missing: rebuilt
+
+
+def test_plots_cover_filesystems_io_modes_and_look_non_blank(tmp_path: Path) -> None:
+    study = tmp_path / "results" / "wide"
+    scaling_study(study, reps=3, nodes=(1, 2, 4, 8), filesystems=("lustre", "nvme"), models=("gpt2-125m", "llama_7b"))
+    res = collect(study)
+    names = {p.name for p in res.plots}
+    assert {"bandwidth_gpt2-125m.png", "bandwidth_llama_7b.png", "duration_llama_7b.png", "efficiency.png",
+            "rank_spread.png", "io_mode.png"} <= names
+    assert not res.skipped_plots
+    for plot in res.plots:
+        assert_png_has_content(plot)
+
+
+def test_scaling_efficiency_series_keep_everything_but_nodes() -> None:
+    points = pd.DataFrame({
+        "tool": "studyctl", "model": "m", "zero_stage": [1, 1, 3, 3], "nodes": [1, 2, 2, 4], "filesystem": "fs",
+        "io_mode": "buffered", "phase": "write", "aggregate_GiBps": [2.0, 3.0, 4.0, 4.0], "duration_s": 1.0,
+        "cell_key": ["a", "b", "c", "d"], "checkpoints": 1, "bytes": 1, "attempt": 1, "point_id": list("abcd")})
+    s = summarize_cells(points).set_index(["zero_stage", "nodes"])
+    assert s.loc[(1, 2), "scaling_efficiency"] == pytest.approx(0.75)  # 1.5 per node vs 2.0
+    assert s.loc[(3, 4), "scaling_efficiency"] == pytest.approx(0.5)  # its own baseline: 2 nodes
+    assert s.loc[(3, 4), "baseline_nodes"] == 2
+
+
+def test_import_dlio_per_rank_files(tmp_path: Path) -> None:
+    run = tmp_path / "dlio_new"
+    run.mkdir()
+    (run / "summary.json").write_text(json.dumps({
+        "num_accelerators": 4, "num_hosts": 2, "metric": {"checkpoint_size_GB": 10.0}}))
+    for rank, (start, end) in enumerate([("00", "04"), ("01", "05")]):  # rank 1 starts 1 s late, ends 1 s later
+        (run / f"{rank}_per_epoch_stats.json").write_text(json.dumps({"1": {
+            "save_ckpt1": {"start": f"2026-11-22T10:00:{start}", "end": f"2026-11-22T10:00:{end}",
+                           "duration": 4.0, "throughput": 2.5},
+            "load_ckpt1": {"start": f"2026-11-22T10:01:{start}", "end": f"2026-11-22T10:01:{end}",
+                           "duration": 4.0, "throughput": 2.5}}}))
+    frame = import_dlio(run)
+    assert list(frame["phase"]) == ["write", "read"]
+    write = frame[frame["phase"] == "write"].iloc[0]
+    assert write["span_s"] == pytest.approx(5.0) and write["aggregate_GiBps"] == pytest.approx(2.0)
+    assert write["duration_s"] == 4.0 and write["nodes"] == 2 and write["ranks_per_node"] == 2
+    study = tmp_path / "results" / "with-dlio"
+    write_result(study, make_point(nodes=2), [3.0], [3.0])
+    res = collect(study, import_dlio=run)
+    summary = pd.read_csv(study / "tables" / "summary.csv")
+    assert set(summary["tool"]) == {"studyctl", "dlio"}
+    assert res.report_html.exists() and "dlio" in res.report_html.read_text()
