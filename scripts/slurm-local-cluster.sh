@@ -11,9 +11,9 @@
 #   * a self-test: srun over all nodes, one sbatch job, and sacct reporting it COMPLETED.
 #
 # Usage (as root):
-#   local-cluster.sh up       # apt-get installs what is missing, configures, starts, self-tests
-#   local-cluster.sh down     # cancels jobs, stops every daemon it started (by PID), removes state
-#   local-cluster.sh status
+#   slurm-local-cluster.sh up       # apt-get installs what is missing, configures, starts, self-tests
+#   slurm-local-cluster.sh down     # cancels jobs, stops every daemon it started (by PID), removes state
+#   slurm-local-cluster.sh status
 #
 # Knobs (environment, defaults in brackets):
 #   SLURM_LAB_DIR [/tmp/slurm-local]   state, spool, logs, pid files, MariaDB data (wiped by down)
@@ -69,11 +69,14 @@ wait_for() {
 }
 port_open() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 
+# comm_of PID : the command name of a live pid (from /proc: no dependency on procps), else nothing
+comm_of() { [[ $1 =~ ^[0-9]+$ ]] && cat "/proc/$1/comm" 2>/dev/null; }
+
 # pid_alive PIDFILE COMM : true if the pid in PIDFILE is alive and its command name is COMM
 pid_alive() {
   [[ -s $1 ]] || return 1
   local pid; pid=$(<"$1")
-  [[ $(ps -o comm= -p "$pid" 2>/dev/null) == "$2" ]]
+  [[ $(comm_of "$pid") == "$2" ]]
 }
 
 # stop_pids COMM:PIDFILE... : SIGTERM every live pid (only if its command name matches),
@@ -294,10 +297,24 @@ self_test() {
 }
 
 # -------------------------------------------------------------------------------- commands
+# every daemon "up" starts is alive and the controller answers
+fully_up() {
+  local i
+  pid_alive "$LAB/run/slurmctld.pid" slurmctld || return 1
+  for i in $(seq 1 "$NODES"); do pid_alive "$LAB/run/slurmd-n$i.pid" slurmd || return 1; done
+  if [[ $ACCOUNTING == 1 ]]; then
+    pid_alive "$LAB/run/slurmdbd.pid" slurmdbd && pid_alive "$LAB/run/mariadbd.pid" mariadbd || return 1
+  fi
+  scontrol ping 2>/dev/null | grep -q UP
+}
+
 cmd_up() {
-  if pid_alive "$LAB/run/slurmctld.pid" slurmctld; then
+  if fully_up; then
     log "already up ($LAB); run '$0 down' first to start fresh"; cmd_status; return 0
   fi
+  # A half-started or half-stopped cluster (an earlier "up" that died, a crashed daemon): stop
+  # whatever our pid files name before wiping them, so no daemon is left holding a port.
+  [[ -d $LAB/run ]] && { log "partly up: stopping what is left first"; stop_daemons; }
   rm -rf "$LAB"
   install -d -m 0755 "$LAB" "$LAB/log" "$LAB/run" "$LAB/state" "$LAB/spool" "$LAB/tmp"
   install_packages
@@ -319,7 +336,8 @@ cmd_up() {
   log "UP: $NODES nodes, partition '$PARTITION', accounting=$ACCOUNTING, state in $LAB"
 }
 
-cmd_down() {
+# stop_daemons : cancel jobs, then stop every daemon "up" started (by the PIDs in its pid files)
+stop_daemons() {
   local f
   if pid_alive "$LAB/run/slurmctld.pid" slurmctld; then
     local jobs; jobs=$(squeue -h -o %A 2>/dev/null | tr '\n' ' ' || true)
@@ -339,6 +357,11 @@ cmd_down() {
     stop_pids "munged:$LAB/run/munged.pid"
     rm -f /run/munge/munged.pid
   fi
+}
+
+cmd_down() {
+  local f
+  stop_daemons
   for f in "$CONF" "$DBD_CONF"; do
     [[ -f $f ]] && head -1 "$f" | grep -qx "$MARK" && rm -f "$f"
   done
@@ -351,7 +374,7 @@ cmd_status() {
   for f in "$LAB"/run/*.pid; do
     [[ -e $f ]] || continue
     printf '  %-22s pid %-7s %s\n' "$(basename "$f")" "$(<"$f")" \
-      "$(ps -o comm= -p "$(<"$f")" 2>/dev/null || echo DEAD)"
+      "$(comm_of "$(<"$f")" || echo DEAD)"
   done
   sinfo 2>&1 || true
   squeue 2>&1 || true
