@@ -1,8 +1,15 @@
 """Study B against study A, cell by cell: ratio of mean bandwidth with a 95% CI, regressions flagged.
 
-Cells match on the point configuration minus repetition; the filesystem is left out of the match
-when each study used exactly one and they differ (comparing filesystems is then the point).
-The ratio's interval uses the delta method on the two means' standard errors (see stats.ratio_ci).
+Matching: cells match on the point configuration minus repetition, per phase (tool, model, ZeRO, TP,
+PP, nodes, ranks per node, I/O mode, ...). A configuration column is left out of the match when each
+study has exactly one value of it and the values differ: that difference is what is being compared
+(e.g. filesystem lustre vs weka, or a scale/restore mode change between versions).
+
+Ratio: B/A of the mean aggregate GiB/s over repetitions. Its 95% interval is the delta method on the
+two means' standard errors, r · (1 ± t · sqrt((se_a/a)² + (se_b/b)²)), with df = min(n_a, n_b) − 1
+(conservative next to Welch's); NaN when a side has one repetition.
+
+A cell regressed when the ratio is below 1 − threshold; `significant` says the whole interval is below 1.
 """
 
 from __future__ import annotations
@@ -13,13 +20,12 @@ from pathlib import Path
 
 import pandas as pd
 
-from studyctl.collect import build_tables
 from studyctl.errors import UserError
 from studyctl.fsutil import atomic_write_text
 from studyctl.stats import ratio_ci
+from studyctl.tables import CELL_COLUMNS, build_tables
 
-MATCH = ["tool", "model", "zero_stage", "tensor_parallel", "pipeline_parallel", "nodes", "ranks_per_node", "io_mode",
-         "scale", "block_bytes", "phase"]
+DERIVED = ("world_size",)  # follows from nodes × ranks per node
 
 
 @dataclass
@@ -27,9 +33,11 @@ class CompareResult:
     study_a: str
     study_b: str
     threshold: float
-    matched: pd.DataFrame
+    matched: pd.DataFrame  # one row per matched cell × phase: GiBps_a, GiBps_b, ratio, CI, regressed
     unmatched_a: int
     unmatched_b: int
+    match_keys: list[str] = field(default_factory=list)
+    differing: dict[str, tuple[str, str]] = field(default_factory=dict)  # column → (A's value, B's value)
     outputs: list[Path] = field(default_factory=list)
 
     @property
@@ -38,15 +46,20 @@ class CompareResult:
 
     @property
     def any_regressed(self) -> bool:
+        """True → the CLI exits 1."""
         return bool(len(self.regressed))
 
     def summary_lines(self) -> list[str]:
         lines = [f"{self.study_b} vs {self.study_a}: {len(self.matched)} matched cells "
                  f"({self.unmatched_a} only in {self.study_a}, {self.unmatched_b} only in {self.study_b}); "
                  f"regression threshold {self.threshold:.1%}"]
+        lines += [f"  compared across {col}: {a} → {b}" for col, (a, b) in self.differing.items()]
         for r in self.matched.itertuples():
             flag = "REGRESSED" if r.regressed else ("faster" if r.ratio > 1 else "")
-            ci = f"[{r.ratio_ci95_low:.3f}, {r.ratio_ci95_high:.3f}]" if not math.isnan(r.ratio_ci95_low) else "[n/a]"
+            if r.regressed and r.significant:
+                flag += " (CI below 1)"
+            ci = f"[{r.ratio_ci95_low:.3f}, {r.ratio_ci95_high:.3f}]" if not math.isnan(r.ratio_ci95_low) \
+                else "[n/a: one repetition]"
             lines.append(f"  {r.model} ZeRO-{r.zero_stage} {r.nodes}×{r.ranks_per_node} {r.io_mode} {r.phase}: "
                          f"{r.GiBps_a:.3f} → {r.GiBps_b:.3f} GiB/s, ratio {r.ratio:.3f} {ci} {flag}".rstrip())
         lines.append(f"{len(self.regressed)} cell(s) regressed beyond {self.threshold:.1%}")
@@ -54,16 +67,25 @@ class CompareResult:
         return lines
 
 
-def compare(a_root: Path, b_root: Path, threshold: float) -> CompareResult:
-    sa, sb = build_tables(a_root).summary, build_tables(b_root).summary
-    if sa.empty or sb.empty:
-        empty = a_root.name if sa.empty else b_root.name
-        raise UserError(f"study {empty} has no completed results to compare (run collect/submit first)", 1)
-    keys = [k for k in MATCH if k in sa.columns and k in sb.columns]
-    fs_a, fs_b = set(sa["filesystem"]), set(sb["filesystem"])
-    if not (len(fs_a) == 1 and len(fs_b) == 1 and fs_a != fs_b):
-        keys.append("filesystem")
-    cols = [*keys, "n", "aggregate_GiBps_mean", "aggregate_GiBps_stdev"]
+def match_columns(sa: pd.DataFrame, sb: pd.DataFrame) -> tuple[list[str], dict[str, tuple[str, str]]]:
+    """Keys to join cells on, and the columns left out because the studies differ in them as a whole."""
+    keys, differing = [], {}
+    for col in CELL_COLUMNS:
+        if col in DERIVED or col not in sa.columns or col not in sb.columns:
+            continue
+        va, vb = set(sa[col].dropna()), set(sb[col].dropna())
+        if len(va) == 1 and len(vb) == 1 and va != vb:
+            differing[col] = (str(next(iter(va))), str(next(iter(vb))))
+        else:
+            keys.append(col)
+    return [*keys, "phase"], differing
+
+
+def compare_summaries(sa: pd.DataFrame, sb: pd.DataFrame, threshold: float) -> tuple[pd.DataFrame, int, int,
+                                                                                       list[str], dict]:
+    """The pure part: matched rows with ratio, CI and flags (no files touched)."""
+    keys, differing = match_columns(sa, sb)
+    cols = [*keys, "n", "aggregate_GiBps_mean", "aggregate_GiBps_stdev", "aggregate_GiBps_ci95"]
     merged = sa[cols].merge(sb[cols], on=keys, how="outer", suffixes=("_a", "_b"), indicator=True)
     matched = merged[merged["_merge"] == "both"].drop(columns="_merge").copy()
     unmatched_a = int((merged["_merge"] == "left_only").sum())
@@ -78,40 +100,33 @@ def compare(a_root: Path, b_root: Path, threshold: float) -> CompareResult:
     matched["ratio_ci95_low"] = [x[1] for x in ratios]
     matched["ratio_ci95_high"] = [x[2] for x in ratios]
     matched["regressed"] = matched["ratio"] < 1 - threshold
-    matched = matched.rename(columns={"aggregate_GiBps_mean_a": "GiBps_a", "aggregate_GiBps_mean_b": "GiBps_b"})
-    matched = matched.sort_values(["model", "phase", "zero_stage", "io_mode", "nodes"]).reset_index(drop=True)
-    result = CompareResult(a_root.name, b_root.name, threshold, matched, unmatched_a, unmatched_b)
-    out = b_root / "compare" / a_root.name
+    matched["significant"] = matched["ratio_ci95_high"] < 1
+    matched = matched.rename(columns={"aggregate_GiBps_mean_a": "GiBps_a", "aggregate_GiBps_mean_b": "GiBps_b",
+                                      "aggregate_GiBps_ci95_a": "ci95_a", "aggregate_GiBps_ci95_b": "ci95_b"})
+    if not matched.empty:
+        matched = matched.sort_values(["model", "phase", "zero_stage", "io_mode", "nodes"]).reset_index(drop=True)
+    return matched, unmatched_a, unmatched_b, keys, differing
+
+
+def compare(a: Path, b: Path, threshold: float = 0.05) -> CompareResult:
+    """Compares two study directories; writes comparison.csv, overlay.png, comparison.txt under b/compare/<a>/."""
+    a, b = Path(a), Path(b)
+    sa, sb = build_tables(a).summary, build_tables(b).summary
+    if sa.empty or sb.empty:
+        empty = a.name if sa.empty else b.name
+        raise UserError(f"study {empty} has no completed results to compare (run the study first)", 1)
+    matched, un_a, un_b, keys, differing = compare_summaries(sa, sb, threshold)
+    result = CompareResult(a.name, b.name, threshold, matched, un_a, un_b, keys, differing)
+    out = b / "compare" / a.name
     out.mkdir(parents=True, exist_ok=True)
     csv = out / "comparison.csv"
-    matched.to_csv(csv, index=False)
+    atomic_write_text(csv, matched.to_csv(index=False))
     result.outputs.append(csv)
-    result.outputs.append(_overlay(sa, sb, a_root.name, b_root.name, out / "overlay.png"))
-    atomic_write_text(out / "comparison.txt", "\n".join(result.summary_lines()) + "\n")
-    result.outputs.append(out / "comparison.txt")
+    if not matched.empty:
+        from studyctl.plots import compare_overlay
+
+        result.outputs.append(compare_overlay(matched, a.name, b.name, threshold, out / "overlay.png"))
+    text = out / "comparison.txt"
+    result.outputs.append(text)
+    atomic_write_text(text, "\n".join(result.summary_lines()) + "\n")
     return result
-
-
-def _overlay(sa: pd.DataFrame, sb: pd.DataFrame, name_a: str, name_b: str, path: Path) -> Path:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    from studyctl.plots import MARKERS, _finish, _nodes_axis
-
-    phases = [p for p in ("write", "read") if p in set(sa["phase"]) | set(sb["phase"])]
-    fig, axes = plt.subplots(1, len(phases), figsize=(6.4 * len(phases), 4.4), squeeze=False)
-    for ax, phase in zip(axes[0], phases, strict=True):
-        for frame, name, colour, style in ((sa, name_a, "#1f77b4", "-"), (sb, name_b, "#d62728", "--")):
-            data = frame[frame["phase"] == phase]
-            for (model, zero, io_mode), g in data.groupby(["model", "zero_stage", "io_mode"]):
-                g = g.groupby("nodes", as_index=False)[["aggregate_GiBps_mean", "aggregate_GiBps_ci95"]].mean()
-                ax.errorbar(g["nodes"], g["aggregate_GiBps_mean"], yerr=g["aggregate_GiBps_ci95"].fillna(0),
-                            color=colour, linestyle=style, marker=MARKERS.get(int(zero), "x"), capsize=3,
-                            label=f"{name}: {model} ZeRO-{zero} {io_mode}")
-        _nodes_axis(ax, pd.concat([sa["nodes"], sb["nodes"]]))
-        ax.set_ylabel("aggregate bandwidth (GiB/s)")
-        ax.set_ylim(bottom=0)
-        ax.set_title(f"{name_b} vs {name_a}: {phase}")
-    return _finish(fig, axes[0], path)

@@ -71,7 +71,7 @@ def test_tables_from_real_results(small_study: Path, tmp_path: Path) -> None:
     for plot in out.plots:
         assert_png_has_content(plot)
     names = {p.name for p in out.plots}
-    assert {"bandwidth_gpt2-125m.png", "duration_gpt2-125m.png", "efficiency.png", "rank_spread.png",
+    assert {"bandwidth_gpt2-125m.png", "duration_gpt2-125m.png", "efficiency_gpt2-125m.png", "rank_spread.png",
             "io_mode.png"} <= names
     html = out.report_html.read_text()
     for plot in out.plots:
@@ -325,7 +325,7 @@ def test_plots_cover_filesystems_io_modes_and_look_non_blank(tmp_path: Path) -> 
     scaling_study(study, reps=3, nodes=(1, 2, 4, 8), filesystems=("lustre", "nvme"), models=("gpt2-125m", "llama_7b"))
     res = collect(study)
     names = {p.name for p in res.plots}
-    assert {"bandwidth_gpt2-125m.png", "bandwidth_llama_7b.png", "duration_llama_7b.png", "efficiency.png",
+    assert {"bandwidth_gpt2-125m.png", "bandwidth_llama_7b.png", "duration_llama_7b.png", "efficiency_llama_7b.png",
             "rank_spread.png", "io_mode.png"} <= names
     assert not res.skipped_plots
     for plot in res.plots:

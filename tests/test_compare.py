@@ -55,3 +55,82 @@ def test_threshold_parsing() -> None:
 def test_bad_threshold_is_one_line_error(small_study: Path, tmp_path: Path) -> None:
     proc = run_compare(small_study.parent, "small", "small", "--threshold", "lots")
     assert proc.returncode == 2 and "--threshold" in proc.stderr and "Traceback" not in proc.stderr
+
+
+# ------------------------------------------------------------------ generated studies (no MPI)
+import math  # noqa: E402
+
+import pytest  # noqa: E402
+
+from studyctl.compare import compare  # noqa: E402
+from studyctl.errors import UserError  # noqa: E402
+
+from .resultgen import make_point, scaling_study, write_result  # noqa: E402
+from .test_collect import assert_png_has_content  # noqa: E402
+
+
+def two_rep_study(root: Path, name: str, fs: str, bws: tuple[float, float], nodes: tuple[int, ...] = (1, 2)) -> Path:
+    study = root / name
+    for n in nodes:
+        for rep, bw in enumerate(bws):
+            write_result(study, make_point(nodes=n, rep=rep, fs=fs), [bw * n, bw * n], [bw * n])
+    return study
+
+
+def test_compare_flags_regressions_both_ways(tmp_path: Path) -> None:
+    a = tmp_path / "base"
+    b = tmp_path / "slower"
+    scaling_study(a, reps=3, nodes=(1, 2, 4), zeros=(1,))
+    scaling_study(b, reps=3, nodes=(1, 2, 4), zeros=(1,))
+    for path in b.glob("points/*/attempt-*/result.json"):  # B: every checkpoint 20% slower
+        data = json.loads(path.read_text())
+        for c in data["checkpoints"]:
+            c["aggregate_GiBps"] *= 0.8
+        path.write_text(json.dumps(data))
+    same = compare(a, a, 0.05)
+    assert not same.any_regressed and len(same.matched) == 12 and (same.matched["ratio"] == 1.0).all()
+    worse = compare(a, b, 0.05)
+    assert worse.any_regressed and len(worse.regressed) == 12
+    assert worse.matched["ratio"].to_numpy() == pytest.approx([0.8] * 12)
+    assert worse.matched["significant"].all()
+    overlay = b / "compare" / "base" / "overlay.png"
+    assert overlay in worse.outputs
+    assert_png_has_content(overlay)
+    assert "REGRESSED" in (b / "compare" / "base" / "comparison.txt").read_text()
+    assert not compare(a, b, 0.25).any_regressed  # a 20% drop is within a 25% threshold
+    better = compare(b, a, 0.05)
+    assert not better.any_regressed and (better.matched["ratio"] > 1.2).all()
+
+
+def test_ratio_ci_hand_computed_and_filesystem_left_out(tmp_path: Path) -> None:
+    a = two_rep_study(tmp_path, "lustre", "lustre", (1.0, 3.0))  # 1 node: mean 2, stdev √2
+    b = two_rep_study(tmp_path, "weka", "weka", (2.0, 2.0))  # mean 2, stdev 0
+    res = compare(a, b, 0.05)
+    assert res.differing == {"filesystem": ("lustre", "weka")} and "filesystem" not in res.match_keys
+    row = res.matched[(res.matched["nodes"] == 1) & (res.matched["phase"] == "write")].iloc[0]
+    assert row["ratio"] == pytest.approx(1.0)
+    rel = math.sqrt(2) / math.sqrt(2) / 2.0  # se_a / mean_a = (√2/√2)/2; se_b = 0
+    half = 12.706 * rel  # t(df = 1)
+    assert row["ratio_ci95_low"] == pytest.approx(1 - half, abs=1e-3)
+    assert row["ratio_ci95_high"] == pytest.approx(1 + half, abs=1e-3)
+    assert not res.any_regressed
+
+
+def test_filesystem_kept_when_studies_share_several(tmp_path: Path) -> None:
+    a, b = tmp_path / "a", tmp_path / "b"
+    scaling_study(a, reps=2, nodes=(1,), filesystems=("lustre", "nvme"), io_modes=("buffered",), zeros=(1,))
+    scaling_study(b, reps=2, nodes=(1,), filesystems=("nvme",), io_modes=("buffered",), zeros=(1,))
+    res = compare(a, b, 0.05)
+    assert "filesystem" in res.match_keys
+    assert len(res.matched) == 2 and res.unmatched_a == 2 and res.unmatched_b == 0  # lustre has no partner
+
+
+def test_one_repetition_has_no_interval_and_empty_study_is_an_error(tmp_path: Path) -> None:
+    a = two_rep_study(tmp_path, "one_a", "fs", (2.0,))
+    b = two_rep_study(tmp_path, "one_b", "fs", (1.0,))
+    res = compare(a, b, 0.05)
+    assert res.any_regressed and res.matched["ratio_ci95_low"].isna().all()
+    assert "n/a: one repetition" in "\n".join(res.summary_lines())
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(UserError, match="no completed results"):
+        compare(a, tmp_path / "empty", 0.05)
