@@ -137,6 +137,16 @@ def bandwidth_vs_nodes(summary: pd.DataFrame, model: str, pal: Palette, path: Pa
         ax.set_ylabel("aggregate bandwidth (GiB/s)")
         if multi_nodes:  # log-log: ideal scaling is a straight line, deviations read as ratios
             ax.set_yscale("log", base=2)
+            means = data.loc[data["phase"] == phase, "aggregate_GiBps_mean"]
+            means = means[means > 0]
+            if len(means):  # limits from the means (and ideal lines): wide CIs may run off the axis
+                top_ideal = max((line.get_ydata().max() for line in ax.get_lines() if len(line.get_ydata())),
+                                default=means.max())
+                lo, hi = means.min() / 1.6, max(means.max(), float(top_ideal)) * 1.4
+                ax.set_ylim(lo, hi)
+                octaves = math.log2(hi / lo)
+                subs = (1.0, 1.25, 1.5, 1.75) if octaves < 2.5 else (1.0, 1.5) if octaves < 5 else (1.0,)
+                ax.yaxis.set_major_locator(ticker.LogLocator(base=2, subs=subs))
             ax.yaxis.set_major_formatter(ticker.FuncFormatter(lambda v, _: f"{v:g}"))
             ax.yaxis.set_minor_formatter(ticker.NullFormatter())
             ax.set_ylabel("aggregate bandwidth (GiB/s, log₂ scale)")
@@ -170,7 +180,7 @@ def duration_vs_nodes(summary: pd.DataFrame, model: str, pal: Palette, path: Pat
 def _size(values: pd.Series) -> str:
     sizes = sorted({int(v) for v in values})
     text = [f"{s / 2**30:.2f} GiB" if s >= 2**30 else f"{s / 2**20:.0f} MiB" for s in sizes]
-    return text[0] if len(text) == 1 else f"{text[0]}–{text[-1]}"
+    return text[0] if text[0] == text[-1] else f"{text[0]}–{text[-1]}"
 
 
 def efficiency(summary: pd.DataFrame, model: str, pal: Palette, path: Path) -> Path:

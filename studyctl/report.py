@@ -193,6 +193,35 @@ def _summary_records(summary: pd.DataFrame) -> list[dict[str, Any]]:
     return order.drop(columns="_phase").to_dict("records")
 
 
+def study_overview(tables: Tables) -> list[tuple[str, str]]:
+    """One-line facts about what was measured, for the report's opening."""
+    pts, summary = tables.points, tables.summary
+    if pts.empty:
+        return []
+
+    def values(col: str) -> str:
+        return ", ".join(str(v) for v in sorted(pts[col].dropna().unique(), key=str)) if col in pts else "–"
+
+    nodes = sorted(int(n) for n in pts["nodes"].unique())
+    rows = [("models", values("model")), ("filesystems", values("filesystem")), ("I/O modes", values("io_mode")),
+            ("ZeRO stages", values("zero_stage")),
+            ("nodes", ", ".join(map(str, nodes))), ("ranks per node", values("ranks_per_node")),
+            ("phases", ", ".join(p for p in ("write", "read") if p in set(pts["phase"]))),
+            ("repetitions per cell", f"{int(summary['n'].min())}–{int(summary['n'].max())}"
+             if summary["n"].min() != summary["n"].max() else str(int(summary["n"].min()))),
+            ("checkpoints per point", values("checkpoints"))]
+    if "tool" in pts and pts["tool"].nunique() > 1:
+        rows.append(("tools", values("tool")))
+    for phase in ("write", "read"):
+        best = summary[summary["phase"] == phase]
+        if not best.empty:
+            r = best.loc[best["aggregate_GiBps_mean"].idxmax()]
+            rows.append((f"best {phase}", f"{r['aggregate_GiBps_mean']:.2f} GiB/s — {r['model']} ZeRO-"
+                                          f"{r['zero_stage']} on {r['nodes']} nodes, {r['filesystem']}, "
+                                          f"{r['io_mode']}"))
+    return rows
+
+
 def render_report(study_dir: Path, study: str, description: str | None, tables: Tables, plots: Sequence[Path],
                   skipped_plots: Sequence[str], statuses: Sequence[PointStatus] | None,
                   table_paths: Sequence[Path]) -> tuple[Path, Path]:
@@ -208,7 +237,8 @@ def render_report(study_dir: Path, study: str, description: str | None, tables: 
         "problems": list(tables.problems), "provenance": prov, "filesystems": filesystems,
         "tools": sorted(set(tables.summary["tool"])) if not tables.summary.empty else [],
         "tables": sorted({t.name for t in table_paths if t.suffix == ".csv"}),
-        "ledger": statuses is not None,
+        "ledger": statuses is not None, "overview": study_overview(tables),
+        "n_points": len(tables.infos),
     }
     env = _env()
     html, md = study_dir / "report.html", study_dir / "report.md"
