@@ -110,7 +110,7 @@ def test_edge_cases_corrupt_invalid_one_repetition(small_study: Path, tmp_path: 
     assert len(singles) > 0 and singles["aggregate_GiBps_ci95"].isna().all()
     out = collect_study(study)
     html = out.report_html.read_text()
-    assert "Invalid result files" in html and "not valid JSON" in html
+    assert "Unusable result files" in html and "not valid JSON" in html
     for plot in out.plots:
         assert_png_has_content(plot)
 
