@@ -1,4 +1,4 @@
-"""`collect`: a study directory's result files → tables, plots and a report, skipping work when nothing changed.
+"""`collect`: a study's result files → tables, plots and a report, skipping work when nothing changed.
 
 The public entry point the CLI calls. The steps live in their own modules: `tables` (find, validate,
 cache, tabulate), `stats` (pure statistics), `dlio_import`, `plots`, `report`.
@@ -60,7 +60,8 @@ class CollectResult:
         for p in self.problems:
             lines.append(f"  unusable result: point {p.point_id} attempt {p.attempt}: {p.reason}")
         for f in self.failures:
-            lines.append(f"  worker error: point {f.point_id} attempt {f.attempt}: {f.failure_class}: {f.reason}")
+            lines.append(f"  worker error: point {f.point_id} attempt {f.attempt}: "
+                         f"{f.failure_class}: {f.reason}")
         lines += [f"  plot skipped: {s}" for s in self.skipped_plots]
         lines.append(f"tables: {self.tables_dir}")
         lines += [f"plot: {p}" for p in self.plots]
@@ -70,7 +71,7 @@ class CollectResult:
 
 
 def _fingerprint(study_dir: Path, statuses: list[PointStatus] | None, import_dlio: Path | None) -> str:
-    """Everything the outputs depend on: result/error files (path, mtime, size), statuses, DLIO input, code."""
+    """Everything the outputs depend on: result/error files (mtime, size), statuses, DLIO input, code."""
     h = hashlib.sha256(f"{studyctl.__version__}/{CACHE_VERSION}/{MANIFEST_VERSION}\n".encode())
     h.update("".join(_file_stamps(study_dir)).encode())
     h.update(repr(sorted(statuses, key=lambda s: s.point_id) if statuses is not None else None).encode())
@@ -86,7 +87,7 @@ def _fingerprint(study_dir: Path, statuses: list[PointStatus] | None, import_dli
 
 
 def _file_stamps(study_dir: Path) -> list[str]:
-    """"point/attempt/file/mtime/size" for every result and error file; plain os calls (10k points: ~0.2 s)."""
+    """"point/attempt/file/mtime/size" per result and error file; plain os calls (10k points: ~0.2 s)."""
     out = []
     try:
         points = sorted(e.name for e in os.scandir(study_dir / "points") if e.is_dir())
@@ -179,7 +180,8 @@ def collect(study_dir: Path, statuses: list[PointStatus] | None = None, import_d
     written = write_tables(tables, study_dir / "tables")
     plots, skipped = make_plots(tables.summary, tables.ranks, study_dir / "plots")
     _remove_stale_plots(study_dir / "plots", plots)
-    html, md = render_report(study_dir, study, _description(study_dir), tables, plots, skipped, statuses, written)
+    html, md = render_report(study_dir, study, _description(study_dir), tables, plots, skipped, statuses,
+                             written)
     result = CollectResult(study, study_dir, False, len(tables.infos), len(tables.summary), written, plots,
                            skipped, html, md, tables.problems, tables.failures, tables.files_read,
                            tables.files_cached)

@@ -60,8 +60,9 @@ class CompareResult:
                 flag += " (CI below 1)"
             ci = f"[{r.ratio_ci95_low:.3f}, {r.ratio_ci95_high:.3f}]" if not math.isnan(r.ratio_ci95_low) \
                 else "[n/a: one repetition]"
-            lines.append(f"  {r.model} ZeRO-{r.zero_stage} {r.nodes}×{r.ranks_per_node} {r.io_mode} {r.phase}: "
-                         f"{r.GiBps_a:.3f} → {r.GiBps_b:.3f} GiB/s, ratio {r.ratio:.3f} {ci} {flag}".rstrip())
+            cell = f"{r.model} ZeRO-{r.zero_stage} {r.nodes}×{r.ranks_per_node} {r.io_mode} {r.phase}"
+            lines.append(f"  {cell}: {r.GiBps_a:.3f} → {r.GiBps_b:.3f} GiB/s, ratio {r.ratio:.3f} {ci} "
+                         f"{flag}".rstrip())
         lines.append(f"{len(self.regressed)} cell(s) regressed beyond {self.threshold:.1%}")
         lines += [f"output: {p}" for p in self.outputs]
         return lines
@@ -101,15 +102,18 @@ def compare_summaries(sa: pd.DataFrame, sb: pd.DataFrame, threshold: float) -> t
     matched["ratio_ci95_high"] = [x[2] for x in ratios]
     matched["regressed"] = matched["ratio"] < 1 - threshold
     matched["significant"] = matched["ratio_ci95_high"] < 1
-    matched = matched.rename(columns={"aggregate_GiBps_mean_a": "GiBps_a", "aggregate_GiBps_mean_b": "GiBps_b",
-                                      "aggregate_GiBps_ci95_a": "ci95_a", "aggregate_GiBps_ci95_b": "ci95_b"})
+    matched = matched.rename(columns={"aggregate_GiBps_mean_a": "GiBps_a",
+                                      "aggregate_GiBps_mean_b": "GiBps_b",
+                                      "aggregate_GiBps_ci95_a": "ci95_a",
+                                      "aggregate_GiBps_ci95_b": "ci95_b"})
     if not matched.empty:
-        matched = matched.sort_values(["model", "phase", "zero_stage", "io_mode", "nodes"]).reset_index(drop=True)
+        order = ["model", "phase", "zero_stage", "io_mode", "nodes"]
+        matched = matched.sort_values(order).reset_index(drop=True)
     return matched, unmatched_a, unmatched_b, keys, differing
 
 
 def compare(a: Path, b: Path, threshold: float = 0.05) -> CompareResult:
-    """Compares two study directories; writes comparison.csv, overlay.png, comparison.txt under b/compare/<a>/."""
+    """Two study directories, cell by cell; writes comparison.csv/.txt and overlay.png in b/compare/<a>/."""
     a, b = Path(a), Path(b)
     sa, sb = build_tables(a).summary, build_tables(b).summary
     if sa.empty or sb.empty:

@@ -110,16 +110,18 @@ def import_dlio(run_dir: Path, filesystem: str = "dlio") -> pd.DataFrame:
             "cell_key": f"dlio-{run_dir.name}", "model": str(config["model"]),
             "zero_stage": int(config["zero_stage"]), "tensor_parallel": tp, "pipeline_parallel": pp,
             "data_parallel": max(1, accelerators // (tp * pp)), "nodes": hosts,
-            "ranks_per_node": max(1, accelerators // hosts), "world_size": accelerators, "filesystem": filesystem,
-            "io_mode": "buffered", "io_mode_used": "buffered", "repetition": 0, "scale": 1.0, "block_bytes": 0,
-            "cold_read_method": "none", "restore_mode": "rank", "nominal_checkpoint_bytes": int(size_gib * GIB)}
+            "ranks_per_node": max(1, accelerators // hosts), "world_size": accelerators,
+            "filesystem": filesystem, "io_mode": "buffered", "io_mode_used": "buffered", "repetition": 0,
+            "scale": 1.0, "block_bytes": 0, "cold_read_method": "none", "restore_mode": "rank",
+            "nominal_checkpoint_bytes": int(size_gib * GIB)}
+    nan = float("nan")
     rows: list[dict[str, Any]] = []
     counters = {"write": 0, "read": 0}
     for (phase, _epoch, _n), records in sorted(_records(run_dir).items(), key=_order):
         duration, span, rate = _measure(records, size_gib)
-        rows.append({**base, "phase": phase, "index": counters[phase], "bytes": int(size_gib * GIB), "files": 0,
-                     "duration_s": duration, "span_s": span, "aggregate_GiBps": rate,
-                     "rank_bandwidth_min_GiBps": float("nan"), "rank_bandwidth_max_GiBps": float("nan")})
+        rows.append({**base, "phase": phase, "index": counters[phase], "bytes": int(size_gib * GIB),
+                     "files": 0, "duration_s": duration, "span_s": span, "aggregate_GiBps": rate,
+                     "rank_bandwidth_min_GiBps": nan, "rank_bandwidth_max_GiBps": nan})
         counters[phase] += 1
     if not rows:  # only the summary: one row per phase from DLIO's means
         for phase, prefix in (("write", "save_"), ("read", "load_")):
@@ -128,8 +130,8 @@ def import_dlio(run_dir: Path, filesystem: str = "dlio") -> pd.DataFrame:
                 duration = float(metric.get(f"{prefix}checkpoint_duration_mean_seconds") or float("nan"))
                 rows.append({**base, "phase": phase, "index": 0, "bytes": int(size_gib * GIB), "files": 0,
                              "duration_s": duration, "span_s": duration, "aggregate_GiBps": float(mean),
-                             "rank_bandwidth_min_GiBps": float("nan"), "rank_bandwidth_max_GiBps": float("nan")})
+                             "rank_bandwidth_min_GiBps": nan, "rank_bandwidth_max_GiBps": nan})
     if not rows:
-        raise UserError(f"--import-dlio {run_dir}: no checkpoint records in summary.json or *per_epoch_stats.json",
-                        1)
+        raise UserError(f"--import-dlio {run_dir}: no checkpoint records in summary.json or "
+                        "*per_epoch_stats.json", 1)
     return pd.DataFrame.from_records(rows)

@@ -56,10 +56,11 @@ def _missing(x: Any) -> bool:
     return x is None or (isinstance(x, float) and math.isnan(x))
 
 
-SERIES_KEYS = ["filesystem", "zero_stage", "io_mode", "tensor_parallel", "pipeline_parallel", "ranks_per_node",
-               "scale", "block_bytes", "tool"]
-SHORT = {"filesystem": "", "zero_stage": "ZeRO-", "io_mode": "", "tensor_parallel": "TP", "pipeline_parallel": "PP",
-         "ranks_per_node": "rpn ", "scale": "scale ", "block_bytes": "block ", "tool": ""}
+SERIES_KEYS = ["filesystem", "zero_stage", "io_mode", "tensor_parallel", "pipeline_parallel",
+               "ranks_per_node", "scale", "block_bytes", "tool"]
+SHORT = {"filesystem": "", "zero_stage": "ZeRO-", "io_mode": "", "tensor_parallel": "TP",
+         "pipeline_parallel": "PP", "ranks_per_node": "rpn ", "scale": "scale ", "block_bytes": "block ",
+         "tool": ""}
 
 
 def _series(summary: pd.DataFrame) -> list[tuple[dict[str, Any], pd.DataFrame]]:
@@ -193,7 +194,8 @@ def efficiency(summary: pd.DataFrame, model: str, pal: Palette, path: Path) -> P
     for ax, phase in zip(axes[0], phases, strict=True):
         for key, g in _series(data[data["phase"] == phase]):
             ax.plot(g["nodes"], g["scaling_efficiency"] * 100, markersize=6, linewidth=1.8,
-                    label=_label(key, varying), **pal.style(key["filesystem"], key["zero_stage"], key["io_mode"]))
+                    label=_label(key, varying),
+                    **pal.style(key["filesystem"], key["zero_stage"], key["io_mode"]))
             top = max(top, float((g["scaling_efficiency"] * 100).max()) * 1.08)
         ax.axhline(100, **IDEAL)
         nodes_axis(ax, data["nodes"])
@@ -206,7 +208,8 @@ def efficiency(summary: pd.DataFrame, model: str, pal: Palette, path: Path) -> P
     return _save(fig, path, handles, labels, "per-node GiB/s vs fewest nodes")
 
 
-def rank_spread(ranks: pd.DataFrame, pal: Palette, path: Path, limit: int = 32) -> tuple[Path | None, str | None]:
+def rank_spread(ranks: pd.DataFrame, pal: Palette, path: Path,
+                limit: int = 32) -> tuple[Path | None, str | None]:
     """Per-rank write bandwidth, one box (and its ranks as dots) per point: low outliers are stragglers.
 
     With more points than fit, the largest node counts (most ranks, where stragglers hurt) come first.
@@ -236,7 +239,8 @@ def rank_spread(ranks: pd.DataFrame, pal: Palette, path: Path, limit: int = 32) 
                         for r in order.itertuples()], rotation=60, ha="right", fontsize=8)
     ax.set_ylabel("per-rank write bandwidth (GiB/s)")
     ax.set_ylim(bottom=0)
-    shown = f" ({len(order)} of {len(points)} points, largest node counts)" if len(points) > len(order) else ""
+    shown = (f" ({len(order)} of {len(points)} points, largest node counts)"
+             if len(points) > len(order) else "")
     ax.set_title(f"Per-rank write bandwidth, all checkpoints{shown}")
     handles = [Patch(facecolor=c, alpha=0.5, label=fs) for fs, c in pal.colour.items()]
     return _save(fig, path, handles, [h.get_label() for h in handles], "filesystem"), None
@@ -256,14 +260,15 @@ def io_mode_comparison(summary: pd.DataFrame, path: Path, limit: int = 16) -> tu
     fig, axes = plt.subplots(len(phases), 1, figsize=(width, 3.6 * len(phases) + 0.8), squeeze=False)
     for ax, phase in zip(axes[:, 0], phases, strict=True):
         table = data[data["phase"] == phase].pivot_table(
-            index=[*group_cols, "nodes"], columns="io_mode", values=["aggregate_GiBps_mean", "aggregate_GiBps_ci95"],
-            aggfunc="mean").head(limit)
+            index=[*group_cols, "nodes"], columns="io_mode",
+            values=["aggregate_GiBps_mean", "aggregate_GiBps_ci95"], aggfunc="mean").head(limit)
         bar = 0.8 / len(modes)
         for i, mode in enumerate(modes):
             if mode not in table["aggregate_GiBps_mean"]:
                 continue
             means = table["aggregate_GiBps_mean"][mode]
-            errs = table["aggregate_GiBps_ci95"][mode].fillna(0) if mode in table["aggregate_GiBps_ci95"] else 0
+            cis = table["aggregate_GiBps_ci95"]
+            errs = cis[mode].fillna(0) if mode in cis else 0
             xs = [j + (i - (len(modes) - 1) / 2) * bar for j in range(len(table))]
             ax.bar(xs, means.to_numpy(), bar, yerr=errs, capsize=2, label=mode, color=IO_MODE_COLOURS[mode],
                    alpha=0.85, hatch=IO_MODE_HATCH[mode], edgecolor="black", linewidth=0.4)
@@ -294,7 +299,8 @@ def make_plots(summary: pd.DataFrame, ranks: pd.DataFrame, out_dir: Path) -> tup
         if data["nodes"].nunique() > 1:
             made.append(efficiency(summary, model, pal, out_dir / f"efficiency_{safe}.png"))
         else:
-            skipped.append(f"scaling efficiency for {model}: a single node count ({int(data['nodes'].iloc[0])})")
+            only = int(data["nodes"].iloc[0])
+            skipped.append(f"scaling efficiency for {model}: a single node count ({only})")
     for plot, reason in (rank_spread(ranks, pal, out_dir / "rank_spread.png") if not ranks.empty
                          else (None, "per-rank spread: no per-rank data"),
                          io_mode_comparison(summary, out_dir / "io_mode.png")):
@@ -310,8 +316,8 @@ def compare_overlay(matched: pd.DataFrame, name_a: str, name_b: str, threshold: 
     phases = _phases(matched)
     fig, axes = plt.subplots(2, len(phases), figsize=(6.2 * len(phases), 8.2), squeeze=False,
                              gridspec_kw={"height_ratios": [3, 2]})
-    series = [k for k in ("model", "zero_stage", "io_mode", "filesystem", "tensor_parallel", "pipeline_parallel",
-                          "ranks_per_node") if k in matched.columns]
+    series = [k for k in ("model", "zero_stage", "io_mode", "filesystem", "tensor_parallel",
+                          "pipeline_parallel", "ranks_per_node") if k in matched.columns]
     for col, phase in enumerate(phases):
         top, bottom = axes[0][col], axes[1][col]
         data = matched[matched["phase"] == phase]
@@ -348,5 +354,6 @@ def compare_overlay(matched: pd.DataFrame, name_a: str, name_b: str, threshold: 
     handles += [Line2D([], [], color="#333333", marker=MARKERS.get(z, "x"), linestyle="", label=f"ZeRO-{z}")
                 for z in zeros]
     handles += [Line2D([], [], color="#d62728", marker="o", linestyle="", label="regressed"),
-                Line2D([], [], color="#d62728", linestyle=(0, (4, 2)), label=f"threshold {1 - threshold:.0%}")]
+                Line2D([], [], color="#d62728", linestyle=(0, (4, 2)),
+                       label=f"threshold {1 - threshold:.0%}")]
     return _save(fig, path, handles, [h.get_label() for h in handles], "mean ± 95% CI")

@@ -19,7 +19,8 @@ import studyctl
 from studyctl.fsutil import atomic_write_text
 from studyctl.tables import Failure, Problem, Tables
 
-FAILED_STATES = frozenset({"FAILED", "TIMEOUT", "CANCELLED", "NODE_FAIL", "PREEMPTED", "OUT_OF_MEMORY", "LOST"})
+FAILED_STATES = frozenset({"FAILED", "TIMEOUT", "CANCELLED", "NODE_FAIL", "PREEMPTED", "OUT_OF_MEMORY",
+                           "LOST"})
 
 
 @dataclass(frozen=True)
@@ -115,15 +116,16 @@ def resubmit_command(study: str, point_id: str) -> str:
     return f"studyctl sweep resubmit {study} --point {point_id}"
 
 
-def coverage(study: str, tables: Tables, statuses: Sequence[PointStatus] | None) -> dict[str, list[CoverageRow]]:
+def coverage(study: str, tables: Tables,
+             statuses: Sequence[PointStatus] | None) -> dict[str, list[CoverageRow]]:
     """completed / failed / excluded / other rows; from the ledger's statuses, else from the files alone."""
     cov: dict[str, list[CoverageRow]] = {"completed": [], "failed": [], "excluded": [], "other": []}
     labels = _labels(tables)
     worker_errors = {f.point_id: f for f in tables.failures}
     if statuses is None:  # no ledger view: what the files say
         for pid in sorted(tables.infos):
-            cov["completed"].append(CoverageRow(pid, "COMPLETED", tables.infos[pid]["attempt"], labels.get(pid, ""),
-                                                "", ""))
+            cov["completed"].append(CoverageRow(pid, "COMPLETED", tables.infos[pid]["attempt"],
+                                                labels.get(pid, ""), "", ""))
         invalid = {p.point_id: p for p in tables.problems}
         for pid in sorted((set(worker_errors) | set(invalid)) - set(tables.infos)):
             cov["failed"].append(_failed_from_files(study, pid, worker_errors.get(pid), invalid.get(pid)))
@@ -203,8 +205,8 @@ def study_overview(tables: Tables) -> list[tuple[str, str]]:
         return ", ".join(str(v) for v in sorted(pts[col].dropna().unique(), key=str)) if col in pts else "–"
 
     nodes = sorted(int(n) for n in pts["nodes"].unique())
-    rows = [("models", values("model")), ("filesystems", values("filesystem")), ("I/O modes", values("io_mode")),
-            ("ZeRO stages", values("zero_stage")),
+    rows = [("models", values("model")), ("filesystems", values("filesystem")),
+            ("I/O modes", values("io_mode")), ("ZeRO stages", values("zero_stage")),
             ("nodes", ", ".join(map(str, nodes))), ("ranks per node", values("ranks_per_node")),
             ("phases", ", ".join(p for p in ("write", "read") if p in set(pts["phase"]))),
             ("repetitions per cell", f"{int(summary['n'].min())}–{int(summary['n'].max())}"

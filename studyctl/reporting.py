@@ -64,8 +64,8 @@ def collect_study(study_ref: str | Path, results: Path = Path("results"), import
                   force: bool = False) -> CollectOutcome:
     study = find_study(study_ref, results)
     statuses = point_statuses(study)
-    failed = sum(1 for s in statuses if s.state not in ("COMPLETED", "EXCLUDED", "PLANNED", "SUBMITTED", "PENDING",
-                                                         "RUNNING"))
+    not_failed = ("COMPLETED", "EXCLUDED", "PLANNED", "SUBMITTED", "PENDING", "RUNNING")
+    failed = sum(1 for s in statuses if s.state not in not_failed)
     completed = sum(1 for s in statuses if s.state == "COMPLETED")
     res = collect(study.root, statuses, import_dlio, force=force)
     return CollectOutcome(study, res.unchanged, completed, failed, res.problems, res.tables, res.plots,
@@ -77,7 +77,8 @@ def parse_threshold(text: str) -> float:
     try:
         value = float(raw[:-1]) / 100 if raw.endswith("%") else float(raw)
     except ValueError:
-        raise UserError(f"--threshold: {text!r} is not a fraction or a percentage (e.g. 5% or 0.05)") from None
+        raise UserError(f"--threshold: {text!r} is not a fraction or a percentage (e.g. 5% or 0.05)") \
+            from None
     if not 0 <= value < 1:
         raise UserError(f"--threshold: {text!r} must be between 0% and 100%")
     return value

@@ -10,8 +10,9 @@ import math
 from collections.abc import Sequence
 
 # t_{0.975, df} for df = 1..30 (two-sided 95%); beyond, a Cornish-Fisher expansion (error < 1e-3).
-_T975 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160, 2.145, 2.131,
-         2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042)
+_T975 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228,
+         2.201, 2.179, 2.160, 2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086,
+         2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042)
 _Z975 = 1.959964
 
 
@@ -36,8 +37,8 @@ def describe(values: Sequence[float]) -> dict[str, float]:
     mean = math.fsum(clean) / n
     stdev = math.sqrt(math.fsum((v - mean) ** 2 for v in clean) / (n - 1)) if n > 1 else math.nan
     half = t_quantile_975(n - 1) * stdev / math.sqrt(n) if n > 1 else math.nan
-    return {"n": n, "mean": mean, "stdev": stdev, "ci95": half, "ci95_low": mean - half, "ci95_high": mean + half,
-            "min": min(clean), "max": max(clean)}
+    return {"n": n, "mean": mean, "stdev": stdev, "ci95": half, "ci95_low": mean - half,
+            "ci95_high": mean + half, "min": min(clean), "max": max(clean)}
 
 
 def ratio_ci(mean_a: float, se_a: float, mean_b: float, se_b: float, df: int) -> tuple[float, float, float]:
@@ -49,7 +50,8 @@ def ratio_ci(mean_a: float, se_a: float, mean_b: float, se_b: float, df: int) ->
     if not mean_a or math.isnan(mean_a) or math.isnan(mean_b):
         return math.nan, math.nan, math.nan
     r = mean_b / mean_a
-    rel = math.sqrt((se_a / mean_a) ** 2 + (se_b / mean_b) ** 2) if not (math.isnan(se_a) or math.isnan(se_b)) \
-        else math.nan
+    if math.isnan(se_a) or math.isnan(se_b) or not mean_b:
+        return r, math.nan, math.nan
+    rel = math.sqrt((se_a / mean_a) ** 2 + (se_b / mean_b) ** 2)
     half = t_quantile_975(max(df, 1)) * rel * r
     return r, r - half, r + half

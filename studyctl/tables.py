@@ -32,8 +32,9 @@ from worker.result import Result, WorkerError
 CACHE_VERSION = 2
 ATTEMPT_DIR = re.compile(r"^attempt-(\d+)$")
 # What makes a cell: the point's configuration minus its repetition (plus how it was measured).
-CELL_COLUMNS = ["tool", "model", "zero_stage", "tensor_parallel", "pipeline_parallel", "nodes", "ranks_per_node",
-                "world_size", "filesystem", "io_mode", "scale", "block_bytes", "cold_read_method", "restore_mode"]
+CELL_COLUMNS = ["tool", "model", "zero_stage", "tensor_parallel", "pipeline_parallel", "nodes",
+                "ranks_per_node", "world_size", "filesystem", "io_mode", "scale", "block_bytes",
+                "cold_read_method", "restore_mode"]
 # A series: a cell minus its node count; scaling efficiency compares along it.
 SERIES_DROP = ("nodes", "world_size")
 MEASURES = ("index", "bytes", "files", "duration_s", "span_s", "aggregate_GiBps", "rank_bandwidth_min_GiBps",
@@ -132,13 +133,15 @@ def _rows_from_result(r: Result, path: Path) -> dict[str, Any]:
                             "rank_bandwidth_max_GiBps": c.rank_bandwidth_max_GiBps})
         for rk in c.ranks:
             if rk.bytes:
-                ranks.append((c.phase, c.index, rk.rank, rk.host, rk.bytes, rk.duration_s, rk.bandwidth_GiBps))
+                ranks.append((c.phase, c.index, rk.rank, rk.host, rk.bytes, rk.duration_s,
+                              rk.bandwidth_GiBps))
     prov, fs = r.provenance, r.filesystem
     info = {"point_id": r.point_id, "attempt": r.attempt, "path": str(path), "started_at": prov.started_at,
             "finished_at": prov.finished_at, "python": prov.python_version, "mpi4py": prov.mpi4py_version,
             "mpi_library": prov.mpi_library_version, "kernel": prov.kernel, "studyctl": prov.studyctl_version,
             "cluster": prov.slurm.cluster if prov.slurm else None,
-            "partition": prov.slurm.partition if prov.slurm else None, "node_names": ",".join(prov.node_names),
+            "partition": prov.slurm.partition if prov.slurm else None,
+            "node_names": ",".join(prov.node_names),
             "simulated_nodes": prov.simulated_nodes, "filesystem": fs.name, "fs_path": fs.path,
             "fstype": fs.fstype, "mount_point": fs.mount_point, "mount_options": fs.mount_options,
             "fs_source": fs.source, "fs_total_bytes": fs.total_bytes}
@@ -323,8 +326,8 @@ def build_tables(study_dir: Path, extra_checkpoints: pd.DataFrame | None = None,
     rows, problems, failures, read, cached = load_rows(study_dir, cache)
     checkpoints = pd.DataFrame.from_records([c for r in rows for c in r["checkpoints"]])
     if extra_checkpoints is not None and not extra_checkpoints.empty:
-        checkpoints = pd.concat([checkpoints, extra_checkpoints], ignore_index=True) if not checkpoints.empty \
-            else extra_checkpoints.reset_index(drop=True)
+        parts = [checkpoints, extra_checkpoints] if not checkpoints.empty else [extra_checkpoints]
+        checkpoints = pd.concat(parts, ignore_index=True)
     points = summarize_points(checkpoints)
     summary = summarize_cells(points)
     return Tables(checkpoints, points, summary, _ranks_frame(rows), problems, failures,

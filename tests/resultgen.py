@@ -22,10 +22,12 @@ def make_point(model: str = "gpt2-125m", zero: int = 1, nodes: int = 1, rpn: int
                io_mode: str = "buffered", rep: int = 0, writes: int = 2, reads: int = 2) -> Point:
     return Point(model=lookup(model), zero_stage=zero, nodes=nodes, ranks_per_node=rpn, filesystem=fs,
                  io_mode=io_mode, repetition=rep,
-                 checkpoint=CheckpointOptions(scale=0.01, writes=writes, reads=reads, buffer_mib=4, block_mib=4))
+                 checkpoint=CheckpointOptions(scale=0.01, writes=writes, reads=reads, buffer_mib=4,
+                                              block_mib=4))
 
 
-def _checkpoint(point: Point, phase: str, index: int, gibps: float, nbytes: int, spread: float) -> dict[str, Any]:
+def _checkpoint(point: Point, phase: str, index: int, gibps: float, nbytes: int,
+                spread: float) -> dict[str, Any]:
     """One checkpoint whose aggregate bandwidth is exactly `gibps`; ranks vary by ±spread."""
     world = point.world_size
     span = nbytes / GIB / gibps
@@ -39,7 +41,8 @@ def _checkpoint(point: Point, phase: str, index: int, gibps: float, nbytes: int,
                       "end_s": span, "bytes": rb, "files": 2, "duration_s": duration,
                       "bandwidth_GiBps": rb / GIB / duration})
     bws = [x["bandwidth_GiBps"] for x in ranks]
-    return {"phase": phase, "index": index, "step_dir": f"global_step{index}", "bytes": nbytes, "files": 2 * world,
+    return {"phase": phase, "index": index, "step_dir": f"global_step{index}", "bytes": nbytes,
+            "files": 2 * world,
             "duration_max_s": max(x["duration_s"] for x in ranks), "span_s": span, "aggregate_GiBps": gibps,
             "rank_bandwidth_min_GiBps": min(bws), "rank_bandwidth_max_GiBps": max(bws), "ranks": ranks}
 
@@ -51,13 +54,14 @@ def _phase_summary(cps: list[dict[str, Any]]) -> dict[str, Any]:
             "aggregate_GiBps_mean": statistics.fmean(agg),
             "aggregate_GiBps_stdev": statistics.stdev(agg) if len(agg) > 1 else 0.0,
             "aggregate_GiBps_min": min(agg), "aggregate_GiBps_max": max(agg),
-            "duration_s_mean": statistics.fmean(dur), "duration_s_stdev": statistics.stdev(dur) if len(dur) > 1
-            else 0.0, "mlperf_duration_max_s": max(dur),
+            "duration_s_mean": statistics.fmean(dur),
+            "duration_s_stdev": statistics.stdev(dur) if len(dur) > 1 else 0.0,
+            "mlperf_duration_max_s": max(dur),
             "mlperf_throughput_min_GiBps": min(c["rank_bandwidth_min_GiBps"] for c in cps)}
 
 
-def result_dict(point: Point, write_gibps: list[float], read_gibps: list[float] | None = None, attempt: int = 1,
-                study: str = "gen", nbytes: int = 256 << 20, spread: float = 0.2,
+def result_dict(point: Point, write_gibps: list[float], read_gibps: list[float] | None = None,
+                attempt: int = 1, study: str = "gen", nbytes: int = 256 << 20, spread: float = 0.2,
                 mount_options: str = "rw,relatime", cluster: str | None = None) -> dict[str, Any]:
     """A result as the worker would write it; one checkpoint per listed bandwidth."""
     cps = [_checkpoint(point, "write", i, g, nbytes, spread) for i, g in enumerate(write_gibps)]
@@ -70,10 +74,13 @@ def result_dict(point: Point, write_gibps: list[float], read_gibps: list[float] 
         "point": point.canonical(),
         "sizes": {"scale": point.checkpoint.scale, "nominal_checkpoint_bytes": nbytes * 100,
                   "written_checkpoint_bytes": nbytes, "files_per_checkpoint": 2 * point.world_size,
-                  "bytes_per_rank_max": nbytes // point.world_size, "bytes_per_rank_min": nbytes // point.world_size,
+                  "bytes_per_rank_max": nbytes // point.world_size,
+                  "bytes_per_rank_min": nbytes // point.world_size,
                   "read_bytes_per_restore": nbytes},
-        "io": {"io_mode_requested": point.io_mode, "io_mode_used": point.io_mode, "direct_fallback_reason": None,
-               "cold_read_method": "fadvise" if point.io_mode == "buffered" else "direct", "restore_mode": "rank",
+        "io": {"io_mode_requested": point.io_mode, "io_mode_used": point.io_mode,
+               "direct_fallback_reason": None,
+               "cold_read_method": "fadvise" if point.io_mode == "buffered" else "direct",
+               "restore_mode": "rank",
                "rank_shift": 0, "buffer_bytes": 4 << 20, "block_bytes": 4 << 20, "fsync_per_file": True},
         "checkpoints": cps, "summary": summary,
         "dlio": {"checkpoint_size_GB": nbytes / GIB,
@@ -90,9 +97,9 @@ def result_dict(point: Point, write_gibps: list[float], read_gibps: list[float] 
     }
 
 
-def write_result(study_dir: Path, point: Point, write_gibps: list[float], read_gibps: list[float] | None = None,
-                 attempt: int = 1, **kw: Any) -> Path:
-    """Writes points/<id>/attempt-<n>/result.json; validates first so tests never feed collect junk by mistake."""
+def write_result(study_dir: Path, point: Point, write_gibps: list[float],
+                 read_gibps: list[float] | None = None, attempt: int = 1, **kw: Any) -> Path:
+    """Writes points/<id>/attempt-<n>/result.json; validated first, so no test feeds junk by mistake."""
     data = result_dict(point, write_gibps, read_gibps, attempt, study=study_dir.name, **kw)
     text = json.dumps(data)
     Result.model_validate_json(text)
@@ -111,7 +118,8 @@ def write_error(study_dir: Path, point: Point, attempt: int, failure_class: str,
 
 
 def scaling_study(study_dir: Path, reps: int = 3, nodes: tuple[int, ...] = (1, 2, 4),
-                  filesystems: tuple[str, ...] = ("scratch",), io_modes: tuple[str, ...] = ("buffered", "direct"),
+                  filesystems: tuple[str, ...] = ("scratch",),
+                  io_modes: tuple[str, ...] = ("buffered", "direct"),
                   zeros: tuple[int, ...] = (1, 3), models: tuple[str, ...] = ("gpt2-125m",),
                   writes: int = 3, reads: int = 3) -> list[Point]:
     """A plausible sweep: bandwidth grows sub-linearly with nodes, reps jitter deterministically."""

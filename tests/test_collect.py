@@ -64,19 +64,21 @@ def test_tables_from_real_results(small_study: Path, tmp_path: Path) -> None:
     assert len(reps) == 2
     assert cell["aggregate_GiBps_mean"] == pytest.approx(reps["aggregate_GiBps"].mean())
     assert cell["aggregate_GiBps_stdev"] == pytest.approx(reps["aggregate_GiBps"].std(ddof=1))
-    assert cell["aggregate_GiBps_ci95"] == pytest.approx(12.706 * reps["aggregate_GiBps"].std(ddof=1) / math.sqrt(2))
+    half = 12.706 * reps["aggregate_GiBps"].std(ddof=1) / math.sqrt(2)
+    assert cell["aggregate_GiBps_ci95"] == pytest.approx(half)
     base = summary[summary["nodes"] == 1]
     assert (base["scaling_efficiency"] == 1.0).all()
     assert {"aggregate_GiBps_mean", "duration_s_mean", "per_node_GiBps", "bytes"} <= set(summary.columns)
     for plot in out.plots:
         assert_png_has_content(plot)
     names = {p.name for p in out.plots}
-    assert {"bandwidth_gpt2-125m.png", "duration_gpt2-125m.png", "efficiency_gpt2-125m.png", "rank_spread.png",
-            "io_mode.png"} <= names
+    assert {"bandwidth_gpt2-125m.png", "duration_gpt2-125m.png", "efficiency_gpt2-125m.png",
+            "rank_spread.png", "io_mode.png"} <= names
     html = out.report_html.read_text()
     for plot in out.plots:
         assert f'src="plots/{plot.name}"' in html
-    fstype = json.loads(next(study.glob("points/*/attempt-1/result.json")).read_text())["filesystem"]["fstype"]
+    first = next(study.glob("points/*/attempt-1/result.json"))
+    fstype = json.loads(first.read_text())["filesystem"]["fstype"]
     assert "Provenance" in html and f">{fstype}<" in html and "MPICH" in html
 
 
@@ -154,7 +156,8 @@ def test_import_dlio(tmp_path: Path, small_study: Path) -> None:
         "2": {"save_ckpt2": {"duration": "43.0", "throughput": 2.04}}}))
     frame = import_dlio(run)
     assert list(frame["phase"]) == ["write", "read", "write"]
-    assert (frame["tool"] == "dlio").all() and frame["nodes"].iloc[0] == 1 and frame["world_size"].iloc[0] == 8
+    assert (frame["tool"] == "dlio").all()
+    assert frame["nodes"].iloc[0] == 1 and frame["world_size"].iloc[0] == 8
     study = copy_study(small_study, tmp_path)
     out = collect_study(study, import_dlio=run)
     summary = pd.read_csv(study / "tables" / "summary.csv")
@@ -211,10 +214,12 @@ def test_summary_stats_match_hand_computed_values(tmp_path: Path) -> None:
     assert w1["scaling_efficiency"] == pytest.approx(1.0) and w2["scaling_efficiency"] == pytest.approx(0.75)
     assert w2["baseline_nodes"] == 1
     r1 = summary[(summary["nodes"] == 1) & (summary["phase"] == "read")].iloc[0]
-    assert r1["aggregate_GiBps_mean"] == pytest.approx(8.0) and r1["aggregate_GiBps_stdev"] == pytest.approx(4.0)
+    assert r1["aggregate_GiBps_mean"] == pytest.approx(8.0)
+    assert r1["aggregate_GiBps_stdev"] == pytest.approx(4.0)
     # tidy tables: one row per point × checkpoint × phase, units in the names, CSV = Parquet
     cps = pd.read_csv(study / "tables" / "checkpoints.csv")
-    assert len(cps) == 6 * 4 and {"aggregate_GiBps", "duration_s", "bytes", "attempt", "tool"} <= set(cps.columns)
+    assert len(cps) == 6 * 4
+    assert {"aggregate_GiBps", "duration_s", "bytes", "attempt", "tool"} <= set(cps.columns)
     assert (cps["tool"] == "studyctl").all() and (cps["bytes"] == NBYTES).all()
     assert len(pd.read_parquet(study / "tables" / "checkpoints.parquet")) == len(cps)
     ranks = pd.read_parquet(study / "tables" / "ranks.parquet")
@@ -265,7 +270,8 @@ def test_invalid_results_are_listed_and_the_rest_collected(tmp_path: Path) -> No
     res = collect(study, statuses)
     reasons = {x.point_id: x.reason for x in res.problems}
     assert "not valid JSON" in reasons[truncated.point_id]
-    assert "does not match the result schema" in reasons[schema.point_id] and "more" in reasons[schema.point_id]
+    assert "does not match the result schema" in reasons[schema.point_id]
+    assert "more" in reasons[schema.point_id]
     assert reasons[empty.point_id] == "empty file"
     assert "holds point 000000000000" in reasons[wrong.point_id]
     assert "no result file" in reasons[missing.point_id]
@@ -322,11 +328,12 @@ def test_recollect_is_incremental_generated(tmp_path: Path) -> None:
 
 def test_plots_cover_filesystems_io_modes_and_look_non_blank(tmp_path: Path) -> None:
     study = tmp_path / "results" / "wide"
-    scaling_study(study, reps=3, nodes=(1, 2, 4, 8), filesystems=("lustre", "nvme"), models=("gpt2-125m", "llama_7b"))
+    scaling_study(study, reps=3, nodes=(1, 2, 4, 8), filesystems=("lustre", "nvme"),
+                  models=("gpt2-125m", "llama_7b"))
     res = collect(study)
     names = {p.name for p in res.plots}
-    assert {"bandwidth_gpt2-125m.png", "bandwidth_llama_7b.png", "duration_llama_7b.png", "efficiency_llama_7b.png",
-            "rank_spread.png", "io_mode.png"} <= names
+    assert {"bandwidth_gpt2-125m.png", "bandwidth_llama_7b.png", "duration_llama_7b.png",
+            "efficiency_llama_7b.png", "rank_spread.png", "io_mode.png"} <= names
     assert not res.skipped_plots
     for plot in res.plots:
         assert_png_has_content(plot)
@@ -334,9 +341,10 @@ def test_plots_cover_filesystems_io_modes_and_look_non_blank(tmp_path: Path) -> 
 
 def test_scaling_efficiency_series_keep_everything_but_nodes() -> None:
     points = pd.DataFrame({
-        "tool": "studyctl", "model": "m", "zero_stage": [1, 1, 3, 3], "nodes": [1, 2, 2, 4], "filesystem": "fs",
-        "io_mode": "buffered", "phase": "write", "aggregate_GiBps": [2.0, 3.0, 4.0, 4.0], "duration_s": 1.0,
-        "cell_key": ["a", "b", "c", "d"], "checkpoints": 1, "bytes": 1, "attempt": 1, "point_id": list("abcd")})
+        "tool": "studyctl", "model": "m", "zero_stage": [1, 1, 3, 3], "nodes": [1, 2, 2, 4],
+        "filesystem": "fs", "io_mode": "buffered", "phase": "write", "aggregate_GiBps": [2.0, 3.0, 4.0, 4.0],
+        "duration_s": 1.0, "cell_key": ["a", "b", "c", "d"], "checkpoints": 1, "bytes": 1, "attempt": 1,
+        "point_id": list("abcd")})
     s = summarize_cells(points).set_index(["zero_stage", "nodes"])
     assert s.loc[(1, 2), "scaling_efficiency"] == pytest.approx(0.75)  # 1.5 per node vs 2.0
     assert s.loc[(3, 4), "scaling_efficiency"] == pytest.approx(0.5)  # its own baseline: 2 nodes
@@ -348,7 +356,8 @@ def test_import_dlio_per_rank_files(tmp_path: Path) -> None:
     run.mkdir()
     (run / "summary.json").write_text(json.dumps({
         "num_accelerators": 4, "num_hosts": 2, "metric": {"checkpoint_size_GB": 10.0}}))
-    for rank, (start, end) in enumerate([("00", "04"), ("01", "05")]):  # rank 1 starts 1 s late, ends 1 s later
+    # rank 1 starts 1 s late and ends 1 s later: span 5 s, slowest rank 4 s
+    for rank, (start, end) in enumerate([("00", "04"), ("01", "05")]):
         (run / f"{rank}_per_epoch_stats.json").write_text(json.dumps({"1": {
             "save_ckpt1": {"start": f"2026-11-22T10:00:{start}", "end": f"2026-11-22T10:00:{end}",
                            "duration": 4.0, "throughput": 2.5},

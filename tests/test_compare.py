@@ -22,7 +22,8 @@ def slow_down(study: Path, factor: float) -> None:
 
 
 def run_compare(results: Path, a: str, b: str, *extra: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "studyctl.cli", "compare", a, b, "--results", str(results), *extra],
+    return subprocess.run([sys.executable, "-m", "studyctl.cli", "compare", a, b, "--results", str(results),
+                           *extra],
                           capture_output=True, text=True, timeout=120)
 
 
@@ -69,7 +70,8 @@ from .resultgen import make_point, scaling_study, write_result  # noqa: E402
 from .test_collect import assert_png_has_content  # noqa: E402
 
 
-def two_rep_study(root: Path, name: str, fs: str, bws: tuple[float, float], nodes: tuple[int, ...] = (1, 2)) -> Path:
+def two_rep_study(root: Path, name: str, fs: str, bws: tuple[float, ...],
+                  nodes: tuple[int, ...] = (1, 2)) -> Path:
     study = root / name
     for n in nodes:
         for rep, bw in enumerate(bws):

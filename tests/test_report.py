@@ -1,4 +1,4 @@
-"""The HTML report as a person sees it: rendered by headless Chromium, plots visible; wheel ships templates."""
+"""The HTML report as a person sees it (headless Chromium, plots visible); the wheel ships templates."""
 
 from __future__ import annotations
 
@@ -26,7 +26,8 @@ def chromium() -> str:
 
 
 def screenshot(html: Path, png: Path, profile: Path, height: int = 2600) -> np.ndarray:
-    subprocess.run([chromium(), "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+    subprocess.run([chromium(), "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
+                    "--no-first-run",
                     "--disable-background-networking", "--disable-component-update", "--disable-sync",
                     f"--user-data-dir={profile}", f"--screenshot={png}", f"--window-size=1280,{height}",
                     "--hide-scrollbars", html.as_uri()], check=True, capture_output=True, timeout=120)
@@ -52,7 +53,8 @@ def test_report_screenshot_shows_the_plots(small_study: Path, tmp_path: Path) ->
 def test_report_escapes_html(small_study: Path, tmp_path: Path) -> None:
     study = copy_study(small_study, tmp_path)
     sweep = study / "sweep.yaml"
-    sweep.write_text(sweep.read_text().replace("study: small", "study: small\ndescription: <script>alert(1)</script>"))
+    text = sweep.read_text().replace("study: small", "study: small\ndescription: <script>alert(1)</script>")
+    sweep.write_text(text)
     html = collect_study(study, force=True).report_html.read_text()
     assert "<script>alert(1)</script>" not in html and "&lt;script&gt;" in html
 
@@ -75,13 +77,14 @@ from .resultgen import make_point, scaling_study, write_error  # noqa: E402
 
 
 def study_with_everything(root: Path) -> tuple[Path, list[PointStatus]]:
-    """Two filesystems, two I/O modes, 1-4 nodes; one failed point (worker error), one timeout, one excluded."""
+    """Two filesystems, two I/O modes, 1-4 nodes; a failed point (worker error), a timeout, an exclusion."""
     study = root / "results" / "demo"
     points = scaling_study(study, reps=2, nodes=(1, 2, 4), filesystems=("lustre", "nvme"), zeros=(1, 3))
     failed = make_point(nodes=16)
     write_error(study, failed, 2, "insufficient_space", "needs 12.0 GiB, 3.1 GiB free")
     statuses = [PointStatus(p.point_id, "COMPLETED", 1) for p in points]
-    statuses += [PointStatus(failed.point_id, "FAILED", 2, failure_reason="insufficient_space: needs 12.0 GiB"),
+    statuses += [PointStatus(failed.point_id, "FAILED", 2,
+                             failure_reason="insufficient_space: needs 12.0 GiB"),
                  PointStatus("0badc0ffee00", "TIMEOUT", 1, failure_reason="time limit reached after 7 of 10",
                              resubmit_command="studyctl sweep resubmit demo --point 0badc0ffee00 --time 2h"),
                  PointStatus("e0e0e0e0e0e0", "EXCLUDED", 0, excluded_reason="ZeRO-3 with PP > 1 is not real"),
@@ -104,7 +107,8 @@ def test_report_has_plots_failures_commands_and_provenance(tmp_path: Path) -> No
         assert "insufficient_space: needs 12.0 GiB" in text and "time limit reached after 7 of 10" in text
         assert "ZeRO-3 with PP &gt; 1 is not real" in text or "ZeRO-3 with PP > 1 is not real" in text
         assert "rw,relatime" in text and "MPICH Version: 4.2.0" in text and "2026-11-22T10:00:00" in text
-    assert "<script>alert(1)</script>" not in html and "&lt;script&gt;alert(1)&lt;/script&gt; &amp; more" in html
+    assert "<script>alert(1)</script>" not in html
+    assert "&lt;script&gt;alert(1)&lt;/script&gt; &amp; more" in html
     assert "e0e0e0e0e0e0" in html and "a1a1a1a1a1a1" in html
     assert ">2</b>failed" in html and ">1</b>excluded" in html
 
