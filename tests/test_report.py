@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
@@ -66,6 +67,21 @@ def test_wheel_ships_templates(tmp_path: Path) -> None:
     names = zipfile.ZipFile(wheel).namelist()
     assert "studyctl/templates/report.html.j2" in names and "studyctl/templates/report.md.j2" in names
     assert "worker/run.py" in names and "studyctl/cli.py" in names
+    # installed from the wheel (not the checkout), collect finds the packaged templates and renders
+    site = tmp_path / "site"
+    zipfile.ZipFile(wheel).extractall(site)
+    study = tmp_path / "results" / "wheel"
+    write_result(study, make_point(), [1.0, 1.1], [1.2])
+    code = ("import sys; from pathlib import Path; import studyctl.report as r; "
+            "from studyctl.collect import collect; "
+            "res = collect(Path(sys.argv[1])); print(r.template_dir()); print(res.report_html)")
+    env = {**os.environ, "PYTHONPATH": str(site)}
+    proc = subprocess.run([sys.executable, "-c", code, str(study)], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    templates, html = proc.stdout.split()
+    assert Path(templates) == site / "studyctl" / "templates"
+    assert "Checkpoint I/O study: wheel" in Path(html).read_text()
 
 
 # ------------------------------------------------------------------ generated studies (no MPI)
@@ -73,7 +89,7 @@ from studyctl.collect import PointStatus, collect  # noqa: E402
 from studyctl.plots import palette  # noqa: E402
 from studyctl.report import template_dir  # noqa: E402
 
-from .resultgen import make_point, scaling_study, write_error  # noqa: E402
+from .resultgen import make_point, scaling_study, write_error, write_result  # noqa: E402
 
 
 def study_with_everything(root: Path) -> tuple[Path, list[PointStatus]]:
