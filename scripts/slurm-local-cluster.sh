@@ -191,8 +191,22 @@ start_slurmdbd() {
 }
 
 # ---------------------------------------------------------------------------- slurm.conf
+# Task prolog: its "export NAME=value" lines go into every task's environment. The mpich wheel's
+# default UCX netmod makes the PMI-2 exchange under `srun --mpi=pmi2` break on these fake nodes
+# when the machine is busy (slurmstepd: "mpi/pmi2: invalid client request", ranks hang until the
+# time limit; about 1 job in 5 of a mixed 1-4 node load). Its OFI netmod passed every such run.
+# A value already in the job's environment wins.
+write_task_prolog() {
+  cat > "$LAB/task-prolog.sh" <<'EOF'
+#!/bin/sh
+[ -n "${MPIR_CVAR_CH4_NETMOD:-}" ] || echo "export MPIR_CVAR_CH4_NETMOD=ofi"
+EOF
+  chmod 755 "$LAB/task-prolog.sh"
+}
+
 write_slurm_conf() {
   local acct
+  write_task_prolog
   if [[ $ACCOUNTING == 1 ]]; then
     acct="AccountingStorageType=accounting_storage/slurmdbd
 AccountingStorageHost=localhost
@@ -248,6 +262,7 @@ MinJobAge=300
 SlurmctldTimeout=30
 SlurmdTimeout=30
 Waittime=0
+TaskProlog=$LAB/task-prolog.sh
 NodeName=n[1-$NODES] NodeHostname=$HOST NodeAddr=127.0.0.1 Port=[$((NODE_PORT0 + 1))-$((NODE_PORT0 + NODES))] CPUs=$CPUS Boards=1 SocketsPerBoard=1 CoresPerSocket=$CPUS ThreadsPerCore=1 RealMemory=$MEM_MB State=UNKNOWN
 PartitionName=$PARTITION Nodes=ALL Default=YES MaxTime=INFINITE State=UP
 EOF
