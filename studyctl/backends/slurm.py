@@ -1,47 +1,62 @@
 """Slurm backend: submitit job arrays, one sbatch per resource shape (split at MaxArraySize).
 
-Everything Slurm-specific lives here: options, sbatch through submitit, the one batched `sacct`
-per refresh, state mapping, scancel, and finding jobs again after a crash. Jobs are named
-`studyctl-<study>-<manifest>`; the manifest (written before sbatch) maps array indices to task
-files, so a studyctl killed between sbatch and the ledger write loses nothing.
+Everything Slurm-specific lives here and in `slurm_sacct.py`: options, sbatch through submitit,
+the one batched `sacct` per refresh, state mapping, scancel, and finding jobs again after a
+crash. Jobs are named `studyctl-<study>-<manifest>`; the manifest (written before sbatch) maps
+array indices to task files, so a studyctl killed between sbatch and the ledger write loses nothing.
 """
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import math
 import re
+import shlex
+import shutil
 import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from studyctl.backends.base import Active, Handle, Launch, RecordHandle, RecordUpdate, Update
+from studyctl.backends.slurm_sacct import (
+    FAILURE_OF,
+    SacctRow,
+    SacctWatcher,
+    array_of,
+    expand_job_ids,
+    index_of,
+)
+from studyctl.errors import UserError
 from studyctl.fsutil import atomic_write_json
 from studyctl.outcome import read_outcome
 from studyctl.states import FailureClass, State
 
+__all__ = ["SlurmBackend", "SlurmOptions", "expand_job_ids", "find_jobs", "shape_of", "time_limit_min"]
+
 GIB = 1 << 30
-SACCT_MIN_INTERVAL_S = 2.0
-SLURM_STATES: dict[str, State] = {
-    "PENDING": State.PENDING, "REQUEUED": State.PENDING, "REQUEUE_HOLD": State.PENDING, "RESIZING": State.PENDING,
-    "SUSPENDED": State.PENDING, "CONFIGURING": State.RUNNING, "RUNNING": State.RUNNING,
-    "COMPLETING": State.RUNNING, "STAGE_OUT": State.RUNNING, "SIGNALING": State.RUNNING,
-    "COMPLETED": State.COMPLETED, "FAILED": State.FAILED, "BOOT_FAIL": State.NODE_FAIL,
-    "DEADLINE": State.TIMEOUT, "TIMEOUT": State.TIMEOUT, "CANCELLED": State.CANCELLED,
-    "NODE_FAIL": State.NODE_FAIL, "PREEMPTED": State.PREEMPTED, "OUT_OF_MEMORY": State.OUT_OF_MEMORY,
-    "REVOKED": State.CANCELLED,
-}
-FAILURE_OF: dict[State, FailureClass] = {
-    State.TIMEOUT: FailureClass.TIMEOUT, State.CANCELLED: FailureClass.CANCELLED,
-    State.NODE_FAIL: FailureClass.SCHEDULER, State.PREEMPTED: FailureClass.SCHEDULER,
-    State.OUT_OF_MEMORY: FailureClass.WORKER_CRASH, State.FAILED: FailureClass.WORKER_CRASH,
+DEFAULT_MAX_ARRAY_SIZE = 1001  # Slurm's own default
+# A shared filesystem may show result.json to this host a little after the job ended (NFS attribute caching).
+RESULT_GRACE_S = 30.0
+FIND_JOBS_SINCE = "now-14days"
+# sbatch options the backend sets itself: `sbatch_extra` may not override them.
+MANAGED_SBATCH = {
+    "array": "one array per shape", "job-name": "studyctl names jobs", "output": "submitit's logs",
+    "error": "submitit's logs", "open-mode": "submitit's logs", "signal": "submitit's time-limit signal",
+    "nodes": "points set nodes", "ntasks-per-node": "points set ranks_per_node", "ntasks": "points set ranks",
+    "time": "slurm.time_limit_min", "partition": "slurm.partition", "account": "slurm.account",
+    "qos": "slurm.qos", "constraint": "slurm.constraint", "exclusive": "slurm.exclusive",
+    "comment": "studyctl's job comment", "wrap": "submitit writes the script",
+    "requeue": "slurm.max_requeues", "no-requeue": "slurm.max_requeues",
 }
 
 
@@ -53,74 +68,206 @@ class SlurmOptions(BaseModel):
     partition: str | None = None
     account: str | None = None
     qos: str | None = None
-    time_limit_min: int | None = Field(None, ge=1, description="per point; default: derived from planned bytes")
+    time_limit_min: int | None = Field(None, ge=1, description="per point; default: from planned bytes")
     assumed_GiBps_per_node: float = Field(0.5, gt=0, description="for derived time limits (pessimistic)")
-    min_time_limit_min: int = Field(5, ge=1)
+    min_time_limit_min: int = Field(5, ge=1, description="floor of derived time limits")
     constraint: str | None = None
     exclusive: bool = False
-    mpi: str = "pmi2"
-    array_parallelism: int = Field(256, ge=1)
-    sbatch_extra: dict[str, str | int | bool] = {}
-    srun_args: list[str] = []
-    setup: list[str] = []
-    python: str | None = None
+    mpi: str = Field("pmi2", description="srun --mpi (pmi2 for the mpich wheel, pmix for Open MPI)")
+    array_parallelism: int = Field(256, ge=1, description="array elements running at once (--array=…%N)")
+    sbatch_extra: dict[str, str | int | bool] | list[str] = Field(
+        default_factory=dict, description="more #SBATCH options: {reservation: x} or ['--reservation=x']")
+    srun_args: list[str] = Field(default_factory=list, description="more srun arguments (not --mpi)")
+    setup: list[str] = Field(default_factory=list, description="shell lines run before srun (module load …)")
+    max_requeues: int = Field(2, ge=0, description="requeues after preemption; not resubmit retries")
+    python: str | None = Field(None, description="interpreter command on the nodes; default: this one")
     max_array_size: int | None = Field(None, ge=1, description="default: the cluster's MaxArraySize")
 
+    @field_validator("mpi")
+    @classmethod
+    def _mpi_word(cls, value: str) -> str:
+        if not re.fullmatch(r"[A-Za-z0-9_.-]+", value):
+            raise ValueError(f"{value!r} is not an srun --mpi type (e.g. pmi2, pmix, none)")
+        return value
 
+    @field_validator("srun_args")
+    @classmethod
+    def _no_mpi_in_srun_args(cls, value: list[str]) -> list[str]:
+        if any(a == "--mpi" or a.startswith("--mpi=") for a in value):
+            raise ValueError("set the MPI type with slurm.mpi, not in srun_args")
+        return value
+
+    @field_validator("sbatch_extra")
+    @classmethod
+    def _extra_not_managed(cls, value: dict[str, str | int | bool] | list[str]) -> Any:
+        for key in _sbatch_extra_dict(value):
+            if key in MANAGED_SBATCH:
+                raise ValueError(f"--{key} is set by studyctl ({MANAGED_SBATCH[key]}); "
+                                 "remove it from sbatch_extra")
+        return value
+
+    def sbatch_parameters(self) -> dict[str, str | int | bool]:
+        """`sbatch_extra` as submitit's `additional_parameters` (key → value, True for flags)."""
+        return _sbatch_extra_dict(self.sbatch_extra)
+
+
+def _sbatch_extra_dict(value: dict[str, str | int | bool] | list[str]) -> dict[str, str | int | bool]:
+    if isinstance(value, dict):
+        items = list(value.items())
+    else:
+        items = []
+        for arg in value:
+            if not arg.startswith("-"):
+                raise ValueError(f"sbatch_extra entry {arg!r} is not an option like '--reservation=x'")
+            key, eq, val = arg.lstrip("-").partition("=")
+            items.append((key, val if eq else True))
+    out: dict[str, str | int | bool] = {}
+    for key, val in items:
+        if val is False:
+            continue  # "not set" is Slurm's default; submitit would write --key=False
+        out[key.strip().lstrip("-").replace("_", "-")] = val
+    return out
+
+
+# ------------------------------------------------------------------ shapes
 def time_limit_min(options: SlurmOptions, launch: Launch) -> int:
-    """The sweep's limit, or one derived from the bytes the point moves at a pessimistic bandwidth."""
+    """The sweep's limit, the launch's own, or one derived from the bytes the point moves at a pessimistic
+    bandwidth, rounded up to few distinct values (few shapes, few sbatch calls)."""
     if options.time_limit_min:
         return options.time_limit_min
+    if launch.time_limit_s:
+        return max(1, math.ceil(launch.time_limit_s / 60))
     point = launch.point
-    from studyctl.layout import summarize
-
-    moved = summarize(point.model, point.parallelism, point.checkpoint.scale).total_bytes * (
-        point.checkpoint.writes + point.checkpoint.reads)
+    try:
+        per_checkpoint = point.layout().total_bytes
+    except Exception:  # an impossible layout: the worker says why, quickly
+        return options.min_time_limit_min
+    moved = per_checkpoint * (point.checkpoint.writes + point.checkpoint.reads)
     minutes = 2 + moved / (point.nodes * options.assumed_GiBps_per_node * GIB) / 60
-    bucket = 5 if minutes < 60 else 30  # few distinct limits: few shapes, few sbatch calls
+    bucket = 5 if minutes < 60 else 30
     return max(options.min_time_limit_min, int(math.ceil(minutes / bucket) * bucket))
 
 
 def shape_of(options: SlurmOptions, launch: Launch) -> tuple[int, int, int]:
-    """What makes two points share one job array."""
+    """What makes two points share one job array: (nodes, tasks per node, minutes).
+
+    Partition, account, qos, constraint, exclusive and extra arguments are the same for every point
+    of a backend (they come from the sweep's one `slurm:` section), so they never split a group.
+    """
     return launch.point.nodes, launch.point.ranks_per_node, time_limit_min(options, launch)
 
 
 @lru_cache(maxsize=1)
 def cluster_max_array_size() -> int:
+    """MaxArraySize from `scontrol show config`, read once per process (indices go up to it minus 1)."""
     try:
-        out = subprocess.run(["scontrol", "show", "config"], capture_output=True, text=True, timeout=30).stdout
-    except (OSError, subprocess.TimeoutExpired):
-        return 1001
+        out = subprocess.run(["scontrol", "show", "config"], capture_output=True, text=True,
+                             timeout=60).stdout
+    except (OSError, subprocess.SubprocessError):
+        return DEFAULT_MAX_ARRAY_SIZE
     m = re.search(r"^MaxArraySize\s*=\s*(\d+)", out, re.M)
-    return int(m.group(1)) if m else 1001
+    return int(m.group(1)) if m else DEFAULT_MAX_ARRAY_SIZE
 
 
-def _one_line(text: str, limit: int = 400) -> str:
+def sbatch_message(text: str, limit: int = 300) -> str:
+    """sbatch's complaint in one line: its `error:` lines without the prefix, else the last line."""
     lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
-    interesting = [ln for ln in lines if "error" in ln.lower() or "failed" in ln.lower()] or lines
-    return " | ".join(interesting[-3:])[:limit]
+    errors = [re.sub(r"^(sbatch: )?error: ", "", ln) for ln in lines if "error:" in ln]
+    return ("; ".join(errors) or (lines[-1] if lines else "no message"))[:limit]
 
 
-def expand_job_ids(text: str) -> list[str]:
-    """'12_[3-5,7%2]' → ['12_3', '12_4', '12_5', '12_7']; plain ids pass through."""
-    m = re.fullmatch(r"(\d+)_\[([^\]]+)\]", text)
-    if not m:
-        return [text]
-    out = []
-    for part in m.group(2).split("%")[0].split(","):
-        lo, _, hi = part.partition("-")
-        out += [f"{m.group(1)}_{i}" for i in range(int(lo), int(hi or lo) + 1)]
-    return out
+# ------------------------------------------------------------------ finding jobs by name
+JOB_NAME = re.compile(r"studyctl-(?P<study>.+)-(?P<manifest>[0-9a-f]{8})")
 
 
+def job_name(study: str, manifest: str) -> str:
+    return f"studyctl-{study}-{manifest}"
+
+
+@dataclass(frozen=True)
+class FoundJob:
+    """A job of a study found by its name (after a crash the ledger may not know it)."""
+
+    job_id: str  # "123_4" or "123"
+    manifest: str
+    array_index: int | None
+
+
+def find_jobs(study: str) -> list[FoundJob]:
+    """Every job (array element) named for `study`: queued ones from squeue, finished ones from sacct."""
+    cmds = (["squeue", "--me", "-h", "-r", "-o", "%i|%j"],
+            ["sacct", "-X", "-P", "-n", "-o", "JobID,JobName", "-S", FIND_JOBS_SINCE])
+    found: dict[str, FoundJob] = {}
+    for cmd in cmds:
+        try:
+            out = subprocess.run(cmd, capture_output=True, text=True, timeout=120, check=True).stdout
+        except (OSError, subprocess.SubprocessError):
+            continue
+        for line in out.splitlines():
+            jid, _, name = line.strip().partition("|")
+            m = JOB_NAME.fullmatch(name)
+            if not m or m.group("study") != study:
+                continue
+            for full in expand_job_ids(jid):
+                found.setdefault(full, FoundJob(full, m.group("manifest"), index_of(full)))
+    return sorted(found.values(), key=lambda j: (len(j.job_id), j.job_id))
+
+
+# ------------------------------------------------------------------ how an attempt ended
+def final_update(launch: Launch, row: SacctRow, submitit_error: str | None, log_tail: str) -> Update | None:
+    """A finished job without a worker record → our state, failure class and one-line reason.
+
+    `submitit_error` is the traceback submitit pickled for the task; `log_tail` the end of its stderr.
+    None means "not yet": Slurm says COMPLETED but the result file may still be on its way.
+    """
+    state = row.state
+    text = f"{submitit_error or ''}\n{log_tail}"
+    if state in (State.FAILED, State.CANCELLED) and ("timed-out" in text or "DUE TO TIME LIMIT" in text):
+        state = State.TIMEOUT  # submitit's USR2 handler (or slurmstepd) ended it just before Slurm did
+    elif state in (State.FAILED, State.CANCELLED) and "DUE TO PREEMPTION" in text:
+        state = State.PREEMPTED
+    where = f"job {row.job_id}" + (f" on {row.node_list}" if row.node_list else "")
+    if state is State.COMPLETED:
+        if row.end is not None and time.time() - row.end < RESULT_GRACE_S:
+            return None
+        state, reason = State.FAILED, f"{where} completed but the worker left no result.json"
+    elif state is State.TIMEOUT:
+        reason = f"Slurm time limit reached ({where})"
+    elif state is State.CANCELLED:
+        reason = f"Slurm: {row.state_text} ({where})"
+    elif state is State.PREEMPTED:
+        reason = f"preempted and out of requeues ({where})"
+    elif state in (State.NODE_FAIL, State.OUT_OF_MEMORY):
+        reason = f"Slurm: {row.state_text} ({where})"
+    else:
+        detail = _last_error_line(submitit_error) or _last_error_line(log_tail)
+        slurm = f"Slurm: {row.state_text} exit {row.exit_code}" + (f", {row.reason}" if row.reason else "")
+        reason = f"{detail} ({where}; {slurm})" if detail else f"{slurm} ({where})"
+    return Update(launch.point_id, launch.attempt, state, FAILURE_OF.get(state, FailureClass.LOST),
+                  reason[:600], row.exit_code, row.node_list, row.start, row.end)
+
+
+def _last_error_line(text: str | None) -> str:
+    """The exception line of a traceback, or the last line that says error/failed."""
+    lines = [ln.strip() for ln in (text or "").splitlines() if ln.strip()]
+    for ln in reversed(lines):
+        if re.match(r"^[\w.]+(Error|Exception|Failure|Interrupt|Exit)\b", ln) or "error" in ln.lower():
+            return ln[:400]
+    return lines[-1][:400] if lines else ""
+
+
+# ------------------------------------------------------------------ the backend
 class SlurmBackend:
+    """Submit-and-exit: `launch` returns once sbatch has; `poll` asks sacct; `cancel` runs scancel."""
+
     name = "slurm"
 
-    def __init__(self, options: SlurmOptions, folder: Path) -> None:
+    def __init__(self, options: SlurmOptions, folder: Path,
+                 entry: Callable[[str], Any] | None = None) -> None:
         self.options = options
         self.folder = folder
-        self._sacct_cache: tuple[float, tuple[str, ...], dict[str, dict[str, str]]] | None = None
+        self.entry = entry  # what every srun task calls with the task file; default worker.run.run_task
+        self.watcher = SacctWatcher()
         self.sbatch_calls = 0
 
     # ---------------------------------------------------------------- submit
@@ -128,158 +275,170 @@ class SlurmBackend:
         import submitit
 
         nodes, per_node, minutes = shape
-        ex = submitit.SlurmExecutor(folder=self.folder / "%j", python=self.options.python or sys.executable)
+        opts = self.options
+        ex = submitit.SlurmExecutor(folder=self.folder / "%j", max_num_timeout=opts.max_requeues,
+                                    python=opts.python or shlex.quote(sys.executable))
         params: dict[str, Any] = {
             "nodes": nodes, "ntasks_per_node": per_node, "cpus_per_task": 1, "time": minutes,
-            "job_name": f"studyctl-{study}-{manifest}", "array_parallelism": min(self.options.array_parallelism, count),
-            "srun_args": [f"--mpi={self.options.mpi}", *self.options.srun_args],
+            "job_name": job_name(study, manifest), "comment": f"studyctl study={study} manifest={manifest}",
+            "array_parallelism": min(opts.array_parallelism, count),
+            "srun_args": [f"--mpi={opts.mpi}", *opts.srun_args],
             "signal_delay_s": 30 if minutes <= 5 else 90,
         }
         for key in ("partition", "account", "qos", "constraint"):
-            if getattr(self.options, key):
-                params[key] = getattr(self.options, key)
-        if self.options.exclusive:
+            if getattr(opts, key):
+                params[key] = getattr(opts, key)
+        if opts.exclusive:
             params["exclusive"] = True
-        if self.options.setup:
-            params["setup"] = list(self.options.setup)
-        if self.options.sbatch_extra:
-            params["additional_parameters"] = dict(self.options.sbatch_extra)
+        if opts.setup:
+            params["setup"] = list(opts.setup)
+        extra = opts.sbatch_parameters()
+        extra["requeue" if opts.max_requeues else "no-requeue"] = True
+        params["additional_parameters"] = extra
         ex.update_parameters(**params)
         return ex
 
-    def launch(self, launches: Sequence[Launch], record_handle: RecordHandle, record_update: RecordUpdate) -> None:
+    def launch(self, launches: Sequence[Launch], record_handle: RecordHandle,
+               record_update: RecordUpdate) -> None:
         """One sbatch (a job array) per shape and chunk; handles recorded right after each sbatch."""
-        from worker.run import run_task
-
+        if not launches:
+            return
+        missing = [c for c in ("sbatch", "srun", "sacct") if shutil.which(c) is None]
+        if missing:
+            raise UserError(f"{', '.join(missing)} not found on PATH: submit from a Slurm login node "
+                            "(or start the local cluster: scripts/slurm-local-cluster.sh up)", 1)
         groups: dict[tuple[int, int, int], list[Launch]] = {}
         for launch in launches:
             groups.setdefault(shape_of(self.options, launch), []).append(launch)
         chunk = self.options.max_array_size or cluster_max_array_size()
         for shape, members in groups.items():
             for start in range(0, len(members), chunk):
-                part = members[start:start + chunk]
-                manifest = uuid.uuid4().hex[:8]
-                atomic_write_json(self.folder / "manifests" / f"{manifest}.json",
-                                  {"study": part[0].study, "tasks": [str(m.task_file) for m in part],
-                                   "attempts": [[m.point_id, m.attempt] for m in part]})
-                ex = self._executor(part[0].study, shape, manifest, len(part))
-                try:
-                    with ex.batch():
-                        jobs = [ex.submit(run_task, str(m.task_file)) for m in part]
-                except Exception as exc:  # sbatch said no: the whole array is rejected, the study goes on
-                    reason = "Slurm rejected the job: " + _one_line(str(exc))
-                    for m in part:
-                        record_update(Update(m.point_id, m.attempt, State.FAILED, FailureClass.SCHEDULER, reason,
-                                             ended_at=time.time()))
-                    continue
-                finally:
-                    self.sbatch_calls += 1
-                for m, job in zip(part, jobs, strict=True):
-                    index = int(job.job_id.split("_")[1]) if "_" in job.job_id else None
-                    record_handle(m, Handle(job_id=job.job_id, array_index=index))
-                    record_update(Update(m.point_id, m.attempt, State.PENDING))
+                self._submit(shape, members[start:start + chunk], record_handle, record_update)
+
+    def _submit(self, shape: tuple[int, int, int], part: Sequence[Launch], record_handle: RecordHandle,
+                record_update: RecordUpdate) -> None:
+        from submitit.core.utils import FailedJobError, FailedSubmissionError
+
+        entry = self.entry
+        if entry is None:
+            from worker.run import run_task as entry
+        study = part[0].study
+        manifest = uuid.uuid4().hex[:8]
+        atomic_write_json(self.folder / "manifests" / f"{manifest}.json", {
+            "study": study, "job_name": job_name(study, manifest), "tasks": [str(m.task_file) for m in part],
+            "attempts": [[m.point_id, m.attempt] for m in part]})
+        ex = self._executor(study, shape, manifest, len(part))
+        try:
+            # submitit prints sbatch's stderr itself on failure; we report it once, as the points' reason
+            with contextlib.redirect_stderr(io.StringIO()), ex.batch():
+                jobs = [ex.submit(entry, str(m.task_file)) for m in part]
+        except (FailedJobError, FailedSubmissionError) as exc:  # sbatch said no: this array only
+            reason = "Slurm rejected the job: " + sbatch_message(str(exc))
+            for m in part:
+                record_update(Update(m.point_id, m.attempt, State.FAILED, FailureClass.SCHEDULER, reason,
+                                     ended_at=time.time()))
+            return
+        finally:
+            self.sbatch_calls += 1
+        for m, job in zip(part, jobs, strict=True):
+            record_handle(m, Handle(job_id=job.job_id, array_index=index_of(job.job_id)))
+            record_update(Update(m.point_id, m.attempt, State.PENDING))
 
     # ---------------------------------------------------------------- poll
-    def _sacct(self, job_ids: Sequence[str]) -> dict[str, dict[str, str]]:
-        """One batched sacct for many jobs; repeated calls within 2 s reuse the answer."""
-        arrays = tuple(sorted({j.split("_")[0] for j in job_ids}))
-        now = time.monotonic()
-        if self._sacct_cache and self._sacct_cache[1] == arrays and now - self._sacct_cache[0] < SACCT_MIN_INTERVAL_S:
-            return self._sacct_cache[2]
-        fields = ["JobID", "JobName", "State", "ExitCode", "NodeList", "Start", "End", "Reason"]
-        cmd = ["sacct", "-X", "-P", "-n", "-o", ",".join(fields), "-j", ",".join(arrays)]
-        try:
-            out = subprocess.run(cmd, capture_output=True, text=True, timeout=60, check=True).stdout
-        except (OSError, subprocess.SubprocessError):
-            return {}
-        rows: dict[str, dict[str, str]] = {}
-        for line in out.splitlines():
-            values = line.split("|")
-            if len(values) != len(fields):
-                continue
-            row = dict(zip(fields, values, strict=True))
-            for jid in expand_job_ids(row["JobID"]):
-                rows[jid] = row
-        self._sacct_cache = (now, arrays, rows)
-        return rows
+    def _job_dir(self, job_id: str) -> Path:
+        return self.folder / job_id  # submitit's folder "%j" becomes "<array>_<index>" for array elements
 
-    def _log_tail(self, job_id: str) -> str:
-        for path in sorted(self.folder.glob(f"**/{job_id}_0_log.err")):
-            try:
-                return path.read_text(errors="replace")[-4000:]
-            except OSError:
-                pass
-        return ""
+    def _submitit_error(self, job_id: str) -> str | None:
+        """The traceback submitit pickled for task 0, if the task got as far as raising."""
+        path = self._job_dir(job_id) / f"{job_id}_0_result.pkl"
+        if not path.is_file():
+            return None
+        try:
+            from submitit.core.utils import pickle_load
+
+            outcome, value = pickle_load(path)
+        except Exception:  # a torn or foreign pickle is no reason to fail a poll
+            return None
+        return str(value) if outcome == "error" else None
+
+    def _log_tail(self, job_id: str, size: int = 8192) -> str:
+        path = self._job_dir(job_id) / f"{job_id}_0_log.err"
+        try:
+            with path.open("rb") as fh:
+                fh.seek(0, 2)
+                fh.seek(max(0, fh.tell() - size))
+                return fh.read().decode(errors="replace")
+        except OSError:
+            return ""
 
     def poll(self, active: Sequence[Active]) -> list[Update]:
+        """Backend view of attempts with a job id: one (cached) sacct for all of them."""
         with_ids = [a for a in active if a.handle.job_id]
-        rows = self._sacct([a.handle.job_id for a in with_ids]) if with_ids else {}
+        rows = self.watcher.rows(a.handle.job_id for a in with_ids if a.handle.job_id)
         updates = []
         for a in with_ids:
-            launch, row = a.launch, rows.get(a.handle.job_id)
+            launch, job_id = a.launch, a.handle.job_id or ""
+            row = rows.get(job_id)
             if row is None:
                 continue  # not in accounting yet (slurmdbd lags a second or two)
-            slurm_state = row["State"].split()[0]
-            state = SLURM_STATES.get(slurm_state, State.FAILED)
-            node_list = row["NodeList"] if row["NodeList"] not in ("", "None assigned") else None
+            state = row.state
             if state in (State.PENDING, State.RUNNING):
-                updates.append(Update(launch.point_id, launch.attempt, state, node_list=node_list))
+                updates.append(Update(launch.point_id, launch.attempt, state, node_list=row.node_list,
+                                      started_at=row.start))
                 continue
             outcome = read_outcome(launch.attempt_dir, launch.point_id, launch.attempt)
             if outcome is not None:  # the worker's own record wins
-                updates.append(Update(**{**outcome.__dict__, "node_list": outcome.node_list or node_list}))
+                updates.append(Update(outcome.point_id, outcome.attempt, outcome.state, outcome.failure_class,
+                                      outcome.reason, row.exit_code, outcome.node_list or row.node_list,
+                                      row.start, row.end or outcome.ended_at))
                 continue
-            log = self._log_tail(a.handle.job_id)
-            if state is State.FAILED and "timed-out" in log:
-                state = State.TIMEOUT  # submitit's USR2 handler ended it just before Slurm did
-            if state is State.COMPLETED:
-                state, reason = State.FAILED, "job completed but left no result file"
-            elif state is State.TIMEOUT:
-                reason = f"Slurm time limit reached (job {a.handle.job_id})"
-            elif state is State.CANCELLED:
-                reason = f"Slurm: {row['State']}"
-            else:
-                reason = _one_line(log) or f"Slurm: {row['State']} exit {row['ExitCode']} {row['Reason']}".strip()
-            exit_code = int(row["ExitCode"].split(":")[0]) if row["ExitCode"][:1].isdigit() else None
-            updates.append(Update(launch.point_id, launch.attempt, state, FAILURE_OF.get(state, FailureClass.LOST),
-                                  reason, exit_code, node_list))
+            update = final_update(launch, row, self._submitit_error(job_id), self._log_tail(job_id))
+            if update is not None:
+                updates.append(update)
         return updates
 
+    @property
+    def note(self) -> str | None:
+        """Why states may be stale (sacct failing), for a status line."""
+        return self.watcher.error
+
+    # ---------------------------------------------------------------- crash recovery
     def recover_handles(self, study: str, active: Sequence[Active]) -> list[tuple[Active, Handle]]:
         """Attempts submitted by a studyctl that died before recording job ids: find them by job name."""
         missing = {str(a.launch.task_file): a for a in active if not a.handle.job_id}
         if not missing:
             return []
-        names = ",".join(self._manifest_names(study))
-        # squeue knows queued jobs at once; sacct knows finished ones (slurmdbd lags a little behind).
-        out = ""
-        for cmd in (["squeue", "-r", "-h", "-o", "%i|%j", "--name", names],
-                    ["sacct", "-X", "-P", "-n", "-o", "JobID,JobName", "--name", names, "-S", "now-7days"]):
-            try:
-                out += subprocess.run(cmd, capture_output=True, text=True, timeout=60, check=True).stdout
-            except (OSError, subprocess.SubprocessError):
-                continue
+        manifests: dict[str, list[str]] = {}
         found = []
-        for line in out.splitlines():
-            jid, _, name = line.partition("|")
-            manifest = name.rsplit("-", 1)[-1]
-            try:
-                tasks = json.loads((self.folder / "manifests" / f"{manifest}.json").read_text())["tasks"]
-            except (OSError, ValueError, KeyError):
+        for job in find_jobs(study):
+            if job.manifest not in manifests:
+                try:
+                    data = json.loads((self.folder / "manifests" / f"{job.manifest}.json").read_text())
+                    manifests[job.manifest] = list(data["tasks"])
+                except (OSError, ValueError, KeyError):
+                    manifests[job.manifest] = []  # another results folder's job of the same study name
+            tasks = manifests[job.manifest]
+            index = job.array_index if job.array_index is not None else 0  # a one-point group is a plain job
+            if index >= len(tasks) or (job.array_index is None and len(tasks) != 1):
                 continue
-            for full in expand_job_ids(jid):
-                _, _, index = full.partition("_")
-                if not index.isdigit() or int(index) >= len(tasks):
-                    continue
-                a = missing.pop(tasks[int(index)], None)
-                if a is not None:
-                    found.append((a, Handle(job_id=full, array_index=int(index))))
+            a = missing.pop(tasks[index], None)
+            if a is not None:
+                found.append((a, Handle(job_id=job.job_id, array_index=job.array_index)))
         return found
 
-    def _manifest_names(self, study: str) -> list[str]:
-        return [f"studyctl-{study}-{p.stem}" for p in (self.folder / "manifests").glob("*.json")] or ["-"]
-
+    # ---------------------------------------------------------------- cancel
     def cancel(self, active: Sequence[Active]) -> None:
+        """scancel by job id (array elements individually); jobs the ledger lost are found by name first."""
         ids = [a.handle.job_id for a in active if a.handle.job_id]
-        if ids:
-            subprocess.run(["scancel", *ids], capture_output=True, text=True, timeout=60, check=False)
+        lost = [a for a in active if not a.handle.job_id]
+        for study in sorted({a.launch.study for a in lost}):
+            found = self.recover_handles(study, [a for a in lost if a.launch.study == study])
+            ids += [h.job_id for _, h in found if h.job_id]
+        for start in range(0, len(ids), 500):
+            subprocess.run(["scancel", *ids[start:start + 500]], capture_output=True, text=True, timeout=120,
+                           check=False)
+
+
+def array_ids(handles: Sequence[Handle]) -> list[str]:
+    """The distinct arrays (sbatch calls) behind some handles."""
+    return sorted({array_of(h.job_id) for h in handles if h.job_id}, key=lambda j: (len(j), j))
