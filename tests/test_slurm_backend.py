@@ -260,10 +260,10 @@ def test_bad_partition_fails_every_launch_of_the_group(cluster: None, tmp_path: 
 # ------------------------------------------------------------------ sbatch calls = shapes, arrays split
 @pytest.mark.slurm
 def test_sbatch_calls_equal_shapes_not_points(cluster: None, tmp_path: Path) -> None:
-    """Held (`--hold`) so nothing runs: 12 points of 2 shapes are 2 job arrays; MaxArraySize 5 splits them."""
+    """Held (`--hold`) so nothing runs: 1,000 points of 2 shapes are 2 arrays; MaxArraySize 5 splits 12."""
     study = f"shapes-{uuid.uuid4().hex[:6]}"
-    launches = ([make_launch(tmp_path, study, 1, 1, rep=i) for i in range(8)]
-                + [make_launch(tmp_path, study, 2, 1, rep=i) for i in range(4)])
+    launches = ([make_launch(tmp_path, study, 1, 1, rep=i) for i in range(700)]
+                + [make_launch(tmp_path, study, 2, 1, rep=i) for i in range(300)])
     assert len({shape_of(OPTIONS, la) for la in launches}) == 2
     assert cluster_max_array_size() == 1001  # read from `scontrol show config`
     submitted: list[str] = []
@@ -274,9 +274,9 @@ def test_sbatch_calls_equal_shapes_not_points(cluster: None, tmp_path: Path) -> 
         backend.launch(launches, ledger.handle, ledger.update)
         arrays = array_ids(list(ledger.handles.values()))
         submitted += arrays
-        assert backend.sbatch_calls == 2 and len(arrays) == 2 and len(ledger.handles) == 12
+        assert backend.sbatch_calls == 2 and len(arrays) == 2 and len(ledger.handles) == 1000
         indices = sorted(h.array_index for h in ledger.handles.values())
-        assert indices == sorted(list(range(8)) + list(range(4)))
+        assert indices == sorted(list(range(700)) + list(range(300)))
         shown = subprocess.run(["scontrol", "show", "job", arrays[0]], capture_output=True, text=True).stdout
         assert "ArrayTaskThrottle=3" in shown and "studyctl-" + study in shown and "JobState=PENDING" in shown
         script = next((tmp_path / "slurm").rglob("*_submission.sh")).read_text()
@@ -285,7 +285,7 @@ def test_sbatch_calls_equal_shapes_not_points(cluster: None, tmp_path: Path) -> 
 
         small = SlurmBackend(held.model_copy(update={"max_array_size": 5}), tmp_path / "slurm2", entry=probe)
         ledger2 = Ledger()
-        small.launch(launches, ledger2.handle, ledger2.update)
+        small.launch(launches[:8] + launches[-4:], ledger2.handle, ledger2.update)
         arrays2 = array_ids(list(ledger2.handles.values()))
         submitted += arrays2
         assert small.sbatch_calls == len(arrays2) == 3  # 8 → 5 + 3, and 4
