@@ -381,6 +381,12 @@ class SlurmBackend:
             row = rows.get(job_id)
             if row is None:
                 continue  # not in accounting yet (slurmdbd lags a second or two)
+            named = JOB_NAME.fullmatch(row.name)
+            if not named or named.group("study") != launch.study:  # ids restart when a cluster is rebuilt
+                updates.append(Update(launch.point_id, launch.attempt, State.LOST, FailureClass.LOST,
+                                      f"Slurm job {job_id} is now {row.name!r}, not this study's "
+                                      "(was the cluster's accounting reset?)", ended_at=time.time()))
+                continue
             state = row.state
             if state in (State.PENDING, State.RUNNING):
                 updates.append(Update(launch.point_id, launch.attempt, state, node_list=row.node_list,
