@@ -465,14 +465,18 @@ def test_time_limits_and_shapes(tmp_path: Path) -> None:
 def test_a_reused_job_id_is_lost_not_someone_elses_state(tmp_path: Path) -> None:
     def runner(cmd: list[str], **kw: object) -> subprocess.CompletedProcess:
         out = ("5_0|studyctl-other-0123abcd|COMPLETED|0:0|n1|1|2|None\n"
-               "6|studyctl-t-4567abcd|RUNNING|0:0|n2|1|Unknown|None\n")
+               "6|studyctl-t-4567abcd|RUNNING|0:0|n2|1|Unknown|None\n"
+               "7|allocation|PENDING|0:0||Unknown|Unknown|None\n")  # slurmdbd's first record of a job
         return subprocess.CompletedProcess(cmd, 0, out, "")
 
     backend = SlurmBackend(OPTIONS, tmp_path / "slurm")
     backend.watcher = SacctWatcher(runner=runner)
     mine, other = make_launch(tmp_path, "t", 1, 1), make_launch(tmp_path, "t", 1, 1, rep=1)
-    polled = backend.poll([Active(mine, Handle("6")), Active(other, Handle("5_0", 0))])
+    new = make_launch(tmp_path, "t", 1, 1, rep=2)
+    polled = backend.poll([Active(mine, Handle("6")), Active(other, Handle("5_0", 0)),
+                           Active(new, Handle("7"))])
     updates = {u.point_id: u for u in polled}
     assert updates[mine.point_id].state is State.RUNNING and updates[mine.point_id].node_list == "n2"
     lost = updates[other.point_id]
     assert lost.state is State.LOST and "studyctl-other" in lost.reason
+    assert updates[new.point_id].state is State.PENDING

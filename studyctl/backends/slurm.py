@@ -178,6 +178,7 @@ def sbatch_message(text: str, limit: int = 300) -> str:
 
 # ------------------------------------------------------------------ finding jobs by name
 JOB_NAME = re.compile(r"studyctl-(?P<study>.+)-(?P<manifest>[0-9a-f]{8})")
+PLACEHOLDER_NAME = "allocation"
 
 
 def job_name(study: str, manifest: str) -> str:
@@ -382,7 +383,9 @@ class SlurmBackend:
             if row is None:
                 continue  # not in accounting yet (slurmdbd lags a second or two)
             named = JOB_NAME.fullmatch(row.name)
-            if not named or named.group("study") != launch.study:  # ids restart when a cluster is rebuilt
+            # Job ids restart when a cluster is rebuilt. slurmdbd's first record of a job is named
+            # "allocation" until the real name arrives a few seconds later: no verdict from that one.
+            if row.name != PLACEHOLDER_NAME and (not named or named.group("study") != launch.study):
                 updates.append(Update(launch.point_id, launch.attempt, State.LOST, FailureClass.LOST,
                                       f"Slurm job {job_id} is now {row.name!r}, not this study's "
                                       "(was the cluster's accounting reset?)", ended_at=time.time()))
