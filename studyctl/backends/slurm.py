@@ -194,12 +194,18 @@ class FoundJob:
     array_index: int | None
 
 
-def find_jobs(study: str) -> list[FoundJob]:
-    """Every job (array element) named for `study`: queued ones from squeue, finished ones from sacct."""
-    cmds = (["squeue", "--me", "-h", "-r", "-o", "%i|%j"],
-            ["sacct", "-X", "-P", "-n", "-o", "JobID,JobName", "-S", FIND_JOBS_SINCE])
+FIND_JOBS_QUERIES = {
+    # slurmctld: queued, running and recently ended jobs (MinJobAge), with their names at once
+    "squeue": ["squeue", "--me", "-h", "-r", "-t", "all", "-o", "%i|%j"],
+    # slurmdbd: older ones (its first record of a job is named "allocation" for a few seconds)
+    "sacct": ["sacct", "-X", "-P", "-n", "-o", "JobID,JobName", "-S", FIND_JOBS_SINCE],
+}
+
+
+def find_jobs(study: str, sources: Sequence[str] = ("squeue", "sacct")) -> list[FoundJob]:
+    """Every job (array element) named for `study`, from slurmctld and from accounting."""
     found: dict[str, FoundJob] = {}
-    for cmd in cmds:
+    for cmd in (FIND_JOBS_QUERIES[s] for s in sources):
         try:
             out = subprocess.run(cmd, capture_output=True, text=True, timeout=120, check=True).stdout
         except (OSError, subprocess.SubprocessError):

@@ -95,8 +95,13 @@ class SacctRow:
 
 
 def parse_sacct(text: str) -> dict[str, SacctRow]:
-    """`sacct -X -P -n -o <FIELDS>` output → rows by job id, folded array lines expanded."""
+    """`sacct -X -P -n -o <FIELDS>` output → rows by job id, folded array lines expanded.
+
+    A folded line ("12_[0-1%1]", the array's not-yet-started rest) can still list an element that
+    has its own line already (slurmdbd lags): the element's own line wins.
+    """
     rows: dict[str, SacctRow] = {}
+    folded: set[str] = set()
     for line in text.splitlines():
         values = line.split("|")
         if len(values) != len(FIELDS):
@@ -105,7 +110,15 @@ def parse_sacct(text: str) -> dict[str, SacctRow]:
         code = raw["ExitCode"].split(":")[0]
         nodes = raw["NodeList"].strip()
         reason = raw["Reason"].strip()
-        for jid in expand_job_ids(raw["JobID"]):
+        ids = expand_job_ids(raw["JobID"])
+        is_folded = ids != [raw["JobID"].strip()]
+        for jid in ids:
+            if jid in rows and (is_folded or jid not in folded):
+                continue  # an element's own line is never replaced by a folded one
+            if is_folded:
+                folded.add(jid)
+            else:
+                folded.discard(jid)
             rows[jid] = SacctRow(
                 job_id=jid, name=raw["JobName"], slurm_state=(raw["State"].split() or ["UNKNOWN"])[0],
                 state_text=raw["State"].strip(), exit_code=int(code) if code.isdigit() else None,
