@@ -307,15 +307,17 @@ def test_cancel_running_and_pending_array_elements(cluster: None, tmp_path: Path
     ledger = Ledger()
     backend.launch(launches, ledger.handle, ledger.update)
     active = [Active(la, ledger.handles[la.point_id]) for la in launches]
-    end = time.monotonic() + 60
-    while True:  # element 0 running, element 1 held back by %1
-        states = {u.point_id: u.state for u in backend.poll(active)}
-        if states.get(launches[0].point_id) is State.RUNNING:
-            break
-        assert time.monotonic() < end, states
-        time.sleep(1)
-    assert states.get(launches[1].point_id) is State.PENDING
-    backend.cancel(active)
+    try:
+        end = time.monotonic() + 120
+        while True:  # element 0 running, element 1 held back by %1
+            states = {u.point_id: u.state for u in backend.poll(active)}
+            if states.get(launches[0].point_id) is State.RUNNING:
+                break
+            assert time.monotonic() < end, states
+            time.sleep(1)
+        assert states.get(launches[1].point_id) is State.PENDING
+    finally:
+        backend.cancel(active)
     wait_final(backend, launches, ledger, timeout=60)
     for la in launches:
         update = ledger.last(la.point_id)
