@@ -183,3 +183,64 @@ def test_direct_refused_and_fallback(tmp_path: Path, ramfs: Path) -> None:
     assert result.io.io_mode_requested == "direct" and result.io.io_mode_used == "buffered"
     assert "O_DIRECT refused" in result.io.direct_fallback_reason
     assert result.io.cold_read_method == "fadvise"
+
+
+def test_free_space_margin_is_part_of_the_need(tmp_path: Path, small_tmpfs: Path) -> None:
+    # Two checkpoints of ~5 MiB fit the 16 MiB disk, but not with a 100% margin on top: refused, numbers named.
+    task = make_task(tmp_path, small_tmpfs, scale=0.002, free_space_margin=1.0)
+    point = WorkerTask.model_validate_json(task.read_text()).point
+    need = 2 * summarize(point.model, point.parallelism, 0.002).total_bytes
+    assert need < 16 * MIB < 2 * need
+    proc = run_worker(task, 2)
+    assert proc.returncode == 3, proc.stderr
+    err = WorkerError.model_validate_json((tmp_path / "out" / "error.json").read_text())
+    assert err.failure_class == "insufficient_space"
+    assert f"need {2 * need / (1 << 30):.3f} GiB" in err.reason and "100% margin" in err.reason
+    assert files_under(small_tmpfs) == [] and not (small_tmpfs / "wtest" / point.point_id).exists()
+
+
+def test_off_clock_failure_is_voted_and_cleaned(tmp_path: Path) -> None:
+    # A file where a step directory must go: every rank's mkdir fails before the clock starts; all ranks
+    # agree on io_error (none hangs in a barrier) and the point directory is removed.
+    fs = tmp_path / "fs"
+    task = make_task(tmp_path, fs)
+    point_id = WorkerTask.model_validate_json(task.read_text()).point_id
+    blocker = fs / "wtest" / point_id / "global_step1"
+    blocker.parent.mkdir(parents=True)
+    blocker.write_text("not a directory")
+    proc = run_worker(task, 2)
+    assert proc.returncode == 3, proc.stderr
+    err = WorkerError.model_validate_json((tmp_path / "out" / "error.json").read_text())
+    assert err.failure_class == "io_error" and "global_step1" in err.reason
+    assert not (tmp_path / "out" / "result.json").exists()
+    assert files_under(fs) == []
+
+
+CRASH_ON_RANK_1 = """
+import sys
+from mpi4py import MPI
+import worker.run as run
+
+real = run._read_all
+def crashing(*args, **kwargs):
+    if MPI.COMM_WORLD.Get_rank() == 1:
+        raise RuntimeError("injected bug")
+    return real(*args, **kwargs)
+run._read_all = crashing
+run.run_task(sys.argv[1])
+"""
+
+
+def test_unexpected_exception_on_one_rank_aborts_all(tmp_path: Path) -> None:
+    # A bug on rank 1 while rank 0 waits in the closing collective: recorded, files removed, job aborted.
+    fs = tmp_path / "fs"
+    fs.mkdir()
+    task = make_task(tmp_path, fs)
+    script = tmp_path / "crash.py"
+    script.write_text(CRASH_ON_RANK_1)
+    proc = subprocess.run([MPIEXEC, "-n", "2", sys.executable, str(script), str(task)], capture_output=True,
+                          text=True, timeout=60, cwd=Path(__file__).parent.parent)
+    assert proc.returncode != 0
+    err = WorkerError.model_validate_json((tmp_path / "out" / "error.json").read_text())
+    assert err.failure_class == "worker_crash" and "rank 1: RuntimeError: injected bug" in err.reason
+    assert files_under(fs) == []

@@ -23,7 +23,7 @@ class _Strict(BaseModel):
 class RankTiming(_Strict):
     rank: int
     host: str
-    start_s: float  # MPI.Wtime-aligned: seconds since the phase's first barrier on rank 0
+    start_s: float  # MPI.Wtime anchored to the epoch per rank; seconds since the earliest rank start
     end_s: float
     bytes: int
     files: int

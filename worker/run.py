@@ -2,7 +2,9 @@
 
 Per checkpoint: Barrier → per-rank start → write every file (fsync each) → per-rank end → an
 allgather that is both the closing barrier and the error vote, so no rank waits forever on a
-rank that failed. Memory is one buffer per rank whatever the checkpoint size.
+rank that failed. Work off the clock (step directories, page eviction, deleting steps no restore
+reads) reports its errors into the next vote, so a failure on one rank is every rank's failure.
+Memory is one buffer per rank whatever the checkpoint size.
 """
 
 from __future__ import annotations
@@ -10,7 +12,10 @@ from __future__ import annotations
 import errno
 import os
 import shutil
+import sys
 import time
+import traceback
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -91,10 +96,10 @@ def _decide(task: WorkerTask, point_dir: Path, checkpoint_bytes: int) -> Setup:
     free, total = provenance.free_and_total(str(point_dir))
     steps = disk_steps_needed(opts.writes, opts.reads, opts.keep)
     need = checkpoint_bytes * steps
-    reserve = int(opts.free_space_margin * total)
-    if total and free < need + reserve:  # total 0: the filesystem reports no capacity (ramfs, some FUSE)
-        reason = (f"not enough free space on {task.filesystem_path}: need {_gib(need)} ({steps} checkpoint(s) of "
-                  f"{_gib(checkpoint_bytes)}) + {_gib(reserve)} kept free ({opts.free_space_margin:.0%}), "
+    required = int(need * (1 + opts.free_space_margin))
+    if total and free < required:  # total 0: the filesystem reports no capacity (ramfs, some FUSE)
+        reason = (f"not enough free space on {task.filesystem_path}: need {_gib(required)} ({steps} checkpoint(s) "
+                  f"of {_gib(checkpoint_bytes)} on disk at once + {opts.free_space_margin:.0%} margin), "
                   f"have {_gib(free)} free")
         return Setup((FailureClass.INSUFFICIENT_SPACE.value, reason), io_mode, None, "none", free, total)
     wants_direct = io_mode in ("direct", "hybrid") or cold == "direct"
@@ -131,7 +136,11 @@ class _Phase:
 
 
 def run_task(task_path: str) -> dict[str, Any]:
-    """Entry point for every rank (mpiexec or one srun task each); raises WorkerFailure on known failures."""
+    """Entry point for every rank (mpiexec or one srun task each); raises WorkerFailure on known failures.
+
+    An unexpected exception on one rank would leave the others blocked in a collective forever, so with
+    more than one rank it records a worker_crash error, removes the point's files and aborts the job.
+    """
     from mpi4py import MPI
 
     task = WorkerTask.model_validate_json(Path(task_path).read_text())
@@ -140,10 +149,30 @@ def run_task(task_path: str) -> dict[str, Any]:
         return _run(task, comm)
     except WorkerFailure as failure:
         if comm.Get_rank() == 0:
-            record = WorkerError(schema_version=SCHEMA_VERSION, point_id=task.point_id, attempt=task.attempt,
-                                 failure_class=failure.failure_class.value, reason=failure.reason)
-            atomic_write_text(Path(task.error_path), record.model_dump_json(indent=1))
+            _write_error(task, failure.failure_class.value, failure.reason)
         raise
+    except Exception as exc:
+        traceback.print_exc()
+        try:
+            _write_error(task, FailureClass.WORKER_CRASH.value, f"rank {comm.Get_rank()}: {type(exc).__name__}: {exc}")
+            if task.point.world_size == comm.Get_size():  # our own point directory, not a stranger's
+                shutil.rmtree(_point_dir(task), ignore_errors=True)
+        finally:
+            if comm.Get_size() > 1:
+                sys.stderr.flush()
+                comm.Abort(1)
+        raise
+
+
+def _write_error(task: WorkerTask, failure_class: str, reason: str) -> None:
+    record = WorkerError(schema_version=SCHEMA_VERSION, point_id=task.point_id, attempt=task.attempt,
+                         failure_class=failure_class, reason=" ".join(reason.split())[:1000])
+    atomic_write_text(Path(task.error_path), record.model_dump_json(indent=1))
+
+
+def _point_dir(task: WorkerTask) -> Path:
+    """The only directory the worker writes in or deletes."""
+    return Path(task.filesystem_path) / task.study / task.point_id
 
 
 def _run(task: WorkerTask, comm: Any) -> dict[str, Any]:
@@ -163,7 +192,7 @@ def _run(task: WorkerTask, comm: Any) -> dict[str, Any]:
     started_at = _now()
     par = point.parallelism
     written = summarize(point.model, par, opts.scale)
-    point_dir = Path(task.filesystem_path) / task.study / task.point_id
+    point_dir = _point_dir(task)
     setup = comm.bcast(_decide(task, point_dir, written.total_bytes) if rank == 0 else None, root=0)
     if setup.error:
         if rank == 0 and setup.error[0] != FailureClass.IO_ERROR.value:
@@ -178,25 +207,27 @@ def _run(task: WorkerTask, comm: Any) -> dict[str, Any]:
     block = opts.block_mib * MIB
     kept = min(opts.writes, opts.reads)
     timings = []
+    clock = _Clock(comm)
     try:
         for i in range(opts.writes):
             step = f"global_step{i}"
-            (point_dir / step).mkdir(exist_ok=True)
             paths = [str(point_dir / step / f.name) for f in my_files]
-            buf.stamp(i * 1_000_003 + rank)
-            timings.append(_timed(comm, "write", i, step, host, lambda ph, p=paths: _write_all(
+
+            def prepare(step: str = step, tag: int = i * 1_000_003 + rank) -> None:
+                (point_dir / step).mkdir(exist_ok=True)
+                buf.stamp(tag)  # every checkpoint's bytes differ; every buffer page touched before the clock
+
+            timings.append(clock.phase("write", i, step, host, prepare, lambda ph, p=paths: _write_all(
                 ph, p, my_files, buf, block, setup)))
             if i >= kept and not opts.keep:  # no restore reads this step: free its space now (off the clock)
-                for p in paths:
-                    Path(p).unlink(missing_ok=True)
+                clock.off_clock(lambda p=paths: [Path(x).unlink(missing_ok=True) for x in p])
         for k in range(opts.reads):
             step = f"global_step{k % kept}"
             paths = [str(point_dir / step / f.name) for f in my_reads]
-            if setup.cold_read == "fadvise":
-                for p in paths:
-                    io.evict(p)
-            timings.append(_timed(comm, "read", k, step, host, lambda ph, p=paths: _read_all(
-                ph, p, buf, block, setup.cold_read == "direct")))
+            evict = setup.cold_read == "fadvise"
+            timings.append(clock.phase("read", k, step, host, lambda p=paths, e=evict: [io.evict(x) for x in p if e],
+                                       lambda ph, p=paths: _read_all(ph, p, buf, block, setup.cold_read == "direct")))
+        clock.vote()
     except WorkerFailure:
         comm.Barrier()
         if rank == 0:
@@ -243,27 +274,64 @@ def _run(task: WorkerTask, comm: Any) -> dict[str, Any]:
     return result
 
 
-def _timed(comm: Any, phase: str, index: int, step: str, host: str, work: Any) -> Any:
-    """Barrier, stamp, work, stamp; the allgather closes the phase and carries any rank's error."""
-    ph = _Phase()
-    comm.Barrier()
-    ph.start = time.time()
-    work(ph)
-    ph.end = time.time()
-    stamps = comm.allgather((comm.Get_rank(), host, ph.start, ph.end, ph.bytes, ph.files, ph.error))
-    errors = [s[6] for s in stamps if s[6]]
-    if errors:
-        raise WorkerFailure(FailureClass(errors[0][0]), errors[0][1])
-    return checkpoint_timing(phase, index, step, [s[:6] for s in stamps])
+class _Clock:
+    """Timed phases and the error vote that closes each one.
+
+    Stamps are MPI.Wtime() (monotonic, high resolution) shifted by one per-rank anchor to the epoch:
+    MPICH's Wtime is not global (MPI_WTIME_IS_GLOBAL = 0), so raw values from two nodes cannot be
+    compared, while epoch time from NTP-synchronised nodes can.
+    """
+
+    def __init__(self, comm: Any) -> None:
+        from mpi4py import MPI
+
+        self.comm = comm
+        self.wtime = MPI.Wtime
+        self.anchor = time.time() - MPI.Wtime()
+        self.pending: tuple[str, str] | None = None  # an off-clock error waiting for the next vote
+
+    def off_clock(self, work: Callable[[], object]) -> None:
+        """Work outside the timed region; an OSError is voted on at the next phase."""
+        if self.pending is None:
+            try:
+                work()
+            except OSError as exc:
+                self.pending = _describe_oserror(exc, exc.filename or "the point directory")
+
+    def phase(self, phase: str, index: int, step: str, host: str, prepare: Callable[[], object],
+              work: Callable[[_Phase], None]) -> Any:
+        """prepare (off the clock), Barrier, stamp, work, stamp; the allgather closes the phase and votes."""
+        self.off_clock(prepare)
+        ph = _Phase()
+        ph.error, self.pending = self.pending, None
+        self.comm.Barrier()
+        ph.start = self.wtime()
+        if ph.error is None:
+            work(ph)
+        ph.end = self.wtime()
+        stamps = self.comm.allgather((self.comm.Get_rank(), host, ph.start + self.anchor, ph.end + self.anchor,
+                                      ph.bytes, ph.files, ph.error))
+        _raise_first([s[6] for s in stamps])
+        return checkpoint_timing(phase, index, step, [s[:6] for s in stamps])
+
+    def vote(self) -> None:
+        """A last vote for off-clock work after the final phase."""
+        errors, self.pending = self.comm.allgather(self.pending), None
+        _raise_first(errors)
+
+
+def _raise_first(errors: list[tuple[str, str] | None]) -> None:
+    for error in errors:
+        if error:
+            raise WorkerFailure(FailureClass(error[0]), error[1])
 
 
 def _write_all(ph: _Phase, paths: list[str], files: list[CheckpointFile], buf: io.Buffer, block: int,
                setup: Setup) -> None:
-    evict = setup.cold_read == "fadvise"
     for path, f in zip(paths, files, strict=True):
         try:
             if setup.io_mode == "buffered":
-                io.write_buffered(path, f.nbytes, buf, block, evict)
+                io.write_buffered(path, f.nbytes, buf, block)
             else:
                 io.write_direct(path, f.nbytes, buf, block, hybrid=setup.io_mode == "hybrid")
         except OSError as exc:
