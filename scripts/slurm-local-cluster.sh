@@ -195,11 +195,15 @@ start_slurmdbd() {
 # default UCX netmod makes the PMI-2 exchange under `srun --mpi=pmi2` break on these fake nodes
 # when the machine is busy (slurmstepd: "mpi/pmi2: invalid client request", ranks hang until the
 # time limit; about 1 job in 5 of a mixed 1-4 node load). Its OFI netmod passed every such run.
+# All fake nodes are this one host, so OFI's tcp provider is kept on loopback: by default it picks
+# the first interface (eth0 here), whose traffic a sandboxed machine may filter or delay.
 # A value already in the job's environment wins.
 write_task_prolog() {
   cat > "$LAB/task-prolog.sh" <<'EOF'
 #!/bin/sh
 [ -n "${MPIR_CVAR_CH4_NETMOD:-}" ] || echo "export MPIR_CVAR_CH4_NETMOD=ofi"
+[ -n "${FI_PROVIDER:-}" ] || echo "export FI_PROVIDER=tcp"
+[ -n "${FI_TCP_IFACE:-}" ] || echo "export FI_TCP_IFACE=lo"
 EOF
   chmod 755 "$LAB/task-prolog.sh"
 }

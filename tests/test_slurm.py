@@ -19,6 +19,7 @@ from studyctl.ledger import Ledger
 from studyctl.points import WorkerTask
 from studyctl.states import FINAL_STATES, State
 from studyctl.sweep import load_sweep
+from tests.slurmdiag import diagnose
 
 pytestmark = pytest.mark.slurm
 
@@ -50,6 +51,11 @@ def cli(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
                           capture_output=True, text=True, cwd=tmp_path, timeout=300)
 
 
+def not_completed(data: dict) -> list[dict]:
+    """The points that did not complete, with everything status knows about them, for assertion messages."""
+    return [p for p in data["points"] if p["state"] not in ("COMPLETED", "EXCLUDED")]
+
+
 def wait_final(tmp_path: Path, name: str, timeout: float = 240) -> dict:
     end = time.monotonic() + timeout
     while True:
@@ -59,7 +65,8 @@ def wait_final(tmp_path: Path, name: str, timeout: float = 240) -> dict:
         states = {p["state"] for p in data["points"] if p["state"] != "EXCLUDED"}
         if states <= {s.value for s in FINAL_STATES}:
             return data
-        assert time.monotonic() < end, f"not final after {timeout} s: {data['counts']}"
+        assert time.monotonic() < end, (f"not final after {timeout} s: {not_completed(data)}"
+                                        + diagnose(tmp_path / "results" / name / "slurm"))
         time.sleep(1.0)
 
 
@@ -75,7 +82,7 @@ slurm: {partition: debug, time_limit_min: 3}
     assert proc.returncode == 0, proc.stderr
     assert time.monotonic() - t0 < 30, "submit must return once submitted"
     data = wait_final(tmp_path, "multi")
-    assert data["counts"] == {"COMPLETED": 6}
+    assert data["counts"] == {"COMPLETED": 6}, f"{not_completed(data)}{diagnose(tmp_path / 'results/multi/slurm')}"
     for p in data["points"]:
         result = json.loads(Path(p["result_path"]).read_text())
         prov = result["provenance"]
@@ -175,7 +182,7 @@ def test_studyctl_dying_after_sbatch_is_recovered(tmp_path: Path) -> None:
     data = json.loads(cli(tmp_path, "sweep", "status", "crash", "--json").stdout)
     assert {p["point_id"]: p["job_id"] for p in data["points"]} == submitted  # found again by job name
     data = wait_final(tmp_path, "crash")
-    assert data["counts"] == {"COMPLETED": 4}
+    assert data["counts"] == {"COMPLETED": 4}, f"{not_completed(data)}{diagnose(tmp_path / 'results/crash/slurm')}"
 
 
 def test_time_limit_gives_timeout(tmp_path: Path) -> None:

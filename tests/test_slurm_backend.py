@@ -39,6 +39,7 @@ from studyctl.fsutil import atomic_write_json
 from studyctl.outcome import read_outcome
 from studyctl.points import CheckpointOptions, Point, WorkerTask
 from studyctl.states import FINAL_STATES, FailureClass, State
+from tests.slurmdiag import diagnose
 
 REPO = Path(__file__).resolve().parents[1]
 OPTIONS = SlurmOptions(partition="debug", time_limit_min=2, array_parallelism=8)
@@ -137,8 +138,9 @@ def wait_final(backend: SlurmBackend, launches: list[Launch], ledger: Ledger, ti
                 active.append(Active(la, ledger.handles[la.point_id]))
         for u in backend.poll(active):
             ledger.update(u)
-        states = {la.point_id[:6]: (u := ledger.last(la.point_id)) and u.state for la in open_}
-        assert time.monotonic() < end, f"not final after {timeout} s: {states}"
+        states = {f"{la.point.nodes}x{la.point.ranks_per_node} {la.point.filesystem} {la.point_id[:6]}":
+                  (u := ledger.last(la.point_id)) and f"{u.state.value} {u.reason or ''}" for la in open_}
+        assert time.monotonic() < end, f"not final after {timeout} s: {states}" + diagnose(backend.folder)
         time.sleep(1.0)
 
 
