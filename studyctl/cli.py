@@ -12,6 +12,7 @@ from typing import Annotated, Any, TypeVar
 import typer
 from rich.console import Console
 from rich.live import Live
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
@@ -282,8 +283,12 @@ def _status_table(rep: Any, limit: int) -> Table:
                       str(cfg["zero_stage"]), f"{cfg['nodes']}×{cfg['ranks_per_node']}", cfg["filesystem"],
                       cfg["io_mode"], str(cfg["repetition"]), (a.job_id or (str(a.pid) if a.pid else "")) if a else "",
                       (a.node_list or "") if a else "", reason or "")
+    captions = []
     if limit and len(shown) > limit:
-        table.caption = f"{len(shown) - limit} more (completed last); --limit 0 shows all"
+        captions.append(f"{len(shown) - limit} more (completed last); --limit 0 shows all")
+    if rep.backend_note:
+        captions.append(f"[red]states may be stale: {escape(rep.backend_note)}[/]")
+    table.caption = "\n".join(captions) or None
     return table
 
 
@@ -302,8 +307,8 @@ def sweep_status(
     def run() -> None:
         rep = study.status(study_ref, results)
         if as_json:
-            print(json.dumps({"study": rep.study.name, "counts": dict(rep.counts), "points": _status_json(rep)},
-                             indent=1))
+            print(json.dumps({"study": rep.study.name, "counts": dict(rep.counts), "backend_note": rep.backend_note,
+                              "points": _status_json(rep)}, indent=1))
             return
         if not watch:
             out.print(_status_table(rep, limit))

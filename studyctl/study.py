@@ -218,10 +218,12 @@ class _Recorder:
 
 
 def reconcile(study: StudyDir, ledger: Ledger, sweep: SweepFile | None,
-              backends: dict[str, Backend] | None = None) -> list[tuple[Active, float]]:
+              backends: dict[str, Backend] | None = None,
+              notes: list[str] | None = None) -> list[tuple[Active, float]]:
     """Bring attempts the ledger calls active up to date: result files first, then each backend.
 
-    Returns the local attempts that are still running (an earlier studyctl started them).
+    Returns the local attempts that are still running (an earlier studyctl started them). `notes`
+    receives why a backend's states may be stale (e.g. sacct failing), for the user to see.
     """
     active_rows = ledger.active_attempts()
     if not active_rows:
@@ -240,7 +242,8 @@ def reconcile(study: StudyDir, ledger: Ledger, sweep: SweepFile | None,
         if outcome is not None and outcome.state is State.COMPLETED:
             file_updates.append(outcome)
             continue
-        by_backend.setdefault(row.backend, []).append((Active(launch, row.handle), row.started_at or row.submitted_at))
+        active = Active(launch, row.handle, row.submitted_at)
+        by_backend.setdefault(row.backend, []).append((active, row.started_at or row.submitted_at))
     recorder.updates(file_updates)
     still_running: list[tuple[Active, float]] = []
     for name, actives in by_backend.items():
@@ -253,7 +256,7 @@ def reconcile(study: StudyDir, ledger: Ledger, sweep: SweepFile | None,
         if recover is not None:  # a runner died between sbatch and recording the job ids
             found = recover(study.name, [a for a, _ in actives])
             ledger.record_handles([(a.launch.point_id, a.launch.attempt, h) for a, h in found])
-            fixed = {id(a): Active(a.launch, h) for a, h in found}
+            fixed = {id(a): Active(a.launch, h, a.since) for a, h in found}
             actives = [(fixed.get(id(a), a), t) for a, t in actives]
             never = [a for a, t in actives if not a.handle.job_id and time.time() - t > NEVER_SUBMITTED_AFTER_S]
             recorder.updates([Update(a.launch.point_id, a.launch.attempt, State.LOST, FailureClass.LOST,
@@ -261,6 +264,9 @@ def reconcile(study: StudyDir, ledger: Ledger, sweep: SweepFile | None,
                                      ended_at=time.time()) for a in never])
         updates = backend.poll([a for a, _ in actives])
         recorder.updates(updates)
+        note = getattr(backend, "note", None)
+        if note and notes is not None:
+            notes.append(f"{name}: {note}")
         if name == "local":
             gone = {(u.point_id, u.attempt) for u in updates}
             still_running += [(a, t) for a, t in actives if (a.launch.point_id, a.launch.attempt) not in gone]
@@ -392,16 +398,17 @@ def resubmit(study_ref: str | Path, results: Path = Path("results"), states: Seq
 def status(study_ref: str | Path, results: Path = Path("results")) -> StatusReport:
     """Points by state. Reconciles first unless a runner holds the study (it keeps the ledger current)."""
     study = find_study(study_ref, results)
+    notes: list[str] = []
     with study.open_ledger() as ledger:
         if not runner_active(study.root):
             try:
                 sweep = _load_current_sweep(study, ledger)
             except UserError:
                 sweep = None
-            reconcile(study, ledger, sweep)
+            reconcile(study, ledger, sweep, notes=notes)
         points = ledger.points()
     counts = Counter("EXCLUDED" if p.excluded else p.state.value for p in points)
-    return StatusReport(study, points, counts)
+    return StatusReport(study, points, counts, "; ".join(notes) or None)
 
 
 def cancel(study_ref: str | Path, results: Path = Path("results")) -> int:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import re
 import shutil
 import sqlite3
 import subprocess
@@ -183,6 +185,29 @@ def test_studyctl_dying_after_sbatch_is_recovered(tmp_path: Path) -> None:
     assert {p["point_id"]: p["job_id"] for p in data["points"]} == submitted  # found again by job name
     data = wait_final(tmp_path, "crash")
     assert data["counts"] == {"COMPLETED": 4}, f"{not_completed(data)}{diagnose(tmp_path / 'results/crash/slurm')}"
+
+
+def test_status_says_when_accounting_cannot_be_read(tmp_path: Path) -> None:
+    """sacct failing (slurmdbd unreachable) is shown with the states, not swallowed."""
+    sweep = sweep_file(tmp_path, "noacct", "matrix: {zero_stage: 1}\n"
+                       "slurm: {partition: debug, time_limit_min: 3, setup: ['sleep 60']}\n")
+    assert cli(tmp_path, "sweep", "submit", str(sweep), "--backend", "slurm").returncode == 0
+    conf = tmp_path / "etc-slurm"
+    shutil.copytree(Path(os.environ.get("SLURM_CONF", "/etc/slurm/slurm.conf")).parent, conf)
+    text = (conf / "slurm.conf").read_text()
+    (conf / "slurm.conf").write_text(re.sub(r"(?m)^AccountingStoragePort=\d+", "AccountingStoragePort=9", text))
+    try:
+        proc = subprocess.run([sys.executable, "-m", "studyctl.cli", "sweep", "status", "noacct", "--json",
+                               "--results", str(tmp_path / "results")], capture_output=True, text=True,
+                              env={**os.environ, "SLURM_CONF": str(conf / "slurm.conf")}, timeout=300)
+        assert proc.returncode == 0, proc.stderr
+        data = json.loads(proc.stdout)
+        assert data["backend_note"].startswith("slurm: sacct failed")
+        assert data["counts"] == {"SUBMITTED": 1} or data["counts"] == {"PENDING": 1}  # nothing guessed
+        table = cli(tmp_path, "sweep", "status", "noacct")
+        assert table.returncode == 0 and "stale" not in table.stdout  # with accounting back, no note
+    finally:
+        cli(tmp_path, "sweep", "cancel", "noacct")
 
 
 def test_time_limit_gives_timeout(tmp_path: Path) -> None:

@@ -497,3 +497,25 @@ def test_a_reused_job_id_is_lost_not_someone_elses_state(tmp_path: Path) -> None
     lost = updates[other.point_id]
     assert lost.state is State.LOST and "studyctl-other" in lost.reason
     assert updates[new.point_id].state is State.PENDING
+
+
+@pytest.mark.slurm
+def test_a_job_id_slurm_forgot_is_lost_after_the_grace(mixed: MixedRun, tmp_path: Path) -> None:
+    """Job ids neither squeue nor sacct know (a purged or rebuilt cluster) end as LOST, not active forever."""
+    from studyctl.backends.slurm import VANISHED_AFTER_S
+
+    study = mixed.launches["1x2"].study
+    gone, done, fresh = (make_launch(tmp_path, study, 1, 1, rep=i) for i in (10, 11, 12))
+    atomic_write_json(done.attempt_dir / "result.json", {"point_id": done.point_id, "provenance": {}})
+    long_ago = time.time() - VANISHED_AFTER_S - 60
+    known = mixed.launches["4x1"]  # a real job of this study, long finished
+    backend = SlurmBackend(OPTIONS, mixed.backend.folder)
+    polled = backend.poll([Active(gone, Handle("987654"), long_ago), Active(done, Handle("987655"), long_ago),
+                           Active(fresh, Handle("987656"), time.time()),
+                           Active(known, mixed.ledger.handles[known.point_id], long_ago)])
+    updates = {u.point_id: u for u in polled}
+    assert updates[gone.point_id].state is State.LOST and "987654" in updates[gone.point_id].reason
+    assert updates[gone.point_id].failure_class is FailureClass.LOST
+    assert updates[done.point_id].state is State.COMPLETED  # its result file still wins
+    assert fresh.point_id not in updates  # sacct may simply lag: no verdict yet
+    assert updates[known.point_id].state is State.COMPLETED

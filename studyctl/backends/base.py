@@ -60,6 +60,7 @@ class Active:
 
     launch: Launch
     handle: Handle
+    since: float | None = None  # epoch seconds of submission (or start): how long it has been unaccounted for
 
 
 RecordHandle = Callable[[Launch, Handle], None]

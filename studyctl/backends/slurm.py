@@ -47,6 +47,8 @@ GIB = 1 << 30
 DEFAULT_MAX_ARRAY_SIZE = 1001  # Slurm's own default
 # A shared filesystem may show result.json to this host a little after the job ended (NFS attribute caching).
 RESULT_GRACE_S = 30.0
+# A job id that neither squeue nor sacct knows this long after sbatch is gone (accounting purged or reset).
+VANISHED_AFTER_S = 900.0
 FIND_JOBS_SINCE = "now-14days"
 # sbatch options the backend sets itself: `sbatch_extra` may not override them.
 MANAGED_SBATCH = {
@@ -383,11 +385,14 @@ class SlurmBackend:
         with_ids = [a for a in active if a.handle.job_id]
         rows = self.watcher.rows(a.handle.job_id for a in with_ids if a.handle.job_id)
         updates = []
+        unaccounted = []
         for a in with_ids:
             launch, job_id = a.launch, a.handle.job_id or ""
             row = rows.get(job_id)
-            if row is None:
-                continue  # not in accounting yet (slurmdbd lags a second or two)
+            if row is None:  # not in accounting yet (slurmdbd lags a second or two), or gone
+                if self.watcher.error is None and a.since is not None and time.time() - a.since > VANISHED_AFTER_S:
+                    unaccounted.append(a)
+                continue
             named = JOB_NAME.fullmatch(row.name)
             # Job ids restart when a cluster is rebuilt. slurmdbd's first record of a job is named
             # "allocation" until the real name arrives a few seconds later: no verdict from that one.
@@ -410,6 +415,26 @@ class SlurmBackend:
             update = final_update(launch, row, self._submitit_error(job_id), self._log_tail(job_id))
             if update is not None:
                 updates.append(update)
+        return updates + self._vanished(unaccounted)
+
+    def _vanished(self, unaccounted: Sequence[Active]) -> list[Update]:
+        """Attempts whose job id slurmctld and accounting both forgot: their result file, else LOST."""
+        known: set[str] = set()
+        for study in {a.launch.study for a in unaccounted}:
+            known |= {j.job_id for j in find_jobs(study)}
+        updates = []
+        for a in unaccounted:
+            launch, job_id = a.launch, a.handle.job_id or ""
+            if job_id in known:
+                continue
+            outcome = read_outcome(launch.attempt_dir, launch.point_id, launch.attempt)
+            if outcome is not None:
+                updates.append(outcome)
+                continue
+            minutes = (time.time() - (a.since or time.time())) / 60
+            updates.append(Update(launch.point_id, launch.attempt, State.LOST, FailureClass.LOST,
+                                  f"Slurm job {job_id} is in neither squeue nor sacct {minutes:.0f} min after "
+                                  "sbatch (accounting purged or reset?)", ended_at=time.time()))
         return updates
 
     @property
