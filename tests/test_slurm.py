@@ -210,6 +210,36 @@ def test_status_says_when_accounting_cannot_be_read(tmp_path: Path) -> None:
         cli(tmp_path, "sweep", "cancel", "noacct")
 
 
+def test_requeued_job_is_the_same_attempt_and_completes(tmp_path: Path) -> None:
+    """Preemption with requeue, as `scontrol requeue` does it: Slurm reruns the job (after its
+    120 s requeue hold); studyctl keeps one attempt, never calls it failed, and records the completion."""
+    sweep = sweep_file(tmp_path, "requeue", "matrix: {zero_stage: 1, nodes: 2, ranks_per_node: 1}\n"
+                       "slurm: {partition: debug, time_limit_min: 5, setup: ['sleep 10']}\n")
+    assert cli(tmp_path, "sweep", "submit", str(sweep), "--backend", "slurm").returncode == 0
+    job_id = json.loads(cli(tmp_path, "sweep", "status", "requeue", "--json").stdout)["points"][0]["job_id"]
+    end = time.monotonic() + 60
+    while "RUNNING" not in subprocess.run(["squeue", "-h", "-j", job_id, "-o", "%T"], capture_output=True,
+                                          text=True).stdout:
+        assert time.monotonic() < end, "the job never started" + diagnose(tmp_path / "results" / "requeue" / "slurm")
+        time.sleep(1)
+    subprocess.run(["scontrol", "requeue", job_id], check=True)
+    seen = set()
+    end = time.monotonic() + 300
+    while True:
+        data = json.loads(cli(tmp_path, "sweep", "status", "requeue", "--json").stdout)
+        seen.add(data["points"][0]["state"])
+        if seen & {s.value for s in FINAL_STATES}:
+            break
+        assert time.monotonic() < end, f"not final: {data['points']}" + diagnose(tmp_path / "results/requeue/slurm")
+        time.sleep(2)
+    assert seen <= {"SUBMITTED", "PENDING", "RUNNING", "COMPLETED"} and "COMPLETED" in seen, data["points"]
+    (point,) = data["points"]
+    assert point["attempts"] == 1 and point["job_id"] == job_id
+    history = subprocess.run(["sacct", "-D", "-X", "-n", "-P", "-o", "State", "-j", job_id], capture_output=True,
+                             text=True).stdout.split()
+    assert history[0] == "REQUEUED" and history[-1] == "COMPLETED"
+
+
 def test_time_limit_gives_timeout(tmp_path: Path) -> None:
     sweep = sweep_file(tmp_path, "slow", "matrix: {zero_stage: 1}\n"
                        "slurm: {partition: debug, time_limit_min: 1, setup: ['sleep 300']}\n")
