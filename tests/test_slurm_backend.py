@@ -12,7 +12,9 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import subprocess
+import threading
 import time
 import uuid
 from collections.abc import Iterator
@@ -519,3 +521,42 @@ def test_a_job_id_slurm_forgot_is_lost_after_the_grace(mixed: MixedRun, tmp_path
     assert updates[done.point_id].state is State.COMPLETED  # its result file still wins
     assert fresh.point_id not in updates  # sacct may simply lag: no verdict yet
     assert updates[known.point_id].state is State.COMPLETED
+
+
+@pytest.mark.slurm
+def test_sbatch_retries_while_the_controller_restarts(cluster: None, tmp_path: Path) -> None:
+    """slurmctld down at submit time (a restart, a failover): sbatch fails with 'Unable to contact slurm
+    controller'; the backend retries with backoff instead of failing the points, and the job runs."""
+    lab = Path(os.environ.get("SLURM_LAB_DIR", "/tmp/slurm-local"))
+    pid = int((lab / "run" / "slurmctld.pid").read_text())
+    os.kill(pid, signal.SIGTERM)  # slurmctld saves its state and exits; the restart picks it up
+    end = time.monotonic() + 30
+    while Path(f"/proc/{pid}").exists():
+        assert time.monotonic() < end, "slurmctld did not stop"
+        time.sleep(0.2)
+
+    launch = make_launch(tmp_path, f"retry-{uuid.uuid4().hex[:6]}", 1, 1)
+    backend = SlurmBackend(OPTIONS, tmp_path / "slurm", entry=probe)
+    ledger = Ledger()
+
+    def restart() -> None:
+        give_up = time.monotonic() + 90
+        while backend.sbatch_calls < 1 and time.monotonic() < give_up:  # the first sbatch has failed
+            time.sleep(0.2)
+        subprocess.run(["slurmctld"], check=True)
+
+    restarter = threading.Thread(target=restart)
+    restarter.start()
+    try:
+        backend.launch([launch], ledger.handle, ledger.update)
+    finally:
+        restarter.join()
+        end = time.monotonic() + 60
+        while "UP" not in subprocess.run(["scontrol", "ping"], capture_output=True, text=True).stdout:
+            assert time.monotonic() < end, "slurmctld did not come back"
+            time.sleep(1)
+    assert backend.sbatch_calls >= 2
+    assert ledger.last(launch.point_id).state is State.PENDING, ledger.updates
+    assert ledger.handles[launch.point_id].job_id
+    wait_final(backend, [launch], ledger)
+    assert ledger.last(launch.point_id).state is State.COMPLETED

@@ -50,6 +50,11 @@ RESULT_GRACE_S = 30.0
 # A job id that neither squeue nor sacct knows this long after sbatch is gone (accounting purged or reset).
 VANISHED_AFTER_S = 900.0
 FIND_JOBS_SINCE = "now-14days"
+# sbatch failures that say nothing about the job: the controller was busy, restarting or unreachable.
+TRANSIENT_SBATCH = re.compile(r"Unable to contact slurm controller|Socket timed out|temporarily unable|"
+                              r"Resource temporarily unavailable|Zero Bytes were transmitted|"
+                              r"Transport endpoint is not connected", re.IGNORECASE)
+SBATCH_RETRY_DELAYS_S = (2.0, 5.0, 10.0, 20.0)  # with sbatch's own ~10 s connect timeout: ~1.5 min in all
 # sbatch options the backend sets itself: `sbatch_extra` may not override them.
 MANAGED_SBATCH = {
     "array": "one array per shape", "job-name": "studyctl names jobs", "output": "submitit's logs",
@@ -337,20 +342,33 @@ class SlurmBackend:
             "study": study, "job_name": job_name(study, manifest), "tasks": [str(m.task_file) for m in part],
             "attempts": [[m.point_id, m.attempt] for m in part]})
         ex = self._executor(study, shape, manifest, len(part))
-        try:
-            # submitit prints sbatch's stderr itself on failure; we report it once, as the points' reason
-            with contextlib.redirect_stderr(io.StringIO()), ex.batch():
-                jobs = [ex.submit(entry, str(m.task_file)) for m in part]
-        except (FailedJobError, FailedSubmissionError) as exc:  # sbatch said no: this array only
-            reason = "Slurm rejected the job: " + sbatch_message(str(exc))
-            for m in part:
-                record_update(Update(m.point_id, m.attempt, State.FAILED, FailureClass.SCHEDULER, reason,
-                                     ended_at=time.time()))
-            return
-        finally:
-            self.sbatch_calls += 1
-        for m, job in zip(part, jobs, strict=True):
-            record_handle(m, Handle(job_id=job.job_id, array_index=index_of(job.job_id)))
+        for delay in (*SBATCH_RETRY_DELAYS_S, None):
+            try:
+                # submitit prints sbatch's stderr itself on failure; we report it once, as the points' reason
+                with contextlib.redirect_stderr(io.StringIO()), ex.batch():
+                    jobs = [ex.submit(entry, str(m.task_file)) for m in part]
+                handles = [Handle(job_id=job.job_id, array_index=index_of(job.job_id)) for job in jobs]
+                break
+            except (FailedJobError, FailedSubmissionError) as exc:  # sbatch said no: this array only
+                message = sbatch_message(str(exc))
+                if delay is not None and TRANSIENT_SBATCH.search(message):
+                    # A timed-out sbatch may still have been accepted: look for the job by name first.
+                    found = sorted((j for j in find_jobs(study, ("squeue",)) if j.manifest == manifest),
+                                   key=lambda j: j.array_index or 0)
+                    if len(found) == len(part):
+                        handles = [Handle(job_id=j.job_id, array_index=j.array_index) for j in found]
+                        break
+                    time.sleep(delay)
+                    continue
+                reason = "Slurm rejected the job: " + message
+                for m in part:
+                    record_update(Update(m.point_id, m.attempt, State.FAILED, FailureClass.SCHEDULER, reason,
+                                         ended_at=time.time()))
+                return
+            finally:
+                self.sbatch_calls += 1
+        for m, handle in zip(part, handles, strict=True):
+            record_handle(m, handle)
             record_update(Update(m.point_id, m.attempt, State.PENDING))
 
     # ---------------------------------------------------------------- poll
