@@ -182,7 +182,8 @@ def _existing_launch(study: StudyDir, row: AttemptRow) -> Launch | None:
 
 def _cleanup_point_data(study: StudyDir, sweep: SweepFile | None, update: Update, point: Point | None) -> None:
     """After a kill (timeout, cancel, lost) the worker could not clean up: remove its point directory only."""
-    if sweep is None or point is None or update.state not in (State.TIMEOUT, State.CANCELLED, State.LOST):
+    killed = (State.TIMEOUT, State.CANCELLED, State.LOST, State.PREEMPTED, State.NODE_FAIL, State.OUT_OF_MEMORY)
+    if sweep is None or point is None or update.state not in killed:
         return
     fs = sweep.filesystems.get(point.filesystem)
     if fs is None:

@@ -210,34 +210,82 @@ def test_status_says_when_accounting_cannot_be_read(tmp_path: Path) -> None:
         cli(tmp_path, "sweep", "cancel", "noacct")
 
 
-def test_requeued_job_is_the_same_attempt_and_completes(tmp_path: Path) -> None:
-    """Preemption with requeue, as `scontrol requeue` does it: Slurm reruns the job (after its
-    120 s requeue hold); studyctl keeps one attempt, never calls it failed, and records the completion."""
-    sweep = sweep_file(tmp_path, "requeue", "matrix: {zero_stage: 1, nodes: 2, ranks_per_node: 1}\n"
-                       "slurm: {partition: debug, time_limit_min: 5, setup: ['sleep 10']}\n")
-    assert cli(tmp_path, "sweep", "submit", str(sweep), "--backend", "slurm").returncode == 0
-    job_id = json.loads(cli(tmp_path, "sweep", "status", "requeue", "--json").stdout)["points"][0]["job_id"]
+def wait_job_running(tmp_path: Path, study: str, job_id: str) -> None:
     end = time.monotonic() + 60
     while "RUNNING" not in subprocess.run(["squeue", "-h", "-j", job_id, "-o", "%T"], capture_output=True,
                                           text=True).stdout:
-        assert time.monotonic() < end, "the job never started" + diagnose(tmp_path / "results" / "requeue" / "slurm")
+        assert time.monotonic() < end, "the job never started" + diagnose(tmp_path / "results" / study / "slurm")
         time.sleep(1)
+
+
+def requeue_now(job_id: str, used: set[str]) -> None:
+    """What preemption in REQUEUE mode does, minus Slurm's 120 s hold before the job may start again.
+
+    The hold exists because a node refuses a job whose credential it just revoked ("Job credential
+    revoked"): the rerun is steered to nodes the job has not used (`used` collects them)."""
+    nodes = subprocess.run(["squeue", "-h", "-j", job_id, "-o", "%N"], capture_output=True, text=True).stdout.strip()
+    used |= set(subprocess.run(["scontrol", "show", "hostnames", nodes], capture_output=True, text=True,
+                               check=True).stdout.split())
     subprocess.run(["scontrol", "requeue", job_id], check=True)
-    seen = set()
-    end = time.monotonic() + 300
+    end = time.monotonic() + 60
+    while "PENDING" not in subprocess.run(["squeue", "-h", "-j", job_id, "-o", "%T"], capture_output=True,
+                                          text=True).stdout:  # the requeue is done once the job is pending
+        assert time.monotonic() < end, "the requeued job never came back as pending"
+        time.sleep(0.5)
+    subprocess.run(["scontrol", "update", f"JobId={job_id}", f"ExcNodeList={','.join(sorted(used))}",
+                    "StartTime=now"], check=True)
+
+
+def states_until_final(tmp_path: Path, study: str, timeout: float = 180) -> tuple[set[str], dict]:
+    seen: set[str] = set()
+    end = time.monotonic() + timeout
     while True:
-        data = json.loads(cli(tmp_path, "sweep", "status", "requeue", "--json").stdout)
+        data = json.loads(cli(tmp_path, "sweep", "status", study, "--json").stdout)
         seen.add(data["points"][0]["state"])
         if seen & {s.value for s in FINAL_STATES}:
-            break
-        assert time.monotonic() < end, f"not final: {data['points']}" + diagnose(tmp_path / "results/requeue/slurm")
+            return seen, data
+        assert time.monotonic() < end, f"not final: {data['points']}" + diagnose(tmp_path / "results" / study / "slurm")
         time.sleep(2)
+
+
+def test_requeued_job_is_the_same_attempt_and_completes(tmp_path: Path) -> None:
+    """Preemption with requeue (`scontrol requeue`): Slurm reruns the job; studyctl keeps one attempt,
+    never calls it failed, and records the completion."""
+    sweep = sweep_file(tmp_path, "requeue", "matrix: {zero_stage: 1, nodes: 2, ranks_per_node: 1}\n"
+                       "slurm: {partition: debug, time_limit_min: 5, setup: ['sleep 8']}\n")
+    assert cli(tmp_path, "sweep", "submit", str(sweep), "--backend", "slurm").returncode == 0
+    job_id = json.loads(cli(tmp_path, "sweep", "status", "requeue", "--json").stdout)["points"][0]["job_id"]
+    wait_job_running(tmp_path, "requeue", job_id)
+    requeue_now(job_id, set())
+    seen, data = states_until_final(tmp_path, "requeue")
     assert seen <= {"SUBMITTED", "PENDING", "RUNNING", "COMPLETED"} and "COMPLETED" in seen, data["points"]
     (point,) = data["points"]
     assert point["attempts"] == 1 and point["job_id"] == job_id
     history = subprocess.run(["sacct", "-D", "-X", "-n", "-P", "-o", "State", "-j", job_id], capture_output=True,
                              text=True).stdout.split()
     assert history[0] == "REQUEUED" and history[-1] == "COMPLETED"
+
+
+def test_requeues_beyond_the_budget_end_as_preempted(tmp_path: Path) -> None:
+    """slurm.max_requeues: 1 — the second requeue makes studyctl cancel the job and call it PREEMPTED."""
+    sweep = sweep_file(tmp_path, "preempt", "matrix: {zero_stage: 1}\n"
+                       "slurm: {partition: debug, time_limit_min: 5, max_requeues: 1, setup: ['sleep 60']}\n")
+    assert cli(tmp_path, "sweep", "submit", str(sweep), "--backend", "slurm").returncode == 0
+    job_id = json.loads(cli(tmp_path, "sweep", "status", "preempt", "--json").stdout)["points"][0]["job_id"]
+    used: set[str] = set()
+    for _ in range(2):
+        wait_job_running(tmp_path, "preempt", job_id)
+        requeue_now(job_id, used)
+    seen, data = states_until_final(tmp_path, "preempt", timeout=60)
+    assert seen <= {"SUBMITTED", "PENDING", "RUNNING", "PREEMPTED"}, seen
+    (point,) = data["points"]
+    assert point["state"] == "PREEMPTED" and point["failure_class"] == "scheduler", point
+    assert "requeued" in point["reason"] and "slurm.max_requeues = 1" in point["reason"]
+    assert point["attempts"] == 1
+    end = time.monotonic() + 30
+    while subprocess.run(["squeue", "-h", "-j", job_id], capture_output=True, text=True).stdout.strip():
+        assert time.monotonic() < end, "the over-budget job was not cancelled"
+        time.sleep(1)
 
 
 def test_time_limit_gives_timeout(tmp_path: Path) -> None:

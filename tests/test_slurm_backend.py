@@ -432,6 +432,11 @@ def test_sacct_parsing() -> None:
     for lines in ([running, rest], [rest, running]):
         rows = parse_sacct("\n".join(lines))
         assert rows["14_0"].state is State.RUNNING and rows["14_1"].state is State.PENDING
+        assert rows["14_0"].requeues == 0
+    # sacct -D: a requeued job has a line per run, oldest first; the last one is its state
+    history = ["15|n|REQUEUED|0:0|n1|5|6|None", "15|n|REQUEUED|0:0|n2|7|8|None", "15|n|RUNNING|0:0|n3|9|Unknown|None"]
+    row = parse_sacct("\n".join(history))["15"]
+    assert row.state is State.RUNNING and row.node_list == "n3" and row.requeues == 2
 
 
 def test_sacct_watcher_batches_and_caches() -> None:

@@ -86,7 +86,8 @@ class SlurmOptions(BaseModel):
         default_factory=dict, description="more #SBATCH options: {reservation: x} or ['--reservation=x']")
     srun_args: list[str] = Field(default_factory=list, description="more srun arguments (not --mpi)")
     setup: list[str] = Field(default_factory=list, description="shell lines run before srun (module load …)")
-    max_requeues: int = Field(2, ge=0, description="requeues after preemption; not resubmit retries")
+    max_requeues: int = Field(2, ge=0, description="times Slurm may requeue a point's job (preemption) before "
+                              "studyctl cancels it as PREEMPTED; 0: --no-requeue. Not resubmit retries")
     python: str | None = Field(None, description="interpreter command on the nodes; default: this one")
     max_array_size: int | None = Field(None, ge=1, description="default: the cluster's MaxArraySize")
 
@@ -404,6 +405,7 @@ class SlurmBackend:
         rows = self.watcher.rows(a.handle.job_id for a in with_ids if a.handle.job_id)
         updates = []
         unaccounted = []
+        over_budget: list[str] = []
         for a in with_ids:
             launch, job_id = a.launch, a.handle.job_id or ""
             row = rows.get(job_id)
@@ -420,6 +422,13 @@ class SlurmBackend:
                                       "(was the cluster's accounting reset?)", ended_at=time.time()))
                 continue
             state = row.state
+            if state in (State.PENDING, State.RUNNING) and row.requeues > self.options.max_requeues:
+                over_budget.append(job_id)
+                updates.append(Update(launch.point_id, launch.attempt, State.PREEMPTED, FailureClass.SCHEDULER,
+                                      f"Slurm requeued job {job_id} {row.requeues} times, more than "
+                                      f"slurm.max_requeues = {self.options.max_requeues}: cancelled",
+                                      ended_at=time.time()))
+                continue
             if state in (State.PENDING, State.RUNNING):
                 updates.append(Update(launch.point_id, launch.attempt, state, node_list=row.node_list,
                                       started_at=row.start))
@@ -433,6 +442,8 @@ class SlurmBackend:
             update = final_update(launch, row, self._submitit_error(job_id), self._log_tail(job_id))
             if update is not None:
                 updates.append(update)
+        if over_budget:
+            subprocess.run(["scancel", *over_budget], capture_output=True, text=True, timeout=120, check=False)
         return updates + self._vanished(unaccounted)
 
     def _vanished(self, unaccounted: Sequence[Active]) -> list[Update]:

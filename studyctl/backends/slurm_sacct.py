@@ -87,6 +87,7 @@ class SacctRow:
     start: float | None
     end: float | None
     reason: str | None
+    requeues: int = 0  # earlier records of the same job id (`sacct -D`): times Slurm requeued it
 
     @property
     def state(self) -> State:
@@ -95,13 +96,14 @@ class SacctRow:
 
 
 def parse_sacct(text: str) -> dict[str, SacctRow]:
-    """`sacct -X -P -n -o <FIELDS>` output → rows by job id, folded array lines expanded.
+    """`sacct -X -D -P -n -o <FIELDS>` output → rows by job id, folded array lines expanded.
 
     A folded line ("12_[0-1%1]", the array's not-yet-started rest) can still list an element that
-    has its own line already (slurmdbd lags): the element's own line wins.
+    has its own line already (slurmdbd lags): the element's own line wins. With -D a requeued job
+    has one line per run, oldest first: the last is its state, the others count as requeues.
     """
     rows: dict[str, SacctRow] = {}
-    folded: set[str] = set()
+    own_lines: dict[str, int] = {}
     for line in text.splitlines():
         values = line.split("|")
         if len(values) != len(FIELDS):
@@ -113,18 +115,17 @@ def parse_sacct(text: str) -> dict[str, SacctRow]:
         ids = expand_job_ids(raw["JobID"])
         is_folded = ids != [raw["JobID"].strip()]
         for jid in ids:
-            if jid in rows and (is_folded or jid not in folded):
+            if is_folded and jid in rows:
                 continue  # an element's own line is never replaced by a folded one
-            if is_folded:
-                folded.add(jid)
-            else:
-                folded.discard(jid)
+            if not is_folded:
+                own_lines[jid] = own_lines.get(jid, 0) + 1
             rows[jid] = SacctRow(
                 job_id=jid, name=raw["JobName"], slurm_state=(raw["State"].split() or ["UNKNOWN"])[0],
                 state_text=raw["State"].strip(), exit_code=int(code) if code.isdigit() else None,
                 node_list=nodes if nodes and nodes != "None assigned" else None,
                 start=_epoch(raw["Start"]), end=_epoch(raw["End"]),
-                reason=reason if reason and reason != "None" else None)
+                reason=reason if reason and reason != "None" else None,
+                requeues=max(0, own_lines.get(jid, 0) - 1))
     return rows
 
 
@@ -151,7 +152,7 @@ class SacctWatcher:
         if arrays <= self._arrays and now - self._at < self.min_interval_s:
             return self._rows
         ids = ",".join(sorted(arrays, key=lambda j: (len(j), j)))
-        cmd = ["sacct", "-X", "-P", "-n", "-o", ",".join(FIELDS), "-j", ids]
+        cmd = ["sacct", "-X", "-D", "-P", "-n", "-o", ",".join(FIELDS), "-j", ids]
         self.calls += 1
         try:
             proc = self.runner(cmd, capture_output=True, text=True, timeout=120,
