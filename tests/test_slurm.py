@@ -53,6 +53,16 @@ def cli(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
                           capture_output=True, text=True, cwd=tmp_path, timeout=300)
 
 
+def diag(tmp_path: Path, study: str) -> str:
+    """The cluster's and the study's jobs' evidence, for assertion messages."""
+    return diagnose(tmp_path / "results" / study / "slurm")
+
+
+def job_state(job_id: str) -> str:
+    """squeue's state word for a job ("" once it left the queue)."""
+    return subprocess.run(["squeue", "-h", "-j", job_id, "-o", "%T"], capture_output=True, text=True).stdout.strip()
+
+
 def not_completed(data: dict) -> list[dict]:
     """The points that did not complete, with everything status knows about them, for assertion messages."""
     return [p for p in data["points"] if p["state"] not in ("COMPLETED", "EXCLUDED")]
@@ -67,8 +77,7 @@ def wait_final(tmp_path: Path, name: str, timeout: float = 240) -> dict:
         states = {p["state"] for p in data["points"] if p["state"] != "EXCLUDED"}
         if states <= {s.value for s in FINAL_STATES}:
             return data
-        assert time.monotonic() < end, (f"not final after {timeout} s: {not_completed(data)}"
-                                        + diagnose(tmp_path / "results" / name / "slurm"))
+        assert time.monotonic() < end, f"not final after {timeout} s: {not_completed(data)}" + diag(tmp_path, name)
         time.sleep(1.0)
 
 
@@ -84,7 +93,7 @@ slurm: {partition: debug, time_limit_min: 3}
     assert proc.returncode == 0, proc.stderr
     assert time.monotonic() - t0 < 30, "submit must return once submitted"
     data = wait_final(tmp_path, "multi")
-    assert data["counts"] == {"COMPLETED": 6}, f"{not_completed(data)}{diagnose(tmp_path / 'results/multi/slurm')}"
+    assert data["counts"] == {"COMPLETED": 6}, f"{not_completed(data)}{diag(tmp_path, 'multi')}"
     for p in data["points"]:
         result = json.loads(Path(p["result_path"]).read_text())
         prov = result["provenance"]
@@ -184,7 +193,7 @@ def test_studyctl_dying_after_sbatch_is_recovered(tmp_path: Path) -> None:
     data = json.loads(cli(tmp_path, "sweep", "status", "crash", "--json").stdout)
     assert {p["point_id"]: p["job_id"] for p in data["points"]} == submitted  # found again by job name
     data = wait_final(tmp_path, "crash")
-    assert data["counts"] == {"COMPLETED": 4}, f"{not_completed(data)}{diagnose(tmp_path / 'results/crash/slurm')}"
+    assert data["counts"] == {"COMPLETED": 4}, f"{not_completed(data)}{diag(tmp_path, 'crash')}"
 
 
 def test_status_says_when_accounting_cannot_be_read(tmp_path: Path) -> None:
@@ -212,9 +221,8 @@ def test_status_says_when_accounting_cannot_be_read(tmp_path: Path) -> None:
 
 def wait_job_running(tmp_path: Path, study: str, job_id: str) -> None:
     end = time.monotonic() + 60
-    while "RUNNING" not in subprocess.run(["squeue", "-h", "-j", job_id, "-o", "%T"], capture_output=True,
-                                          text=True).stdout:
-        assert time.monotonic() < end, "the job never started" + diagnose(tmp_path / "results" / study / "slurm")
+    while job_state(job_id) != "RUNNING":
+        assert time.monotonic() < end, "the job never started" + diag(tmp_path, study)
         time.sleep(1)
 
 
@@ -228,8 +236,7 @@ def requeue_now(job_id: str, used: set[str]) -> None:
                                check=True).stdout.split())
     subprocess.run(["scontrol", "requeue", job_id], check=True)
     end = time.monotonic() + 60
-    while "PENDING" not in subprocess.run(["squeue", "-h", "-j", job_id, "-o", "%T"], capture_output=True,
-                                          text=True).stdout:  # the requeue is done once the job is pending
+    while job_state(job_id) != "PENDING":  # the requeue is done once the job is pending
         assert time.monotonic() < end, "the requeued job never came back as pending"
         time.sleep(0.5)
     subprocess.run(["scontrol", "update", f"JobId={job_id}", f"ExcNodeList={','.join(sorted(used))}",
@@ -244,7 +251,7 @@ def states_until_final(tmp_path: Path, study: str, timeout: float = 180) -> tupl
         seen.add(data["points"][0]["state"])
         if seen & {s.value for s in FINAL_STATES}:
             return seen, data
-        assert time.monotonic() < end, f"not final: {data['points']}" + diagnose(tmp_path / "results" / study / "slurm")
+        assert time.monotonic() < end, f"not final: {data['points']}" + diag(tmp_path, study)
         time.sleep(2)
 
 
@@ -283,7 +290,7 @@ def test_requeues_beyond_the_budget_end_as_preempted(tmp_path: Path) -> None:
     assert "requeued" in point["reason"] and "slurm.max_requeues = 1" in point["reason"]
     assert point["attempts"] == 1
     end = time.monotonic() + 30
-    while subprocess.run(["squeue", "-h", "-j", job_id], capture_output=True, text=True).stdout.strip():
+    while job_state(job_id):
         assert time.monotonic() < end, "the over-budget job was not cancelled"
         time.sleep(1)
 

@@ -422,16 +422,16 @@ class SlurmBackend:
                                       "(was the cluster's accounting reset?)", ended_at=time.time()))
                 continue
             state = row.state
-            if state in (State.PENDING, State.RUNNING) and row.requeues > self.options.max_requeues:
-                over_budget.append(job_id)
-                updates.append(Update(launch.point_id, launch.attempt, State.PREEMPTED, FailureClass.SCHEDULER,
-                                      f"Slurm requeued job {job_id} {row.requeues} times, more than "
-                                      f"slurm.max_requeues = {self.options.max_requeues}: cancelled",
-                                      ended_at=time.time()))
-                continue
             if state in (State.PENDING, State.RUNNING):
-                updates.append(Update(launch.point_id, launch.attempt, state, node_list=row.node_list,
-                                      started_at=row.start))
+                if row.requeues > self.options.max_requeues:
+                    over_budget.append(job_id)
+                    updates.append(Update(launch.point_id, launch.attempt, State.PREEMPTED, FailureClass.SCHEDULER,
+                                          f"Slurm requeued job {job_id} {row.requeues} times, more than "
+                                          f"slurm.max_requeues = {self.options.max_requeues}: cancelled",
+                                          ended_at=time.time()))
+                else:
+                    updates.append(Update(launch.point_id, launch.attempt, state, node_list=row.node_list,
+                                          started_at=row.start))
                 continue
             outcome = read_outcome(launch.attempt_dir, launch.point_id, launch.attempt)
             if outcome is not None:  # the worker's own record wins
