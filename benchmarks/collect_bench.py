@@ -17,7 +17,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from studyctl.collect import collect
+from studyctl.analysis.collect import collect
 from tests.resultgen import make_point, write_result
 
 

@@ -13,12 +13,12 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from studyctl.backends.base import Update
-from studyctl.expand import iter_points
-from studyctl.ledger import Ledger
-from studyctl.plan import plan_rows, summarize_plan
+from studyctl.attempt.records import Update
+from studyctl.spec.expand import iter_points
+from studyctl.spec.plan import plan_rows, summarize_plan
+from studyctl.spec.sweep import parse_sweep
 from studyctl.states import State
-from studyctl.sweep import parse_sweep
+from studyctl.study.ledger import Ledger
 
 BIG_STUDY = {
     "study": "bench-big",

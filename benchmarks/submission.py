@@ -11,10 +11,11 @@ import tempfile
 import time
 from pathlib import Path
 
-from studyctl.backends.base import Launch
-from studyctl.backends.slurm import SlurmBackend, SlurmOptions, shape_of
-from studyctl.catalog import lookup
-from studyctl.points import CheckpointOptions, Point, WorkerTask
+from studyctl.attempt.records import Launch
+from studyctl.backends.slurm import SlurmBackend, shape_of
+from studyctl.spec.catalog import lookup
+from studyctl.spec.options import SlurmOptions
+from studyctl.spec.points import CheckpointOptions, Point, WorkerTask
 
 
 def main(points: int = 500) -> int:

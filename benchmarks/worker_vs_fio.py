@@ -19,9 +19,9 @@ import sys
 import tempfile
 from pathlib import Path
 
-from studyctl.catalog import lookup
-from studyctl.layout import summarize
-from studyctl.points import CheckpointOptions, Point, WorkerTask
+from studyctl.spec.catalog import lookup
+from studyctl.spec.layout import summarize
+from studyctl.spec.points import CheckpointOptions, Point, WorkerTask
 
 GIB = 1 << 30
 MIB = 1 << 20

@@ -23,7 +23,7 @@ checkpoint: {{scale: 0.004, writes: 2, reads: {reads}, buffer_mib: 4, block_mib:
 
 def run_small_study(root: Path, name: str = "small", reads: int = 2) -> Path:
     """Runs a 16-point study for real and returns its study directory."""
-    from studyctl import study
+    from studyctl import api as study
 
     fs = root / "fs"
     fs.mkdir(parents=True, exist_ok=True)

@@ -11,8 +11,8 @@ import statistics
 from pathlib import Path
 from typing import Any
 
-from studyctl.catalog import lookup
-from studyctl.points import CheckpointOptions, Point
+from studyctl.spec.catalog import lookup
+from studyctl.spec.points import CheckpointOptions, Point
 from worker.result import Result
 
 GIB = 1 << 30

@@ -11,11 +11,11 @@ import matplotlib.image as mpimg
 import pandas as pd
 import pytest
 
-from studyctl.collect import build_tables
-from studyctl.dlio_import import import_dlio
+from studyctl.analysis.collect import build_tables
+from studyctl.analysis.dlio_import import import_dlio
+from studyctl.analysis.reporting import collect_study
+from studyctl.analysis.stats import describe, ratio_ci, t_quantile_975
 from studyctl.errors import UserError
-from studyctl.reporting import collect_study
-from studyctl.stats import describe, ratio_ci, t_quantile_975
 
 from .conftest import run_small_study
 
@@ -121,9 +121,9 @@ def test_failed_points_and_missing_read_phase(tmp_path: Path) -> None:
     study = run_small_study(tmp_path, name="noreads", reads=0)
     # a failure: break one point's result and mark it failed the way the worker would
     (bad,) = list(study.glob("points/*/attempt-1/result.json"))[:1]
-    from studyctl.backends.base import Update
-    from studyctl.ledger import Ledger
+    from studyctl.attempt.records import Update
     from studyctl.states import FailureClass, State
+    from studyctl.study.ledger import Ledger
 
     point_id = bad.parent.parent.name
     bad.unlink()
@@ -172,8 +172,8 @@ def test_import_dlio(tmp_path: Path, small_study: Path) -> None:
 
 
 # ------------------------------------------------------------------ generated result files (no MPI)
-from studyctl.collect import PointStatus, collect  # noqa: E402
-from studyctl.tables import summarize_cells  # noqa: E402
+from studyctl.analysis.collect import PointStatus, collect  # noqa: E402
+from studyctl.analysis.tables import summarize_cells  # noqa: E402
 
 from .resultgen import make_point, scaling_study, write_error, write_result  # noqa: E402
 

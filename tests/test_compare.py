@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from studyctl.reporting import parse_threshold
+from studyctl.analysis.reporting import parse_threshold
 
 from .test_collect import copy_study
 
@@ -63,7 +63,7 @@ import math  # noqa: E402
 
 import pytest  # noqa: E402
 
-from studyctl.compare import compare  # noqa: E402
+from studyctl.analysis.compare import compare  # noqa: E402
 from studyctl.errors import UserError  # noqa: E402
 
 from .resultgen import make_point, scaling_study, write_result  # noqa: E402

@@ -6,8 +6,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from studyctl.catalog import ModelSpec, lookup
-from studyctl.layout import Parallelism, layout_problems, num_parameters, rank_files, summarize
+from studyctl.spec.catalog import ModelSpec, lookup
+from studyctl.spec.layout import Parallelism, layout_problems, num_parameters, rank_files, summarize
 
 GIB = 1 << 30
 

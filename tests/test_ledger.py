@@ -5,9 +5,9 @@ from __future__ import annotations
 import multiprocessing
 from pathlib import Path
 
-from studyctl.backends.base import Handle, Update
-from studyctl.ledger import Ledger
+from studyctl.attempt.records import Handle, Update
 from studyctl.states import FailureClass, State
+from studyctl.study.ledger import Ledger
 
 
 def _seed(ledger: Ledger, n: int = 3) -> None:

@@ -7,9 +7,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from studyctl.catalog import lookup
-from studyctl.layout import Parallelism, summarize
-from studyctl.plan import disk_steps_needed
+from studyctl.spec.catalog import lookup
+from studyctl.spec.layout import Parallelism, summarize
+from studyctl.spec.plan import disk_steps_needed
 
 REPO = Path(__file__).resolve().parents[1]
 CONTRACT = ["point_id", "model", "zero_stage", "tensor_parallel", "pipeline_parallel", "data_parallel", "nodes",

@@ -12,8 +12,8 @@ from pathlib import Path
 import matplotlib.image as mpimg
 import numpy as np
 
-from studyctl.plots import COLOURS
-from studyctl.reporting import collect_study
+from studyctl.analysis.plots import COLOURS
+from studyctl.analysis.reporting import collect_study
 
 from .test_collect import copy_study
 
@@ -66,14 +66,14 @@ def test_wheel_ships_templates(tmp_path: Path) -> None:
     (wheel,) = tmp_path.glob("studyctl-*.whl")
     names = zipfile.ZipFile(wheel).namelist()
     assert "studyctl/templates/report.html.j2" in names and "studyctl/templates/report.md.j2" in names
-    assert "worker/run.py" in names and "studyctl/cli.py" in names
+    assert "worker/run.py" in names and "studyctl/cli/app.py" in names
     # installed from the wheel (not the checkout), collect finds the packaged templates and renders
     site = tmp_path / "site"
     zipfile.ZipFile(wheel).extractall(site)
     study = tmp_path / "results" / "wheel"
     write_result(study, make_point(), [1.0, 1.1], [1.2])
-    code = ("import sys; from pathlib import Path; import studyctl.report as r; "
-            "from studyctl.collect import collect; "
+    code = ("import sys; from pathlib import Path; import studyctl.analysis.report as r; "
+            "from studyctl.analysis.collect import collect; "
             "res = collect(Path(sys.argv[1])); print(r.template_dir()); print(res.report_html)")
     env = {**os.environ, "PYTHONPATH": str(site)}
     proc = subprocess.run([sys.executable, "-c", code, str(study)], cwd=tmp_path, env=env,
@@ -85,9 +85,9 @@ def test_wheel_ships_templates(tmp_path: Path) -> None:
 
 
 # ------------------------------------------------------------------ generated studies (no MPI)
-from studyctl.collect import PointStatus, collect  # noqa: E402
-from studyctl.plots import palette  # noqa: E402
-from studyctl.report import template_dir  # noqa: E402
+from studyctl.analysis.collect import PointStatus, collect  # noqa: E402
+from studyctl.analysis.plots import palette  # noqa: E402
+from studyctl.analysis.report import template_dir  # noqa: E402
 
 from .resultgen import make_point, scaling_study, write_error, write_result  # noqa: E402
 

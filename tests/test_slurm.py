@@ -14,13 +14,15 @@ from pathlib import Path
 
 import pytest
 
-from studyctl.backends.base import Launch
-from studyctl.backends.slurm import SlurmBackend, SlurmOptions, expand_job_ids
-from studyctl.expand import expand
-from studyctl.ledger import Ledger
-from studyctl.points import WorkerTask
+from studyctl.attempt.records import Launch
+from studyctl.backends.slurm import SlurmBackend
+from studyctl.backends.slurm.sacct import expand_job_ids
+from studyctl.spec.expand import expand
+from studyctl.spec.options import SlurmOptions
+from studyctl.spec.points import WorkerTask
+from studyctl.spec.sweep import load_sweep
 from studyctl.states import FINAL_STATES, State
-from studyctl.sweep import load_sweep
+from studyctl.study.ledger import Ledger
 from tests.slurmdiag import diagnose
 
 pytestmark = pytest.mark.slurm

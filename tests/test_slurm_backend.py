@@ -23,10 +23,10 @@ from pathlib import Path
 
 import pytest
 
-from studyctl.backends.base import Active, Handle, Launch, Update
+from studyctl.attempt.outcome import read_outcome
+from studyctl.attempt.records import Active, Handle, Launch, Update
 from studyctl.backends.slurm import (
     SlurmBackend,
-    SlurmOptions,
     array_ids,
     cluster_max_array_size,
     final_update,
@@ -35,11 +35,11 @@ from studyctl.backends.slurm import (
     shape_of,
     time_limit_min,
 )
-from studyctl.backends.slurm_sacct import SacctRow, SacctWatcher, expand_job_ids, parse_sacct
-from studyctl.catalog import lookup
+from studyctl.backends.slurm.sacct import SacctRow, SacctWatcher, expand_job_ids, parse_sacct
 from studyctl.fsutil import atomic_write_json
-from studyctl.outcome import read_outcome
-from studyctl.points import CheckpointOptions, Point, WorkerTask
+from studyctl.spec.catalog import lookup
+from studyctl.spec.options import SlurmOptions
+from studyctl.spec.points import CheckpointOptions, Point, WorkerTask
 from studyctl.states import FINAL_STATES, FailureClass, State
 from tests.slurmdiag import diagnose
 

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from studyctl import study
-from studyctl.ledger import Ledger
+from studyctl import api as study
 from studyctl.states import State
+from studyctl.study.ledger import Ledger
 
 # A GPT-2 layout scaled to ~5 MiB per checkpoint: real files and ranks, about a second per point.
 SWEEP = """\

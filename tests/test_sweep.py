@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from studyctl.errors import UserError
-from studyctl.sweep import load_sweep
+from studyctl.spec.sweep import load_sweep
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -10,7 +10,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from studyctl.points import Point
+from studyctl.spec.points import Point
 
 SCHEMA_VERSION = 1
 Phase = Literal["write", "read"]

@@ -22,9 +22,9 @@ from pathlib import Path
 from typing import Any
 
 from studyctl.fsutil import atomic_write_text
-from studyctl.layout import CheckpointFile, Parallelism, rank_files, summarize
-from studyctl.plan import disk_steps_needed
-from studyctl.points import Point, WorkerTask
+from studyctl.spec.layout import CheckpointFile, Parallelism, rank_files, summarize
+from studyctl.spec.plan import disk_steps_needed
+from studyctl.spec.points import Point, WorkerTask
 from studyctl.states import FailureClass
 from worker import io, provenance
 from worker.result import (

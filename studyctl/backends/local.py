@@ -18,11 +18,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from studyctl.backends.base import Active, Handle, Launch, RecordHandle, RecordUpdate, Update
+from studyctl.attempt.outcome import STDERR, STDOUT, read_outcome, stderr_tail
+from studyctl.attempt.records import Active, Handle, Launch, RecordHandle, RecordUpdate, Update
 from studyctl.errors import UserError
-from studyctl.outcome import STDERR, STDOUT, read_outcome, stderr_tail
+from studyctl.spec.options import LocalOptions
 from studyctl.states import FailureClass, State
-from studyctl.sweep import LocalOptions
 
 POLL_S = 0.1
 KILL_GRACE_S = 5.0

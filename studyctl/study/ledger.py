@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from studyctl.backends.base import Handle, Update
+from studyctl.attempt.records import Handle, Update
 from studyctl.states import ACTIVE_STATES, State
 
 SCHEMA = """

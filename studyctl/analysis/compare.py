@@ -20,10 +20,10 @@ from pathlib import Path
 
 import pandas as pd
 
+from studyctl.analysis.stats import ratio_ci
+from studyctl.analysis.tables import CELL_COLUMNS, build_tables
 from studyctl.errors import UserError
 from studyctl.fsutil import atomic_write_text
-from studyctl.stats import ratio_ci
-from studyctl.tables import CELL_COLUMNS, build_tables
 
 DERIVED = ("world_size",)  # follows from nodes × ranks per node
 
@@ -127,7 +127,7 @@ def compare(a: Path, b: Path, threshold: float = 0.05) -> CompareResult:
     atomic_write_text(csv, matched.to_csv(index=False))
     result.outputs.append(csv)
     if not matched.empty:
-        from studyctl.plots import compare_overlay
+        from studyctl.analysis.plots import compare_overlay
 
         result.outputs.append(compare_overlay(matched, a.name, b.name, threshold, out / "overlay.png"))
     text = out / "comparison.txt"

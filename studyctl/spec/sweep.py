@@ -20,10 +20,11 @@ from pydantic import (
     model_validator,
 )
 
-from studyctl.catalog import CATALOG, DTYPE_BYTES, ModelSpec, lookup
 from studyctl.errors import UserError
-from studyctl.points import CheckpointOptions, ColdRead, IoMode, RestoreMode
-from studyctl.yamlpos import Loc, line_of, load_yaml_with_lines
+from studyctl.spec.catalog import CATALOG, DTYPE_BYTES, ModelSpec, lookup
+from studyctl.spec.options import LocalOptions, SlurmOptions
+from studyctl.spec.points import CheckpointOptions, ColdRead, IoMode, RestoreMode
+from studyctl.spec.yamlpos import Loc, line_of, load_yaml_with_lines
 
 ZERO_ALIASES = {"ddp": 0, "fsdp": 3, "zero0": 0, "zero1": 1, "zero2": 2, "zero3": 3}
 STUDY_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
@@ -159,13 +160,6 @@ class FilesystemSpec(_Strict):
         return path
 
 
-class LocalOptions(_Strict):
-    max_concurrent: PositiveInt = 1
-    timeout_s: PositiveInt = 3600
-    mpiexec: str | None = None  # default: the mpiexec beside this Python
-    mpiexec_args: list[str] = []
-
-
 class Estimate(_Strict):
     """Assumptions for node-hour estimates before anything was measured."""
 
@@ -195,7 +189,7 @@ class SweepFile(_Strict):
     checkpoint: CheckpointOptions = CheckpointOptions()
     estimate: Estimate = Estimate()
     local: LocalOptions = LocalOptions()
-    slurm: dict[str, Any] = {}
+    slurm: SlurmOptions = SlurmOptions()
 
     @field_validator("study")
     @classmethod
@@ -257,10 +251,6 @@ def _did_you_mean(word: str, choices: Any) -> str:
 
 def _allowed_keys(model: type[BaseModel], loc: Loc) -> list[str]:
     """Field names of the sub-model at `loc` (for did-you-mean on unknown keys)."""
-    if loc[:1] == ("slurm",):
-        from studyctl.backends.slurm import SlurmOptions
-
-        model, loc = SlurmOptions, loc[1:]
     current: Any = model
     for part in loc:
         if isinstance(part, int) or not (isinstance(current, type) and issubclass(current, BaseModel)):
@@ -322,21 +312,7 @@ def parse_sweep(data: Any, path: Path, lines: dict[Loc, int] | None = None) -> S
         first = next((e for e in errors if e["type"] != "string_type"), errors[0])
         raise UserError(_error_line(path, lines, first)) from None
     _check_references(sweep, path, lines)
-    if sweep.slurm:
-        slurm_options(sweep, path, lines)
     return sweep
-
-
-def slurm_options(sweep: SweepFile, path: Path, lines: dict[Loc, int] | None = None) -> Any:
-    """The sweep's `slurm:` section validated by the Slurm backend's own model."""
-    from studyctl.backends.slurm import SlurmOptions
-
-    try:
-        return SlurmOptions.model_validate(sweep.slurm)
-    except ValidationError as exc:
-        err = exc.errors(include_url=False)[0]
-        err = {**err, "loc": ("slurm", *err["loc"])}
-        raise UserError(_error_line(path, lines or {}, err)) from None
 
 
 def load_sweep(path: Path) -> SweepFile:

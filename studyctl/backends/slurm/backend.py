@@ -25,10 +25,9 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
-
-from studyctl.backends.base import Active, Handle, Launch, RecordHandle, RecordUpdate, Update
-from studyctl.backends.slurm_sacct import (
+from studyctl.attempt.outcome import read_outcome
+from studyctl.attempt.records import Active, Handle, Launch, RecordHandle, RecordUpdate, Update
+from studyctl.backends.slurm.sacct import (
     FAILURE_OF,
     SacctRow,
     SacctWatcher,
@@ -38,10 +37,10 @@ from studyctl.backends.slurm_sacct import (
 )
 from studyctl.errors import UserError
 from studyctl.fsutil import atomic_write_json
-from studyctl.outcome import read_outcome
+from studyctl.spec.options import SlurmOptions
 from studyctl.states import FailureClass, State
 
-__all__ = ["SlurmBackend", "SlurmOptions", "expand_job_ids", "find_jobs", "shape_of", "time_limit_min"]
+__all__ = ["SlurmBackend", "expand_job_ids", "find_jobs", "shape_of", "time_limit_min"]
 
 GIB = 1 << 30
 DEFAULT_MAX_ARRAY_SIZE = 1001  # Slurm's own default
@@ -55,88 +54,6 @@ TRANSIENT_SBATCH = re.compile(r"Unable to contact slurm controller|Socket timed 
                               r"Resource temporarily unavailable|Zero Bytes were transmitted|"
                               r"Transport endpoint is not connected", re.IGNORECASE)
 SBATCH_RETRY_DELAYS_S = (2.0, 5.0, 10.0, 20.0)  # with sbatch's own ~10 s connect timeout: ~1.5 min in all
-# sbatch options the backend sets itself: `sbatch_extra` may not override them.
-MANAGED_SBATCH = {
-    "array": "one array per shape", "job-name": "studyctl names jobs", "output": "submitit's logs",
-    "error": "submitit's logs", "open-mode": "submitit's logs", "signal": "submitit's time-limit signal",
-    "nodes": "points set nodes", "ntasks-per-node": "points set ranks_per_node", "ntasks": "points set ranks",
-    "time": "slurm.time_limit_min", "partition": "slurm.partition", "account": "slurm.account",
-    "qos": "slurm.qos", "constraint": "slurm.constraint", "exclusive": "slurm.exclusive",
-    "comment": "studyctl's job comment", "wrap": "submitit writes the script",
-    "requeue": "slurm.max_requeues", "no-requeue": "slurm.max_requeues",
-}
-
-
-class SlurmOptions(BaseModel):
-    """The sweep's `slurm:` section."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    partition: str | None = None
-    account: str | None = None
-    qos: str | None = None
-    time_limit_min: int | None = Field(None, ge=1, description="per point; default: from planned bytes")
-    assumed_GiBps_per_node: float = Field(0.5, gt=0, description="for derived time limits (pessimistic)")
-    min_time_limit_min: int = Field(5, ge=1, description="floor of derived time limits")
-    constraint: str | None = None
-    exclusive: bool = False
-    mpi: str = Field("pmi2", description="srun --mpi (pmi2 for the mpich wheel, pmix for Open MPI)")
-    array_parallelism: int = Field(256, ge=1, description="array elements running at once (--array=…%N)")
-    sbatch_extra: dict[str, str | int | bool] | list[str] = Field(
-        default_factory=dict, description="more #SBATCH options: {reservation: x} or ['--reservation=x']")
-    srun_args: list[str] = Field(default_factory=list, description="more srun arguments (not --mpi)")
-    setup: list[str] = Field(default_factory=list, description="shell lines run before srun (module load …)")
-    max_requeues: int = Field(2, ge=0, description="times Slurm may requeue a point's job (preemption) before "
-                              "studyctl cancels it as PREEMPTED; 0: --no-requeue. Not resubmit retries")
-    python: str | None = Field(None, description="interpreter command on the nodes; default: this one")
-    max_array_size: int | None = Field(None, ge=1, description="default: the cluster's MaxArraySize")
-
-    @field_validator("mpi")
-    @classmethod
-    def _mpi_word(cls, value: str) -> str:
-        if not re.fullmatch(r"[A-Za-z0-9_.-]+", value):
-            raise ValueError(f"{value!r} is not an srun --mpi type (e.g. pmi2, pmix, none)")
-        return value
-
-    @field_validator("srun_args")
-    @classmethod
-    def _no_mpi_in_srun_args(cls, value: list[str]) -> list[str]:
-        if any(a == "--mpi" or a.startswith("--mpi=") for a in value):
-            raise ValueError("set the MPI type with slurm.mpi, not in srun_args")
-        return value
-
-    @field_validator("sbatch_extra")
-    @classmethod
-    def _extra_not_managed(cls, value: dict[str, str | int | bool] | list[str]) -> Any:
-        for key in _sbatch_extra_dict(value):
-            if key in MANAGED_SBATCH:
-                raise ValueError(f"--{key} is set by studyctl ({MANAGED_SBATCH[key]}); "
-                                 "remove it from sbatch_extra")
-        return value
-
-    def sbatch_parameters(self) -> dict[str, str | int | bool]:
-        """`sbatch_extra` as submitit's `additional_parameters` (key → value, True for flags)."""
-        return _sbatch_extra_dict(self.sbatch_extra)
-
-
-def _sbatch_extra_dict(value: dict[str, str | int | bool] | list[str]) -> dict[str, str | int | bool]:
-    if isinstance(value, dict):
-        items = list(value.items())
-    else:
-        items = []
-        for arg in value:
-            if not arg.startswith("-"):
-                raise ValueError(f"sbatch_extra entry {arg!r} is not an option like '--reservation=x'")
-            key, eq, val = arg.lstrip("-").partition("=")
-            items.append((key, val if eq else True))
-    out: dict[str, str | int | bool] = {}
-    for key, val in items:
-        if val is False:
-            continue  # "not set" is Slurm's default; submitit would write --key=False
-        out[key.strip().lstrip("-").replace("_", "-")] = val
-    return out
-
-
 # ------------------------------------------------------------------ shapes
 def time_limit_min(options: SlurmOptions, launch: Launch) -> int:
     """The sweep's limit, the launch's own, or one derived from the bytes the point moves at a pessimistic

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import lru_cache
 
-from studyctl.catalog import ModelSpec
+from studyctl.spec.catalog import ModelSpec
 
 OPTIMIZER_GROUPS = 3  # fp32 master weights, Adam m, Adam v
 OPTIMIZER_SMALL_TENSOR_FACTOR = 5  # DLIO adds 3 tensors of 5h elements; kept for exact agreement

@@ -16,7 +16,7 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from studyctl.backends.base import Update
+from studyctl.attempt.records import Update
 from studyctl.errors import UserError
 from studyctl.states import FINAL_STATES, State
 
@@ -66,8 +66,8 @@ def _main(debug: Annotated[bool, typer.Option("--debug", help="show tracebacks")
 @app.command()
 def models() -> None:
     """List the model catalog with DLIO's default layout and checkpoint size."""
-    from studyctl.catalog import CATALOG, DLIO_DEFAULT_LAYOUT
-    from studyctl.layout import Parallelism, num_parameters, summarize
+    from studyctl.spec.catalog import CATALOG, DLIO_DEFAULT_LAYOUT
+    from studyctl.spec.layout import Parallelism, num_parameters, summarize
 
     table = Table("model", "layers", "hidden", "ffn", "heads/kv", "vocab", "params", "DLIO layout",
                   "checkpoint")
@@ -90,9 +90,9 @@ def plan(
     limit: Annotated[int, typer.Option(help="rows shown in the table (0: all)")] = 40,
 ) -> None:
     """What each point writes, needs and costs, before spending a node-hour."""
-    from studyctl.expand import iter_points
-    from studyctl.plan import PlanSummary, plan_rows
-    from studyctl.sweep import load_sweep
+    from studyctl.spec.expand import iter_points
+    from studyctl.spec.plan import PlanSummary, plan_rows
+    from studyctl.spec.sweep import load_sweep
 
     def run() -> None:
         spec = load_sweep(sweep)
@@ -180,8 +180,8 @@ class _ProgressView:
 
 
 def _bytes_by_point(sweep_path: Path) -> dict[str, int]:
-    from studyctl.expand import iter_points
-    from studyctl.sweep import load_sweep
+    from studyctl.spec.expand import iter_points
+    from studyctl.spec.sweep import load_sweep
 
     spec = load_sweep(sweep_path)
     return {pp.point.point_id: pp.point.layout().total_bytes * pp.point.checkpoint.writes
@@ -197,7 +197,7 @@ def sweep_submit(
     budget_node_hours: Annotated[float | None, typer.Option(help="refuse to submit over this estimate")] = None,
 ) -> None:
     """Run a study's points that have not run yet (idempotent: completed and queued points are skipped)."""
-    from studyctl import study
+    from studyctl import api as study
 
     def run() -> None:
         view: _ProgressView | None = None
@@ -234,7 +234,7 @@ def sweep_submit(
 
 
 def _print_after_run(study_dir: Any, results: Path, backend: str) -> None:
-    from studyctl import study
+    from studyctl import api as study
 
     rep = study.status(study_dir.root, results)
     out.print(_counts_line(rep.counts))
@@ -302,7 +302,7 @@ def sweep_status(
     limit: Annotated[int, typer.Option(help="rows shown (0: all)")] = 50,
 ) -> None:
     """Where every point is: states, attempts, job ids, failure reasons."""
-    from studyctl import study
+    from studyctl import api as study
 
     def run() -> None:
         rep = study.status(study_ref, results)
@@ -344,7 +344,7 @@ def sweep_resubmit(
     backend: Annotated[str | None, typer.Option(help="default: the backend the study was submitted with")] = None,
 ) -> None:
     """Rerun only the selected points, each as a new attempt; history is kept."""
-    from studyctl import study
+    from studyctl import api as study
 
     def run() -> None:
         def progress(u: Update) -> None:
@@ -365,7 +365,7 @@ def sweep_resubmit(
 def sweep_cancel(study_ref: Annotated[str, typer.Argument(metavar="STUDY")], results: ResultsOpt = Path("results")
                  ) -> None:
     """Cancel every queued or running point of a study."""
-    from studyctl import study
+    from studyctl import api as study
 
     _guard(lambda: out.print(f"cancelled {study.cancel(study_ref, results)} attempts"))
 
@@ -378,7 +378,7 @@ def collect(
     import_dlio: Annotated[Path | None, typer.Option(help="a DLIO output dir (summary.json) to add")] = None,
 ) -> None:
     """Tables (CSV/Parquet), scaling plots (PNG) and a report (HTML/Markdown) from a study's results."""
-    from studyctl.reporting import collect_study
+    from studyctl.analysis.reporting import collect_study
 
     def run() -> None:
         res = collect_study(study_ref, results, import_dlio)
@@ -396,7 +396,7 @@ def compare(
     threshold: Annotated[str, typer.Option(help="regression threshold, e.g. 5% or 0.05")] = "5%",
 ) -> None:
     """B against A, cell by cell; exit code 1 if any cell regressed beyond the threshold."""
-    from studyctl.reporting import compare_studies
+    from studyctl.analysis.reporting import compare_studies
 
     def run() -> int:
         res = compare_studies(study_a, study_b, results, threshold)
@@ -410,5 +410,3 @@ def compare(
 
 def main() -> None:
     app()
-if __name__ == "__main__":
-    main()

@@ -8,11 +8,11 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
-from studyctl.catalog import ModelSpec
-from studyctl.expand import PlannedPoint
-from studyctl.layout import Parallelism, summarize
-from studyctl.points import CheckpointOptions
-from studyctl.sweep import Estimate, SweepFile
+from studyctl.spec.catalog import ModelSpec
+from studyctl.spec.expand import PlannedPoint
+from studyctl.spec.layout import Parallelism, summarize
+from studyctl.spec.points import CheckpointOptions
+from studyctl.spec.sweep import Estimate, SweepFile
 
 MIB = 1 << 20
 GIB = 1 << 30

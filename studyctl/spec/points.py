@@ -10,8 +10,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from studyctl.catalog import ModelSpec
-from studyctl.layout import LayoutSummary, Parallelism, layout_problems, summarize
+from studyctl.spec.catalog import ModelSpec
+from studyctl.spec.layout import LayoutSummary, Parallelism, layout_problems, summarize
 
 IO_MODES = ("buffered", "direct", "hybrid")
 IoMode = Literal["buffered", "direct", "hybrid"]

@@ -5,9 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from studyctl.collect import PointStatus, Problem, collect
+from studyctl.analysis.collect import PointStatus, Problem, collect
 from studyctl.errors import UserError
-from studyctl.study import StudyDir, find_study
+from studyctl.study.runs import StudyDir, find_study
 
 
 @dataclass
@@ -42,7 +42,7 @@ class CollectOutcome:
 
 def point_statuses(study: StudyDir) -> list[PointStatus]:
     """The ledger's view of every point, for the report's coverage section."""
-    from studyctl import study as study_mod
+    from studyctl.study import runs as study_mod
 
     rep = study_mod.status(study.root)
     statuses = []
@@ -85,7 +85,7 @@ def parse_threshold(text: str) -> float:
 
 
 def compare_studies(a: str | Path, b: str | Path, results: Path = Path("results"), threshold: str = "5%"):
-    from studyctl.compare import compare
+    from studyctl.analysis.compare import compare
 
     limit = parse_threshold(threshold)
     sa, sb = find_study(a, results), find_study(b, results)

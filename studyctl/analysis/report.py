@@ -16,8 +16,8 @@ import jinja2
 import pandas as pd
 
 import studyctl
+from studyctl.analysis.tables import Failure, Problem, Tables
 from studyctl.fsutil import atomic_write_text
-from studyctl.tables import Failure, Problem, Tables
 
 FAILED_STATES = frozenset({"FAILED", "TIMEOUT", "CANCELLED", "NODE_FAIL", "PREEMPTED", "OUT_OF_MEMORY",
                            "LOST"})
@@ -52,10 +52,9 @@ class CoverageRow:
 
 def template_dir() -> Path:
     """Templates ship inside the wheel as studyctl/templates; in a checkout they are ./templates."""
-    packaged = resources.files("studyctl") / "templates"
-    if packaged.is_dir():
-        return Path(str(packaged))
-    return Path(__file__).resolve().parents[1] / "templates"
+    package = Path(str(resources.files("studyctl")))
+    packaged = package / "templates"
+    return packaged if packaged.is_dir() else package.parent / "templates"
 
 
 def _env() -> jinja2.Environment:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from studyctl.backends.base import Update
+from studyctl.attempt.records import Update
 from studyctl.states import FailureClass, State
 
 RESULT = "result.json"

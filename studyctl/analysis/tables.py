@@ -25,8 +25,8 @@ from typing import Any
 import pandas as pd
 from pydantic import ValidationError
 
+from studyctl.analysis.stats import describe
 from studyctl.fsutil import atomic_write_bytes, atomic_write_json
-from studyctl.stats import describe
 from worker.result import Result, WorkerError
 
 CACHE_VERSION = 2

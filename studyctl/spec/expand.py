@@ -11,10 +11,10 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from studyctl.catalog import ModelSpec
 from studyctl.errors import UserError
-from studyctl.points import CheckpointOptions, Point
-from studyctl.sweep import CHECKPOINT_AXES, CONDITION, POINT_AXES, ZERO_ALIASES, SweepFile
+from studyctl.spec.catalog import ModelSpec
+from studyctl.spec.points import CheckpointOptions, Point
+from studyctl.spec.sweep import CHECKPOINT_AXES, CONDITION, POINT_AXES, ZERO_ALIASES, SweepFile
 
 OPS = {"<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge, "==": operator.eq,
        "!=": operator.ne}
@@ -149,7 +149,7 @@ def _planned(sweep: SweepFile, values: dict[str, Any], point: Point, infeasible:
 
 @lru_cache(maxsize=8192)
 def _problems(model: ModelSpec, world: int, tp: int, pp: int, zero: int) -> tuple[str, ...]:
-    from studyctl.layout import layout_problems
+    from studyctl.spec.layout import layout_problems
 
     return tuple(layout_problems(model, world, tp, pp, zero))
 

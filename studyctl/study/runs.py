@@ -18,16 +18,17 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from studyctl.backends.base import Active, Backend, Handle, Launch, Update
+from studyctl.attempt.outcome import read_outcome
+from studyctl.attempt.records import Active, Handle, Launch, Update
+from studyctl.backends.base import Backend
 from studyctl.errors import UserError
-from studyctl.expand import PlannedPoint, expand
 from studyctl.fsutil import atomic_write_text
-from studyctl.ledger import AttemptRow, Ledger, PointRow
-from studyctl.outcome import read_outcome
-from studyctl.plan import plan_rows, summarize_plan
-from studyctl.points import Point, WorkerTask
+from studyctl.spec.expand import PlannedPoint, expand
+from studyctl.spec.plan import plan_rows, summarize_plan
+from studyctl.spec.points import Point, WorkerTask
+from studyctl.spec.sweep import SweepFile, load_sweep
 from studyctl.states import ACTIVE_STATES, RETRYABLE_STATES, FailureClass, State
-from studyctl.sweep import SweepFile, load_sweep
+from studyctl.study.ledger import AttemptRow, Ledger, PointRow
 
 BACKENDS = ("local", "slurm")
 # An attempt with no job id this long after submission, and no job under its name, never reached Slurm.
@@ -112,9 +113,8 @@ def make_backend(name: str, sweep: SweepFile, study: StudyDir) -> Backend:
         return LocalBackend(sweep.local)
     if name == "slurm":
         from studyctl.backends.slurm import SlurmBackend
-        from studyctl.sweep import slurm_options
 
-        return SlurmBackend(slurm_options(sweep, study.sweep_copy), study.root / "slurm")
+        return SlurmBackend(sweep.slurm, study.root / "slurm")
     raise UserError(f"--backend: {name!r} is not one of {', '.join(BACKENDS)}")
 
 

@@ -13,10 +13,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import studyctl
-from studyctl.fsutil import atomic_write_json
-from studyctl.plots import make_plots
-from studyctl.report import PointStatus, render_report
-from studyctl.tables import (
+from studyctl.analysis.plots import make_plots
+from studyctl.analysis.report import PointStatus, render_report
+from studyctl.analysis.tables import (
     CACHE_VERSION,
     Failure,
     Problem,
@@ -24,6 +23,7 @@ from studyctl.tables import (
     build_tables,
     write_tables,
 )
+from studyctl.fsutil import atomic_write_json
 
 __all__ = ["CollectResult", "Failure", "PointStatus", "Problem", "Tables", "build_tables", "collect"]
 MANIFEST_VERSION = 1
@@ -172,7 +172,7 @@ def collect(study_dir: Path, statuses: list[PointStatus] | None = None, import_d
 
     extra = None
     if import_dlio is not None:
-        from studyctl.dlio_import import import_dlio as load_dlio
+        from studyctl.analysis.dlio_import import import_dlio as load_dlio
 
         extra = load_dlio(import_dlio)
     tables = build_tables(study_dir, extra, cache_dir)

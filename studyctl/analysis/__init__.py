@@ -1,0 +1,1 @@
+"""A function of result files: tables, statistics, plots, report, compare, DLIO import."""

@@ -1,0 +1,1 @@
+"""What one attempt is, shared by study and backends: records, paths, outcome."""

@@ -1,0 +1,5 @@
+"""The command line (Typer only): parse, call one api function, print."""
+
+from studyctl.cli.app import main
+
+__all__ = ["main"]

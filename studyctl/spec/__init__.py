@@ -1,0 +1,1 @@
+"""What to measure, pure: catalog, layout, points, sweep schema, expansion, plan."""

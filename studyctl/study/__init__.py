@@ -1,0 +1,1 @@
+"""One study's bookkeeping: ledger, lock, reconcile, and the runs that use them."""
