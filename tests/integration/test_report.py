@@ -17,7 +17,7 @@ from studyctl.analysis.reporting import collect_study
 
 from .test_collect import copy_study
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 def chromium() -> str:
@@ -88,8 +88,7 @@ def test_wheel_ships_templates(tmp_path: Path) -> None:
 from studyctl.analysis.collect import PointStatus, collect  # noqa: E402
 from studyctl.analysis.plots import palette  # noqa: E402
 from studyctl.analysis.report import template_dir  # noqa: E402
-
-from .resultgen import make_point, scaling_study, write_error, write_result  # noqa: E402
+from tests.resultgen import make_point, scaling_study, write_error, write_result  # noqa: E402
 
 
 def study_with_everything(root: Path) -> tuple[Path, list[PointStatus]]:

@@ -3,23 +3,18 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 from studyctl.spec.catalog import lookup
 from studyctl.spec.layout import Parallelism, summarize
 from studyctl.spec.plan import disk_steps_needed
+from tests.cli import run_cli
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 CONTRACT = ["point_id", "model", "zero_stage", "tensor_parallel", "pipeline_parallel", "data_parallel", "nodes",
             "ranks_per_node", "world_size", "filesystem", "io_mode", "repetition", "checkpoint_bytes",
             "bytes_per_rank_max", "bytes_per_rank_min", "files_per_checkpoint", "writer_ranks", "excluded",
             "exclude_reason"]
-
-
-def run_cli(*args: str, cwd: Path = REPO) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "studyctl.cli", *args], capture_output=True, text=True, cwd=cwd)
 
 
 def test_plan_json_contract_and_sizes(tmp_path: Path) -> None:

@@ -23,7 +23,8 @@ from studyctl.spec.points import WorkerTask
 from studyctl.spec.sweep import load_sweep
 from studyctl.states import FINAL_STATES, State
 from studyctl.study.ledger import Ledger
-from tests.slurmdiag import diagnose
+from tests.cli import CliRun, run_cli
+from tests.slurm.slurmdiag import diagnose
 
 pytestmark = pytest.mark.slurm
 
@@ -50,9 +51,8 @@ checkpoint: {{scale: 0.002, writes: 2, reads: 2, buffer_mib: 4, block_mib: 4}}
     return path
 
 
-def cli(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "studyctl.cli", *args, "--results", str(tmp_path / "results")],
-                          capture_output=True, text=True, cwd=tmp_path, timeout=300)
+def cli(tmp_path: Path, *args: str) -> CliRun:
+    return run_cli(*args, "--results", str(tmp_path / "results"), cwd=tmp_path)
 
 
 def diag(tmp_path: Path, study: str) -> str:

@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 from studyctl.analysis.reporting import parse_threshold
+from tests.cli import CliRun, run_cli
 
 from .test_collect import copy_study
 
@@ -21,10 +20,8 @@ def slow_down(study: Path, factor: float) -> None:
         path.write_text(json.dumps(data))
 
 
-def run_compare(results: Path, a: str, b: str, *extra: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "studyctl.cli", "compare", a, b, "--results", str(results),
-                           *extra],
-                          capture_output=True, text=True, timeout=120)
+def run_compare(results: Path, a: str, b: str, *extra: str) -> CliRun:
+    return run_cli("compare", a, b, "--results", str(results), *extra)
 
 
 def test_compare_exit_codes(small_study: Path, tmp_path: Path) -> None:
@@ -65,8 +62,8 @@ import pytest  # noqa: E402
 
 from studyctl.analysis.compare import compare  # noqa: E402
 from studyctl.errors import UserError  # noqa: E402
+from tests.resultgen import make_point, scaling_study, write_result  # noqa: E402
 
-from .resultgen import make_point, scaling_study, write_result  # noqa: E402
 from .test_collect import assert_png_has_content  # noqa: E402
 
 

@@ -17,7 +17,7 @@ from studyctl.analysis.reporting import collect_study
 from studyctl.analysis.stats import describe, ratio_ci, t_quantile_975
 from studyctl.errors import UserError
 
-from .conftest import run_small_study
+from tests.conftest import run_small_study
 
 
 def copy_study(src: Path, dst_root: Path) -> Path:
@@ -174,8 +174,7 @@ def test_import_dlio(tmp_path: Path, small_study: Path) -> None:
 # ------------------------------------------------------------------ generated result files (no MPI)
 from studyctl.analysis.collect import PointStatus, collect  # noqa: E402
 from studyctl.analysis.tables import summarize_cells  # noqa: E402
-
-from .resultgen import make_point, scaling_study, write_error, write_result  # noqa: E402
+from tests.resultgen import make_point, scaling_study, write_error, write_result  # noqa: E402
 
 NBYTES = 256 << 20  # resultgen's default: 0.25 GiB per checkpoint
 

@@ -41,9 +41,9 @@ from studyctl.spec.catalog import lookup
 from studyctl.spec.options import SlurmOptions
 from studyctl.spec.points import CheckpointOptions, Point, WorkerTask
 from studyctl.states import FINAL_STATES, FailureClass, State
-from tests.slurmdiag import diagnose
+from tests.slurm.slurmdiag import diagnose
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 OPTIONS = SlurmOptions(partition="debug", time_limit_min=2, array_parallelism=8)
 
 

@@ -131,7 +131,7 @@ def test_checkpoint_option_axes() -> None:
 
 
 def test_shipped_quickstart_expands() -> None:
-    sweep = load_sweep(Path(__file__).resolve().parents[1] / "sweeps" / "quickstart.yaml")
+    sweep = load_sweep(Path(__file__).resolve().parents[2] / "sweeps" / "quickstart.yaml")
     points = expand(sweep)
     runnable = [p for p in points if not p.excluded]
     assert runnable and len(runnable) < len(points)

@@ -12,7 +12,7 @@ import pytest
 from studyctl.errors import UserError
 from studyctl.spec.sweep import load_sweep
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 GOOD = """\
 study: t1
