@@ -41,3 +41,15 @@ class FailureClass(str, Enum):
     CANCELLED = "cancelled"
     LOST = "lost"  # no result, no process, no scheduler record
     WORKER_CRASH = "worker_crash"  # non-zero exit without a worker error record
+
+# An excluded point has no state of its own: the sweep rules it out. Tables, status and the report
+# show it under this label, in the place of a state.
+EXCLUDED = "EXCLUDED"
+# States a point can be shown in: every State, then EXCLUDED.
+SHOWN_STATES = (*(s.value for s in State), EXCLUDED)
+NOT_FAILED = frozenset({*(s.value for s in ACTIVE_STATES), State.PLANNED.value, State.COMPLETED.value, EXCLUDED})
+
+
+def shown_state(state: State, excluded: bool) -> str:
+    """What a point is shown as: its state, or EXCLUDED."""
+    return EXCLUDED if excluded else state.value

@@ -26,6 +26,7 @@ from studyctl.spec.layout import CheckpointFile, Parallelism, rank_files, summar
 from studyctl.spec.plan import disk_steps_needed
 from studyctl.spec.points import Point, WorkerTask
 from studyctl.states import FailureClass
+from studyctl.units import MIB, format_bytes
 from worker import io, provenance
 from worker.result import (
     SCHEMA_VERSION,
@@ -37,9 +38,6 @@ from worker.result import (
     WorkerError,
 )
 from worker.timing import checkpoint_timing, dlio_compat, phase_summary
-
-GIB = 1 << 30
-MIB = 1 << 20
 
 
 class WorkerFailure(Exception):
@@ -56,7 +54,7 @@ def _now() -> str:
 
 
 def _gib(n: float) -> str:
-    return f"{n / GIB:.3f} GiB"
+    return format_bytes(n, 3)
 
 
 @dataclass(frozen=True)

@@ -10,9 +10,8 @@ from __future__ import annotations
 import statistics
 from collections.abc import Sequence
 
+from studyctl.units import GIB
 from worker.result import CheckpointTiming, DlioCompat, PhaseSummary, RankTiming
-
-GIB = float(1 << 30)
 
 
 def rank_timing(rank: int, host: str, start: float, end: float, nbytes: int, files: int, origin: float

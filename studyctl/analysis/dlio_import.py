@@ -22,8 +22,8 @@ from typing import Any
 import pandas as pd
 
 from studyctl.errors import UserError
+from studyctl.units import GIB
 
-GIB = 1 << 30
 RECORD = re.compile(r"^(save_ckpt|load_ckpt|ckpt)(\d+)$")
 RANK_FILE = re.compile(r"^(\d+)_per_epoch_stats\.json$")
 

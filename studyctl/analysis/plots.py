@@ -14,6 +14,8 @@ from typing import Any
 
 import matplotlib
 
+from studyctl.units import GIB, format_bytes
+
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import pandas as pd
@@ -180,7 +182,7 @@ def duration_vs_nodes(summary: pd.DataFrame, model: str, pal: Palette, path: Pat
 
 def _size(values: pd.Series) -> str:
     sizes = sorted({int(v) for v in values})
-    text = [f"{s / 2**30:.2f} GiB" if s >= 2**30 else f"{s / 2**20:.0f} MiB" for s in sizes]
+    text = [format_bytes(s, 2 if s >= GIB else 0) for s in sizes]
     return text[0] if text[0] == text[-1] else f"{text[0]}–{text[-1]}"
 
 

@@ -18,6 +18,8 @@ import pandas as pd
 import studyctl
 from studyctl.analysis.tables import Failure, Problem, Tables
 from studyctl.fsutil import atomic_write_text
+from studyctl.states import EXCLUDED
+from studyctl.units import format_bytes
 
 FAILED_STATES = frozenset({"FAILED", "TIMEOUT", "CANCELLED", "NODE_FAIL", "PREEMPTED", "OUT_OF_MEMORY",
                            "LOST"})
@@ -37,7 +39,7 @@ class PointStatus:
 
     @property
     def excluded(self) -> bool:
-        return self.state == "EXCLUDED" or self.excluded_reason is not None
+        return self.state == EXCLUDED or self.excluded_reason is not None
 
 
 @dataclass(frozen=True)
@@ -79,13 +81,7 @@ def _pct(x: Any) -> str:
 
 
 def _size(n: Any) -> str:
-    if _missing(n):
-        return "–"
-    n = float(n)
-    for unit, scale in (("TiB", 2**40), ("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
-        if n >= scale:
-            return f"{n / scale:.2f} {unit}"
-    return f"{n:.0f} B"
+    return "–" if _missing(n) else format_bytes(n)
 
 
 def _md_cell(x: Any) -> str:
@@ -132,7 +128,7 @@ def coverage(study: str, tables: Tables,
     for s in statuses:
         label = s.label or labels.get(s.point_id, "")
         if s.excluded:
-            cov["excluded"].append(CoverageRow(s.point_id, "EXCLUDED", s.attempts, label,
+            cov["excluded"].append(CoverageRow(s.point_id, EXCLUDED, s.attempts, label,
                                                s.excluded_reason or "excluded", ""))
         elif s.state == "COMPLETED":
             cov["completed"].append(CoverageRow(s.point_id, s.state, s.attempts, label, "", ""))

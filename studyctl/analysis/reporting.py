@@ -7,6 +7,7 @@ from pathlib import Path
 
 from studyctl.analysis.collect import PointStatus, Problem, collect
 from studyctl.errors import UserError
+from studyctl.states import EXCLUDED, NOT_FAILED
 from studyctl.study.runs import StudyDir, find_study
 
 
@@ -52,7 +53,7 @@ def point_statuses(study: StudyDir) -> list[PointStatus]:
                  f"{cfg['pipeline_parallel']} {cfg['nodes']}×{cfg['ranks_per_node']} {cfg['filesystem']} "
                  f"{cfg['io_mode']} rep {cfg['repetition']}")
         if p.excluded:
-            statuses.append(PointStatus(p.point_id, "EXCLUDED", p.attempts, excluded_reason=p.exclude_reason,
+            statuses.append(PointStatus(p.point_id, EXCLUDED, p.attempts, excluded_reason=p.exclude_reason,
                                         label=label))
         else:
             statuses.append(PointStatus(p.point_id, p.state.value, p.attempts,
@@ -64,8 +65,7 @@ def collect_study(study_ref: str | Path, results: Path = Path("results"), import
                   force: bool = False) -> CollectOutcome:
     study = find_study(study_ref, results)
     statuses = point_statuses(study)
-    not_failed = ("COMPLETED", "EXCLUDED", "PLANNED", "SUBMITTED", "PENDING", "RUNNING")
-    failed = sum(1 for s in statuses if s.state not in not_failed)
+    failed = sum(1 for s in statuses if s.state not in NOT_FAILED)
     completed = sum(1 for s in statuses if s.state == "COMPLETED")
     res = collect(study.root, statuses, import_dlio, force=force)
     return CollectOutcome(study, res.unchanged, completed, failed, res.problems, res.tables, res.plots,

@@ -18,7 +18,8 @@ from rich.table import Table
 
 from studyctl.attempt.records import Update
 from studyctl.errors import UserError
-from studyctl.states import FINAL_STATES, State
+from studyctl.states import FINAL_STATES, State, shown_state
+from studyctl.units import format_bytes
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
                   help="Plan, run and report scaling studies of LLM checkpoint I/O.")
@@ -29,18 +30,8 @@ out = Console(width=None if sys.stdout.isatty() else 180)
 err = Console(stderr=True, width=None if sys.stderr.isatty() else 180)
 STATE = {"debug": False}
 T = TypeVar("T")
-GIB = 1 << 30
 
 ResultsOpt = Annotated[Path, typer.Option("--results", help="where study directories live")]
-
-
-def _fmt_bytes(n: int | None) -> str:
-    if n is None:
-        return "-"
-    for unit, size in (("TiB", 1 << 40), ("GiB", GIB), ("MiB", 1 << 20), ("KiB", 1 << 10)):
-        if n >= size:
-            return f"{n / size:.2f} {unit}"
-    return f"{n} B"
 
 
 def _guard(fn: Callable[[], T]) -> T:
@@ -77,7 +68,7 @@ def models() -> None:
         table.add_row(name, str(m.num_layers), str(m.hidden_size), str(m.ffn_hidden_size),
                       f"{m.num_attention_heads}/{m.num_kv_heads}", str(m.vocab_size),
                       f"{num_parameters(m) / 1e9:.3f} B", f"TP{tp} PP{pp} ZeRO-{zero}",
-                      _fmt_bytes(summarize(m, par).total_bytes))
+                      format_bytes(summarize(m, par).total_bytes))
     out.print(table)
 
 
@@ -127,10 +118,10 @@ def _print_plan(study: str, rows: list[dict[str, Any]], summary: Any, limit: int
         if r["excluded"] and r["checkpoint_bytes"] is None:
             sizes = [r["exclude_reason"], "", "", "", "", "", ""]
         else:
-            sizes = [_fmt_bytes(r["checkpoint_bytes"]),
-                     f"{_fmt_bytes(r['bytes_per_rank_max'])} / {_fmt_bytes(r['bytes_per_rank_min'])}",
-                     str(r["files_per_checkpoint"]), _fmt_bytes(r["worker_memory_per_host_bytes"]),
-                     _fmt_bytes(r["dlio_memory_per_host_bytes"]), _fmt_bytes(r["disk_bytes_needed"]),
+            sizes = [format_bytes(r["checkpoint_bytes"]),
+                     f"{format_bytes(r['bytes_per_rank_max'])} / {format_bytes(r['bytes_per_rank_min'])}",
+                     str(r["files_per_checkpoint"]), format_bytes(r["worker_memory_per_host_bytes"]),
+                     format_bytes(r["dlio_memory_per_host_bytes"]), format_bytes(r["disk_bytes_needed"]),
                      "excluded" if r["excluded"] else f"{r['node_hours']:.3f}"]
         table.add_row(r["point_id"], r["model"], str(r["zero_stage"]),
                       f"{r['tensor_parallel']}×{r['pipeline_parallel']}×{r['data_parallel']}",
@@ -144,10 +135,10 @@ def _print_plan(study: str, rows: list[dict[str, Any]], summary: Any, limit: int
         out.print(f"  {axis}: " + ", ".join(f"{k}×{v}" for k, v in counts.items()), highlight=False)
     for reason, n in summary.exclude_reasons.items():
         out.print(f"  excluded ×{n}: {reason}", highlight=False)
-    out.print(f"to write {_fmt_bytes(summary.bytes_to_write)}, to read {_fmt_bytes(summary.bytes_to_read)}, "
+    out.print(f"to write {format_bytes(summary.bytes_to_write)}, to read {format_bytes(summary.bytes_to_read)}, "
               f"~{summary.node_hours:.2f} node-hours (estimate)")
     for fs, need in summary.max_disk_bytes_needed.items():
-        out.print(f"  disk needed on {fs}: {_fmt_bytes(need)} at the peak of the largest point")
+        out.print(f"  disk needed on {fs}: {format_bytes(need)} at the peak of the largest point")
 
 
 # ------------------------------------------------------------------ sweep
@@ -163,7 +154,7 @@ class _ProgressView:
 
     def _text(self) -> str:
         return (f"[green]{self.done} done[/] [red]{self.failed} failed[/] [yellow]{self.running} running[/] "
-                f"{_fmt_bytes(self.written)} written")
+                f"{format_bytes(self.written)} written")
 
     def __call__(self, u: Update) -> None:
         if u.state is State.RUNNING:
@@ -256,7 +247,7 @@ def _status_json(rep: Any) -> list[dict[str, Any]]:
         a = p.latest
         cfg = p.config
         rows.append({
-            "point_id": p.point_id, "state": "EXCLUDED" if p.excluded else p.state.value, "attempts": p.attempts,
+            "point_id": p.point_id, "state": shown_state(p.state, p.excluded), "attempts": p.attempts,
             "model": cfg["model"]["name"], "zero_stage": cfg["zero_stage"], "nodes": cfg["nodes"],
             "ranks_per_node": cfg["ranks_per_node"], "filesystem": cfg["filesystem"], "io_mode": cfg["io_mode"],
             "repetition": cfg["repetition"], "exclude_reason": p.exclude_reason,
@@ -276,7 +267,7 @@ def _status_table(rep: Any, limit: int) -> Table:
     shown = sorted(rep.points, key=lambda p: (p.state is State.COMPLETED, p.excluded, p.run_order))
     for p in shown[: limit or None]:
         a, cfg = p.latest, p.config
-        state = "EXCLUDED" if p.excluded else p.state.value
+        state = shown_state(p.state, p.excluded)
         colour = colours.get(p.state, "white") if not p.excluded else "dim"
         reason = p.exclude_reason if p.excluded else (a.reason if a and p.state is not State.COMPLETED else "")
         table.add_row(p.point_id, f"[{colour}]{state}[/]", str(p.attempts), cfg["model"]["name"],

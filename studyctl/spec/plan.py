@@ -13,9 +13,8 @@ from studyctl.spec.expand import PlannedPoint
 from studyctl.spec.layout import Parallelism, summarize
 from studyctl.spec.points import CheckpointOptions
 from studyctl.spec.sweep import Estimate, SweepFile
+from studyctl.units import GIB, MIB
 
-MIB = 1 << 20
-GIB = 1 << 30
 # Resident memory of one worker rank besides its buffer (Python, mpi4py, MPICH), measured ~80 MiB.
 WORKER_BASE_BYTES = 96 * MIB
 PLAN_AXES = ("model", "zero_stage", "nodes", "ranks_per_node", "tensor_parallel", "pipeline_parallel", "filesystem",

@@ -17,7 +17,6 @@ IO_MODES = ("buffered", "direct", "hybrid")
 IoMode = Literal["buffered", "direct", "hybrid"]
 ColdRead = Literal["auto", "direct", "fadvise", "none"]
 RestoreMode = Literal["rank", "full"]
-MIB = 1 << 20
 
 
 class CheckpointOptions(BaseModel):

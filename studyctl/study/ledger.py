@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from studyctl.attempt.records import Handle, Update
-from studyctl.states import ACTIVE_STATES, State
+from studyctl.states import ACTIVE_STATES, EXCLUDED, State
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -197,7 +197,7 @@ class Ledger:
     def state_counts(self) -> dict[str, int]:
         """Points per state (EXCLUDED for excluded points), computed in SQL for large studies."""
         rows = self._db.execute(
-            "SELECT CASE WHEN p.excluded THEN 'EXCLUDED' ELSE COALESCE(a.state, 'PLANNED') END, COUNT(*) "
+            f"SELECT CASE WHEN p.excluded THEN '{EXCLUDED}' ELSE COALESCE(a.state, 'PLANNED') END, COUNT(*) "
             "FROM points p LEFT JOIN (SELECT point_id, MAX(attempt) AS last FROM attempts GROUP BY point_id) m "
             "ON m.point_id = p.point_id LEFT JOIN attempts a ON a.point_id = m.point_id AND a.attempt = m.last "
             "WHERE p.in_sweep = 1 GROUP BY 1"

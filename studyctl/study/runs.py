@@ -27,7 +27,7 @@ from studyctl.spec.expand import PlannedPoint, expand
 from studyctl.spec.plan import plan_rows, summarize_plan
 from studyctl.spec.points import Point, WorkerTask
 from studyctl.spec.sweep import SweepFile, load_sweep
-from studyctl.states import ACTIVE_STATES, RETRYABLE_STATES, FailureClass, State
+from studyctl.states import ACTIVE_STATES, RETRYABLE_STATES, FailureClass, State, shown_state
 from studyctl.study.ledger import AttemptRow, Ledger, PointRow
 
 BACKENDS = ("local", "slurm")
@@ -408,7 +408,7 @@ def status(study_ref: str | Path, results: Path = Path("results")) -> StatusRepo
                 sweep = None
             reconcile(study, ledger, sweep, notes=notes)
         points = ledger.points()
-    counts = Counter("EXCLUDED" if p.excluded else p.state.value for p in points)
+    counts = Counter(shown_state(p.state, p.excluded) for p in points)
     return StatusReport(study, points, counts, "; ".join(notes) or None)
 
 

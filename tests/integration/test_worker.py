@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -13,6 +14,7 @@ import pytest
 from studyctl.spec.catalog import ModelSpec, lookup
 from studyctl.spec.layout import summarize
 from studyctl.spec.points import CheckpointOptions, Point, WorkerTask
+from studyctl.units import format_bytes
 from worker.result import Result, WorkerError
 
 MPIEXEC = str(Path(sys.executable).parent / "mpiexec")
@@ -148,7 +150,8 @@ def test_insufficient_space_refused_up_front(tmp_path: Path, small_tmpfs: Path) 
     assert proc.returncode == 3
     err = json.loads((tmp_path / "out" / "error.json").read_text())
     assert err["failure_class"] == "insufficient_space"
-    assert "need" in err["reason"] and "GiB free" in err["reason"] and str(small_tmpfs) in err["reason"]
+    assert "need" in err["reason"] and str(small_tmpfs) in err["reason"]
+    assert re.search(r"have [0-9.]+ [KMG]iB free", err["reason"])
     assert files_under(small_tmpfs) == []
 
 
@@ -216,7 +219,7 @@ def test_free_space_margin_is_part_of_the_need(tmp_path: Path, small_tmpfs: Path
     assert proc.returncode == 3, proc.stderr
     err = WorkerError.model_validate_json((tmp_path / "out" / "error.json").read_text())
     assert err.failure_class == "insufficient_space"
-    assert f"need {2 * need / (1 << 30):.3f} GiB" in err.reason and "100% margin" in err.reason
+    assert f"need {format_bytes(2 * need, 3)}" in err.reason and "100% margin" in err.reason
     assert files_under(small_tmpfs) == [] and not (small_tmpfs / "wtest" / point.point_id).exists()
 
 

@@ -39,10 +39,10 @@ from studyctl.errors import UserError
 from studyctl.fsutil import atomic_write_json
 from studyctl.spec.options import SlurmOptions
 from studyctl.states import FailureClass, State
+from studyctl.units import GIB
 
 __all__ = ["SlurmBackend", "expand_job_ids", "find_jobs", "shape_of", "time_limit_min"]
 
-GIB = 1 << 30
 DEFAULT_MAX_ARRAY_SIZE = 1001  # Slurm's own default
 # A shared filesystem may show result.json to this host a little after the job ended (NFS attribute caching).
 RESULT_GRACE_S = 30.0
