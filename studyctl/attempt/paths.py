@@ -1,0 +1,109 @@
+"""Every file name of a study directory, in one place (the way submitit's `JobPaths` owns a job's).
+
+    results/<study>/
+        sweep.yaml  ledger.sqlite  .lock        the sweep as submitted, every attempt, the runner's lock
+        slurm/                                  submitit's folder (scripts, logs, manifests)
+        points/<point_id>/attempt-<n>/          task.json, result.json | error.json, stdout.log, stderr.log
+        tables/  plots/  report.html  report.md what `collect` writes
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+ATTEMPT_DIR = re.compile(r"attempt-(\d+)")
+
+
+@dataclass(frozen=True)
+class AttemptPaths:
+    """The files of one attempt of one point."""
+
+    dir: Path
+
+    @property
+    def task(self) -> Path:
+        return self.dir / "task.json"
+
+    @property
+    def result(self) -> Path:
+        return self.dir / "result.json"
+
+    @property
+    def error(self) -> Path:
+        return self.dir / "error.json"
+
+    @property
+    def stdout(self) -> Path:
+        return self.dir / "stdout.log"
+
+    @property
+    def stderr(self) -> Path:
+        return self.dir / "stderr.log"
+
+
+def attempt_number(dir_name: str) -> int | None:
+    """`attempt-3` → 3; anything else → None (not an attempt directory)."""
+    m = ATTEMPT_DIR.fullmatch(dir_name)
+    return int(m.group(1)) if m else None
+
+
+@dataclass(frozen=True)
+class StudyPaths:
+    """The files of one study directory."""
+
+    root: Path
+
+    @property
+    def name(self) -> str:
+        return self.root.name
+
+    @property
+    def ledger(self) -> Path:
+        return self.root / "ledger.sqlite"
+
+    @property
+    def sweep_copy(self) -> Path:
+        return self.root / "sweep.yaml"
+
+    @property
+    def lock(self) -> Path:
+        return self.root / ".lock"
+
+    @property
+    def slurm(self) -> Path:
+        return self.root / "slurm"
+
+    @property
+    def points(self) -> Path:
+        return self.root / "points"
+
+    def point(self, point_id: str) -> Path:
+        return self.points / point_id
+
+    def attempt(self, point_id: str, attempt: int) -> AttemptPaths:
+        return AttemptPaths(self.point(point_id) / f"attempt-{attempt}")
+
+    @property
+    def tables(self) -> Path:
+        return self.root / "tables"
+
+    @property
+    def tables_cache(self) -> Path:
+        return self.tables / ".cache"
+
+    @property
+    def plots(self) -> Path:
+        return self.root / "plots"
+
+    @property
+    def report_html(self) -> Path:
+        return self.root / "report.html"
+
+    @property
+    def report_md(self) -> Path:
+        return self.root / "report.md"
+
+    def is_study(self) -> bool:
+        return self.ledger.is_file()
