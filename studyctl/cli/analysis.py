@@ -1,0 +1,45 @@
+"""`studyctl collect` and `studyctl compare`: tables, plots, report; one study against another."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from studyctl.cli.common import ResultsOpt, guard, out
+
+
+def collect(
+    study_ref: Annotated[str, typer.Argument(metavar="STUDY")],
+    results: ResultsOpt = Path("results"),
+    import_dlio: Annotated[Path | None, typer.Option(help="a DLIO output dir (summary.json) to add")] = None,
+) -> None:
+    """Tables (CSV/Parquet), scaling plots (PNG) and a report (HTML/Markdown) from a study's results."""
+    from studyctl.analysis.reporting import collect_study
+
+    def run() -> None:
+        res = collect_study(study_ref, results, import_dlio)
+        for line in res.summary_lines():
+            out.print(line, highlight=False)
+
+    guard(run)
+
+
+def compare(
+    study_a: Annotated[str, typer.Argument(metavar="STUDY_A")],
+    study_b: Annotated[str, typer.Argument(metavar="STUDY_B")],
+    results: ResultsOpt = Path("results"),
+    threshold: Annotated[str, typer.Option(help="regression threshold, e.g. 5% or 0.05")] = "5%",
+) -> None:
+    """B against A, cell by cell; exit code 1 if any cell regressed beyond the threshold."""
+    from studyctl.analysis.reporting import compare_studies
+
+    def run() -> int:
+        res = compare_studies(study_a, study_b, results, threshold)
+        for line in res.summary_lines():
+            out.print(line, highlight=False)
+        return 1 if res.any_regressed else 0
+
+    code = guard(run)
+    raise typer.Exit(code)

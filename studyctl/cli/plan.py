@@ -1,0 +1,82 @@
+"""`studyctl plan`: what each point writes, needs and costs."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.table import Table
+
+from studyctl.cli.common import guard, out
+from studyctl.errors import UserError
+from studyctl.units import format_bytes
+
+
+def plan(
+    sweep: Annotated[Path, typer.Argument(help="sweep YAML file")],
+    as_json: Annotated[bool, typer.Option("--json", help="one JSON object per point, streamed")] = False,
+    budget_node_hours: Annotated[float | None, typer.Option(help="fail if the estimate exceeds this")] = None,
+    limit: Annotated[int, typer.Option(help="rows shown in the table (0: all)")] = 40,
+) -> None:
+    """What each point writes, needs and costs, before spending a node-hour."""
+    from studyctl.spec.expand import iter_points
+    from studyctl.spec.plan import PlanSummary, plan_rows
+    from studyctl.spec.sweep import load_sweep
+
+    def run() -> None:
+        spec = load_sweep(sweep)
+        summary = PlanSummary()
+        if as_json:
+            write = sys.stdout.write
+            write("[")
+            for i, row in enumerate(plan_rows(iter_points(spec), spec)):
+                summary.add(row)
+                write(("\n" if i == 0 else ",\n") + json.dumps(row))
+            write("\n]\n")
+        else:
+            rows = []
+            for row in plan_rows(iter_points(spec), spec):
+                summary.add(row)
+                if not limit or len(rows) < limit:
+                    rows.append(row)
+            _print_plan(spec.study, rows, summary, limit)
+        if budget_node_hours is not None and summary.node_hours > budget_node_hours:
+            raise UserError(f"estimated {summary.node_hours:.2f} node-hours exceeds --budget-node-hours "
+                            f"{budget_node_hours:g}", 1)
+
+    guard(run)
+
+
+def _print_plan(study: str, rows: list[dict[str, Any]], summary: Any, limit: int) -> None:
+    table = Table("point", "model", "ZeRO", "TP×PP×DP", "nodes×rpn", "fs", "io", "rep", "checkpoint",
+                  "max/min per rank", "files", "mem/host worker", "mem/host DLIO", "disk", "node-h",
+                  title=f"study {study}", title_justify="left")
+    for r in rows:
+        style = "dim" if r["excluded"] else None
+        if r["excluded"] and r["checkpoint_bytes"] is None:
+            sizes = [r["exclude_reason"], "", "", "", "", "", ""]
+        else:
+            sizes = [format_bytes(r["checkpoint_bytes"]),
+                     f"{format_bytes(r['bytes_per_rank_max'])} / {format_bytes(r['bytes_per_rank_min'])}",
+                     str(r["files_per_checkpoint"]), format_bytes(r["worker_memory_per_host_bytes"]),
+                     format_bytes(r["dlio_memory_per_host_bytes"]), format_bytes(r["disk_bytes_needed"]),
+                     "excluded" if r["excluded"] else f"{r['node_hours']:.3f}"]
+        table.add_row(r["point_id"], r["model"], str(r["zero_stage"]),
+                      f"{r['tensor_parallel']}×{r['pipeline_parallel']}×{r['data_parallel']}",
+                      f"{r['nodes']}×{r['ranks_per_node']}", r["filesystem"], r["io_mode"], str(r["repetition"]),
+                      *sizes, style=style)
+    out.print(table)
+    if limit and summary.points > len(rows):
+        out.print(f"… {summary.points - len(rows)} more points (--limit 0 shows all, --json for scripts)")
+    out.print(f"[bold]{summary.points}[/] points: {summary.runnable} to run, {summary.excluded} excluded")
+    for axis, counts in summary.axis_counts.items():
+        out.print(f"  {axis}: " + ", ".join(f"{k}×{v}" for k, v in counts.items()), highlight=False)
+    for reason, n in summary.exclude_reasons.items():
+        out.print(f"  excluded ×{n}: {reason}", highlight=False)
+    out.print(f"to write {format_bytes(summary.bytes_to_write)}, to read {format_bytes(summary.bytes_to_read)}, "
+              f"~{summary.node_hours:.2f} node-hours (estimate)")
+    for fs, need in summary.max_disk_bytes_needed.items():
+        out.print(f"  disk needed on {fs}: {format_bytes(need)} at the peak of the largest point")

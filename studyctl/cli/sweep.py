@@ -1,0 +1,236 @@
+"""`studyctl sweep submit|status|resubmit|cancel`: run a study and follow it."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.live import Live
+from rich.markup import escape
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from studyctl.attempt.records import Update
+from studyctl.cli.common import ResultsOpt, err, guard, out
+from studyctl.errors import UserError
+from studyctl.states import FINAL_STATES, State, shown_state
+from studyctl.units import format_bytes
+
+
+class _ProgressView:
+    """A rich progress bar fed by ledger updates: done / failed / running and bytes written."""
+
+    def __init__(self, total: int, bytes_by_point: dict[str, int]) -> None:
+        self.bytes_by_point = bytes_by_point
+        self.done = self.failed = self.running = self.written = 0
+        self.bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                            TimeElapsedColumn(), console=err, transient=False)
+        self.task = self.bar.add_task(self._text(), total=total)
+
+    def _text(self) -> str:
+        return (f"[green]{self.done} done[/] [red]{self.failed} failed[/] [yellow]{self.running} running[/] "
+                f"{format_bytes(self.written)} written")
+
+    def __call__(self, u: Update) -> None:
+        if u.state is State.RUNNING:
+            self.running += 1
+        elif u.state in FINAL_STATES:
+            self.running = max(0, self.running - 1)
+            if u.state is State.COMPLETED:
+                self.done += 1
+                self.written += self.bytes_by_point.get(u.point_id, 0)
+            else:
+                self.failed += 1
+            self.bar.advance(self.task)
+        self.bar.update(self.task, description=self._text())
+
+
+def _bytes_by_point(sweep_path: Path) -> dict[str, int]:
+    from studyctl.spec.expand import iter_points
+    from studyctl.spec.sweep import load_sweep
+
+    spec = load_sweep(sweep_path)
+    return {pp.point.point_id: pp.point.layout().total_bytes * pp.point.checkpoint.writes
+            for pp in iter_points(spec) if not pp.excluded}
+
+
+def sweep_submit(
+    sweep: Annotated[Path, typer.Argument(help="sweep YAML file")],
+    backend: Annotated[str, typer.Option(help="local | slurm")] = "local",
+    results: ResultsOpt = Path("results"),
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="plan and count, run nothing")] = False,
+    budget_node_hours: Annotated[float | None, typer.Option(help="refuse to submit over this estimate")] = None,
+) -> None:
+    """Run a study's points that have not run yet (idempotent: completed and queued points are skipped)."""
+    from studyctl import api as study
+
+    def run() -> None:
+        view: _ProgressView | None = None
+
+        def on_plan(rep: study.SubmitReport) -> None:
+            nonlocal view
+            out.print(f"study [bold]{rep.study.name}[/]: {rep.points} points ({rep.excluded} excluded, "
+                      f"{rep.new_points} new); {rep.skipped_completed} completed, {rep.skipped_active} queued/running, "
+                      f"{rep.waiting_for_failed} failed (use resubmit); running {rep.launched} on {backend}")
+            if rep.launched and backend == "local" and sys.stderr.isatty():
+                view = _ProgressView(rep.launched, _bytes_by_point(sweep))
+                view.bar.start()
+
+        def progress(u: Update) -> None:
+            if view is not None:
+                view(u)
+            elif u.state in FINAL_STATES:
+                line = f"{u.point_id} attempt {u.attempt}: {u.state.value}"
+                err.print(line + (f" — {u.reason}" if u.reason and u.state is not State.COMPLETED else ""),
+                          highlight=False, soft_wrap=True)
+
+        try:
+            rep = study.submit(sweep, backend, results, dry_run, budget_node_hours, progress, on_plan)
+        finally:
+            if view is not None:
+                view.bar.stop()
+        if dry_run:
+            out.print(f"dry run: {rep.points} points, {rep.excluded} excluded, {rep.launched} would run, "
+                      f"~{rep.node_hours:.2f} node-hours; nothing submitted")
+            return
+        _print_after_run(rep.study, results, backend)
+
+    guard(run)
+
+
+def _print_after_run(study_dir: Any, results: Path, backend: str) -> None:
+    from studyctl import api as study
+
+    rep = study.status(study_dir.root, results)
+    out.print(_counts_line(rep.counts))
+    if backend == "slurm" and not rep.done:
+        out.print(f"submitted; follow with: studyctl sweep status {study_dir.name} --watch")
+    failed = [p for p in rep.points if p.state in FINAL_STATES - {State.COMPLETED} and not p.excluded]
+    if failed:
+        out.print(f"{len(failed)} failed; rerun them with: studyctl sweep resubmit {study_dir.name}")
+    out.print(f"results: {study_dir.root}")
+
+
+def _counts_line(counts: Any) -> str:
+    return "states: " + ", ".join(f"{k} {v}" for k, v in sorted(counts.items()))
+
+
+def _status_json(rep: Any) -> list[dict[str, Any]]:
+    rows = []
+    for p in rep.points:
+        a = p.latest
+        cfg = p.config
+        rows.append({
+            "point_id": p.point_id, "state": shown_state(p.state, p.excluded), "attempts": p.attempts,
+            "model": cfg["model"]["name"], "zero_stage": cfg["zero_stage"], "nodes": cfg["nodes"],
+            "ranks_per_node": cfg["ranks_per_node"], "filesystem": cfg["filesystem"], "io_mode": cfg["io_mode"],
+            "repetition": cfg["repetition"], "exclude_reason": p.exclude_reason,
+            "backend": a.backend if a else None, "job_id": a.job_id if a else None,
+            "failure_class": a.failure_class if a else None, "reason": a.reason if a else None,
+            "exit_code": a.exit_code if a else None, "node_list": a.node_list if a else None,
+            "result_path": a.result_path if a else None,
+        })
+    return rows
+
+
+def _status_table(rep: Any, limit: int) -> Table:
+    table = Table("point", "state", "att", "model", "ZeRO", "nodes×rpn", "fs", "io", "rep", "job", "nodes",
+                  "reason", title=f"study {rep.study.name}  ({_counts_line(rep.counts)})", title_justify="left")
+    colours = {State.COMPLETED: "green", State.RUNNING: "yellow", State.FAILED: "red", State.TIMEOUT: "red",
+               State.LOST: "red", State.CANCELLED: "magenta"}
+    shown = sorted(rep.points, key=lambda p: (p.state is State.COMPLETED, p.excluded, p.run_order))
+    for p in shown[: limit or None]:
+        a, cfg = p.latest, p.config
+        state = shown_state(p.state, p.excluded)
+        colour = colours.get(p.state, "white") if not p.excluded else "dim"
+        reason = p.exclude_reason if p.excluded else (a.reason if a and p.state is not State.COMPLETED else "")
+        table.add_row(p.point_id, f"[{colour}]{state}[/]", str(p.attempts), cfg["model"]["name"],
+                      str(cfg["zero_stage"]), f"{cfg['nodes']}×{cfg['ranks_per_node']}", cfg["filesystem"],
+                      cfg["io_mode"], str(cfg["repetition"]), (a.job_id or (str(a.pid) if a.pid else "")) if a else "",
+                      (a.node_list or "") if a else "", reason or "")
+    captions = []
+    if limit and len(shown) > limit:
+        captions.append(f"{len(shown) - limit} more (completed last); --limit 0 shows all")
+    if rep.backend_note:
+        captions.append(f"[red]states may be stale: {escape(rep.backend_note)}[/]")
+    table.caption = "\n".join(captions) or None
+    return table
+
+
+def sweep_status(
+    study_ref: Annotated[str, typer.Argument(metavar="STUDY", help="study directory or name under --results")],
+    results: ResultsOpt = Path("results"),
+    as_json: Annotated[bool, typer.Option("--json")] = False,
+    watch: Annotated[bool, typer.Option("--watch", help="refresh until nothing is queued or running")] = False,
+    interval: Annotated[float, typer.Option(help="--watch refresh period, seconds")] = 2.0,
+    limit: Annotated[int, typer.Option(help="rows shown (0: all)")] = 50,
+) -> None:
+    """Where every point is: states, attempts, job ids, failure reasons."""
+    from studyctl import api as study
+
+    def run() -> None:
+        rep = study.status(study_ref, results)
+        if as_json:
+            print(json.dumps({"study": rep.study.name, "counts": dict(rep.counts), "backend_note": rep.backend_note,
+                              "points": _status_json(rep)}, indent=1))
+            return
+        if not watch:
+            out.print(_status_table(rep, limit))
+            return
+        with Live(_status_table(rep, limit), console=out, refresh_per_second=2) as live:
+            while not rep.done:
+                time.sleep(interval)
+                rep = study.status(study_ref, results)
+                live.update(_status_table(rep, limit))
+
+    guard(run)
+
+
+def _parse_states(text: str | None) -> list[State] | None:
+    if not text:
+        return None
+    states = []
+    for part in text.split(","):
+        name = part.strip().upper()
+        if name not in State.__members__:
+            raise UserError(f"--state: {part.strip()!r} is not one of {', '.join(State.__members__)}")
+        states.append(State(name))
+    return states
+
+
+def sweep_resubmit(
+    study_ref: Annotated[str, typer.Argument(metavar="STUDY")],
+    results: ResultsOpt = Path("results"),
+    state: Annotated[str | None, typer.Option(help="comma-separated states (default: every failed state)")] = None,
+    point: Annotated[list[str] | None, typer.Option(help="point id (repeatable)")] = None,
+    max_attempts: Annotated[int | None, typer.Option(help="skip points with this many attempts already")] = None,
+    backend: Annotated[str | None, typer.Option(help="default: the backend the study was submitted with")] = None,
+) -> None:
+    """Rerun only the selected points, each as a new attempt; history is kept."""
+    from studyctl import api as study
+
+    def run() -> None:
+        def progress(u: Update) -> None:
+            if u.state in FINAL_STATES:
+                err.print(f"{u.point_id} attempt {u.attempt}: {u.state.value}"
+                          + (f" — {u.reason}" if u.reason and u.state is not State.COMPLETED else ""),
+                          highlight=False, soft_wrap=True)
+
+        rep = study.resubmit(study_ref, results, _parse_states(state), point or (), max_attempts, backend, progress)
+        out.print(f"resubmitted {rep.launched} points" + (f" ({rep.waiting_for_failed} at --max-attempts)"
+                                                          if rep.waiting_for_failed else ""))
+        _print_after_run(rep.study, results, backend or "local")
+
+    guard(run)
+
+
+def sweep_cancel(study_ref: Annotated[str, typer.Argument(metavar="STUDY")], results: ResultsOpt = Path("results")
+                 ) -> None:
+    """Cancel every queued or running point of a study."""
+    from studyctl import api as study
+
+    guard(lambda: out.print(f"cancelled {study.cancel(study_ref, results)} attempts"))
