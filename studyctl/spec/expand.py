@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import math
 import operator
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -53,6 +54,16 @@ def _axis_units(sweep: SweepFile) -> tuple[list[list[dict[str, Any]]], list[str]
     return units, filesystems
 
 
+def _check_point_count(sweep: SweepFile, units: list[list[dict[str, Any]]], filesystems: list[str]) -> None:
+    """Refuse a matrix too large to expand, from the axis sizes alone (before any point exists)."""
+    count = sweep.repetitions * max(1, len(filesystems)) * math.prod(len(u) for u in units)
+    if count > sweep.max_points:
+        sizes = " × ".join(str(len(u)) for u in units if len(u) > 1)
+        raise UserError(f"{sweep.where}: matrix: expands to {count:,} points ({sizes} × "
+                        f"{max(1, len(filesystems))} filesystems × {sweep.repetitions} repetitions), over "
+                        f"max_points {sweep.max_points:,}; narrow the axes or raise max_points")
+
+
 def _normalise(axis: str, value: Any) -> Any:
     if axis == "zero_stage" and isinstance(value, str):
         return ZERO_ALIASES.get(value.lower(), value)
@@ -90,19 +101,22 @@ def _rule_label(i: int, match: dict[str, Any]) -> str:
 
 
 @lru_cache(maxsize=1024)
-def _checkpoint_options(base: CheckpointOptions, overrides: tuple[tuple[str, Any], ...]) -> CheckpointOptions:
+def _checkpoint_options(where: str, base: CheckpointOptions, overrides: tuple[tuple[str, Any], ...]
+                        ) -> CheckpointOptions:
     if not overrides:
         return base
     try:
         return CheckpointOptions.model_validate({**base.model_dump(), **dict(overrides)})
     except ValidationError as exc:
         err = exc.errors(include_url=False)[0]
-        raise UserError(f"checkpoint options {dict(overrides)}: {err['msg']}") from None
+        message = str(err["msg"]).removeprefix("Value error, ")
+        raise UserError(f"{where}: matrix: checkpoint options {dict(overrides)}: {message}") from None
 
 
 def iter_points(sweep: SweepFile) -> Iterator[PlannedPoint]:
     """Points in run order: repetition outermost, filesystem innermost, so both interleave."""
     units, filesystems = _axis_units(sweep)
+    _check_point_count(sweep, units, filesystems)
     models: dict[str, ModelSpec] = sweep.model_specs()
     combos = [_combo(sweep, models, combo) for combo in itertools.product(*units)]
     order = 0
@@ -130,7 +144,7 @@ def _combo(sweep: SweepFile, models: dict[str, ModelSpec], combo: tuple[dict[str
         "nodes": values["nodes"],
         "ranks_per_node": values["ranks_per_node"],
         "io_mode": values["io_mode"],
-        "checkpoint": _checkpoint_options(sweep.checkpoint, overrides),
+        "checkpoint": _checkpoint_options(sweep.where, sweep.checkpoint, overrides),
     }
     problems = _problems(fields["model"], values["nodes"] * values["ranks_per_node"], values["tensor_parallel"],
                          values["pipeline_parallel"], values["zero_stage"])

@@ -37,9 +37,11 @@ class CheckpointOptions(BaseModel):
     free_space_margin: float = Field(0.05, ge=0, le=1, description="fraction kept free")
 
     @model_validator(mode="after")
-    def _block_fits_buffer(self) -> CheckpointOptions:
+    def _consistent(self) -> CheckpointOptions:
         if self.block_mib > self.buffer_mib:
             raise ValueError(f"block_mib {self.block_mib} exceeds buffer_mib {self.buffer_mib}")
+        if self.writes == 0 and self.reads > 0:
+            raise ValueError(f"reads {self.reads} with writes 0: a restore reads a checkpoint this point wrote")
         return self
 
 

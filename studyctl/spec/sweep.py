@@ -15,6 +15,7 @@ from pydantic import (
     ConfigDict,
     Field,
     PositiveInt,
+    PrivateAttr,
     ValidationError,
     field_validator,
     model_validator,
@@ -27,7 +28,20 @@ from studyctl.spec.points import CheckpointOptions, ColdRead, IoMode, RestoreMod
 from studyctl.spec.yamlpos import Loc, line_of, load_yaml_with_lines
 
 ZERO_ALIASES = {"ddp": 0, "fsdp": 3, "zero0": 0, "zero1": 1, "zero2": 2, "zero3": 3}
-STUDY_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+# Study, model and filesystem names end up in directory names and table keys: bounded and plain.
+NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+NAME_RULE = "1-64 letters, digits, '_', '.', '-', starting with a letter or digit"
+DEFAULT_MAX_POINTS = 1_000_000
+UNSET_VAR = re.compile(r"\$(\w+|\{[^}]*\})")
+
+
+def _plain_name(value: str) -> str:
+    if not NAME.match(value):
+        raise ValueError(f"{value!r} must be {NAME_RULE} (it names files and directories)")
+    return value
+
+
+PlainName = Annotated[str, AfterValidator(_plain_name)]
 
 
 def _zero_alias(value: Any) -> Any:
@@ -44,7 +58,7 @@ class _Strict(BaseModel):
 class InlineModel(_Strict):
     """A model given by its dimensions, with DLIO's key names."""
 
-    name: str
+    name: PlainName
     num_layers: PositiveInt
     hidden_size: PositiveInt
     ffn_hidden_size: PositiveInt
@@ -155,6 +169,9 @@ class FilesystemSpec(_Strict):
     def _expand(cls, value: str) -> str:
         """`~` and `$VARS` expand where the sweep is loaded (the submitting user's environment)."""
         path = os.path.expanduser(os.path.expandvars(value))
+        unset = UNSET_VAR.search(path)
+        if unset:
+            raise ValueError(f"{value!r}: environment variable {unset.group(1).strip('{}')} is not set")
         if not os.path.isabs(path):
             raise ValueError(f"{value!r} must be an absolute path (workers may start in another directory)")
         return path
@@ -179,13 +196,15 @@ def _zip_group(group: dict[str, list[Any]]) -> dict[str, list[Any]]:
 
 class SweepFile(_Strict):
     study: str
+    _source: Path | None = PrivateAttr(None)  # the file it came from, for errors found after validation
     description: str | None = None
     models: list[str | InlineModel]
     matrix: Matrix = Matrix()
     zip: list[Annotated[dict[str, list[Any]], AfterValidator(_zip_group)]] = []
     exclude: list[ExcludeRule] = []
     repetitions: PositiveInt = 1
-    filesystems: dict[str, FilesystemSpec]
+    filesystems: dict[PlainName, FilesystemSpec]
+    max_points: PositiveInt = Field(DEFAULT_MAX_POINTS, description="refuse a matrix that expands to more")
     checkpoint: CheckpointOptions = CheckpointOptions()
     estimate: Estimate = Estimate()
     local: LocalOptions = LocalOptions()
@@ -194,9 +213,7 @@ class SweepFile(_Strict):
     @field_validator("study")
     @classmethod
     def _study_name(cls, value: str) -> str:
-        if not STUDY_NAME.match(value):
-            raise ValueError(f"{value!r} must be 1-64 letters, digits, '_', '.', '-' (it names a directory)")
-        return value
+        return _plain_name(value)
 
     @field_validator("models")
     @classmethod
@@ -226,6 +243,11 @@ class SweepFile(_Strict):
                     raise ValueError(f"axis {key!r} is in two zip groups")
                 seen.add(key)
         return groups
+
+    @property
+    def where(self) -> str:
+        """How errors found after validation name this sweep: its file, else its study."""
+        return str(self._source) if self._source else f"study {self.study}"
 
     def model_specs(self) -> dict[str, ModelSpec]:
         out = {}
@@ -317,7 +339,9 @@ def parse_sweep(data: Any, path: Path, lines: dict[Loc, int] | None = None) -> S
 
 def load_sweep(path: Path) -> SweepFile:
     data, lines = load_yaml_with_lines(path)
-    return parse_sweep(data, path, lines)
+    sweep = parse_sweep(data, path, lines)
+    sweep._source = path
+    return sweep
 
 
 def _check_references(sweep: SweepFile, path: Path, lines: dict[Loc, int]) -> None:

@@ -41,7 +41,8 @@ def error_of(tmp_path: Path, text: str) -> str:
     return message
 
 
-def test_shipped_sweeps_load() -> None:
+def test_shipped_sweeps_load(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("USER", "someone")  # the cluster sweeps name per-user scratch; CI's shell may not set it
     for path in sorted((REPO / "sweeps").glob("*.yaml")):
         sweep = load_sweep(path)
         assert sweep.study and sweep.filesystems
@@ -71,7 +72,7 @@ BAD = [
     ("negative nodes", GOOD.replace("[1, 2]", "[1, -2]"), [":5:", "matrix.nodes.1", "greater than 0"]),
     ("filesystem not defined", GOOD.replace("  ranks_per_node: 2", "  ranks_per_node: 2\n  filesystem: [lustre]"),
      [":7:", "matrix.filesystem", "'lustre' is not one of scratch"]),
-    ("bad study name", GOOD.replace("study: t1", "study: a/b"), [":1:", "study", "names a directory"]),
+    ("bad study name", GOOD.replace("study: t1", "study: a/b"), [":1:", "study", "names files and directories"]),
     ("invalid yaml", GOOD.replace("matrix:", "matrix: [unclosed"), ["invalid YAML"]),
     ("scale above 1", GOOD + "checkpoint: {scale: 2}\n", [":9:", "checkpoint.scale", "less than or equal to 1"]),
     ("zip lengths differ", GOOD + "zip:\n  - {tensor_parallel: [1, 2], pipeline_parallel: [1]}\n",
