@@ -18,8 +18,8 @@ from studyctl.units import format_bytes
 def plan(
     sweep: Annotated[Path, typer.Argument(help="sweep YAML file")],
     as_json: Annotated[bool, typer.Option("--json", help="one JSON object per point, streamed")] = False,
-    budget_node_hours: Annotated[float | None, typer.Option(help="fail if the estimate exceeds this")] = None,
-    limit: Annotated[int, typer.Option(help="rows shown in the table (0: all)")] = 40,
+    budget_node_hours: Annotated[float | None, typer.Option(min=0, help="fail if the estimate exceeds this")] = None,
+    limit: Annotated[int, typer.Option(min=0, help="rows shown in the table (0: all)")] = 40,
 ) -> None:
     """What each point writes, needs and costs, before spending a node-hour."""
     from studyctl.spec.expand import iter_points

@@ -63,7 +63,7 @@ def sweep_submit(
     backend: Annotated[str, typer.Option(help="local | slurm")] = "local",
     results: ResultsOpt = Path("results"),
     dry_run: Annotated[bool, typer.Option("--dry-run", help="plan and count, run nothing")] = False,
-    budget_node_hours: Annotated[float | None, typer.Option(help="refuse to submit over this estimate")] = None,
+    budget_node_hours: Annotated[float | None, typer.Option(min=0, help="refuse to submit over this estimate")] = None,
 ) -> None:
     """Run a study's points that have not run yet (idempotent: completed and queued points are skipped)."""
     from studyctl import api as study
@@ -166,8 +166,8 @@ def sweep_status(
     results: ResultsOpt = Path("results"),
     as_json: Annotated[bool, typer.Option("--json")] = False,
     watch: Annotated[bool, typer.Option("--watch", help="refresh until nothing is queued or running")] = False,
-    interval: Annotated[float, typer.Option(help="--watch refresh period, seconds")] = 2.0,
-    limit: Annotated[int, typer.Option(help="rows shown (0: all)")] = 50,
+    interval: Annotated[float, typer.Option(min=0.1, help="--watch refresh period, seconds")] = 2.0,
+    limit: Annotated[int, typer.Option(min=0, help="rows shown (0: all)")] = 50,
 ) -> None:
     """Where every point is: states, attempts, job ids, failure reasons."""
     from studyctl import api as study
@@ -207,7 +207,7 @@ def sweep_resubmit(
     results: ResultsOpt = Path("results"),
     state: Annotated[str | None, typer.Option(help="comma-separated states (default: every failed state)")] = None,
     point: Annotated[list[str] | None, typer.Option(help="point id (repeatable)")] = None,
-    max_attempts: Annotated[int | None, typer.Option(help="skip points with this many attempts already")] = None,
+    max_attempts: Annotated[int | None, typer.Option(min=1, help="skip points with this many attempts already")] = None,
     backend: Annotated[str | None, typer.Option(help="default: the backend the study was submitted with")] = None,
 ) -> None:
     """Rerun only the selected points, each as a new attempt; history is kept."""
