@@ -41,6 +41,7 @@ class FailureClass(str, Enum):
     CANCELLED = "cancelled"
     LOST = "lost"  # no result, no process, no scheduler record
     WORKER_CRASH = "worker_crash"  # non-zero exit without a worker error record
+    BUSY = "busy"  # another live attempt writes this point's data directory: refused, nothing touched
 
 # An excluded point has no state of its own: the sweep rules it out. Tables, status and the report
 # show it under this label, in the place of a state.

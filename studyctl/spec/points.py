@@ -6,6 +6,7 @@ import dataclasses
 import hashlib
 import json
 from functools import cached_property, lru_cache
+from pathlib import Path
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -137,5 +138,23 @@ class WorkerTask(BaseModel):
     attempt: int = Field(1, ge=1)
     point: Point
     filesystem_path: str
+    filesystem_kind: str | None = None  # checked against the mount's real fstype before anything is written
+    data_key: str = ""  # names the results directory: two studies of one name never share checkpoint files
     result_path: str  # rank 0 writes the result JSON here, atomically
     error_path: str  # on a known failure rank 0 writes {"failure_class", "reason"} here
+
+    @property
+    def data_dir(self) -> Path:
+        """The only directory the worker writes in or deletes: `<filesystem>/<study>.<key>/<point_id>`."""
+        study_dir = f"{self.study}.{self.data_key}" if self.data_key else self.study
+        return Path(self.filesystem_path) / study_dir / self.point_id
+
+    @property
+    def claim_file(self) -> Path:
+        """Held (flock) by the attempt writing `data_dir`: a second live writer is refused, never interleaved."""
+        return self.data_dir.parent / f".{self.point_id}.lock"
+
+
+def data_key(results_study_dir: Path) -> str:
+    """A short stable key of a study directory's absolute path."""
+    return hashlib.sha256(str(results_study_dir.resolve()).encode()).hexdigest()[:8]

@@ -159,10 +159,22 @@ class ExcludeRule(_Strict):
         return match
 
 
+# A filesystem's declared kind and the mount types (/proc/self/mountinfo) that may carry it: the worker
+# refuses to measure a `kind: lustre` path that is really the root disk. `local` is any node-local
+# filesystem; `memory` is RAM (its reads are never cold).
+FILESYSTEM_KINDS: dict[str, tuple[str, ...]] = {
+    "lustre": ("lustre",), "gpfs": ("gpfs",), "nfs": ("nfs", "nfs4"), "beegfs": ("beegfs",),
+    "cephfs": ("ceph", "fuse.ceph", "fuse.ceph-fuse"), "weka": ("wekafs",), "daos": ("fuse.dfuse", "fuse.daos"),
+    "local": ("ext4", "xfs", "btrfs", "zfs", "ext3", "f2fs", "overlay", "tmpfs"),
+    "ext4": ("ext4",), "xfs": ("xfs",), "btrfs": ("btrfs",), "zfs": ("zfs",),
+    "memory": ("tmpfs", "ramfs"),
+}
+
+
 class FilesystemSpec(_Strict):
     path: str
     description: str | None = None
-    kind: str | None = None  # e.g. "lustre", "nfs", "local-nvme"
+    kind: Literal[tuple(FILESYSTEM_KINDS)] | None = None  # type: ignore[valid-type]
 
     @field_validator("path")
     @classmethod

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import fcntl
 import os
-import shutil
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
@@ -18,14 +17,16 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from studyctl.attempt.data import read_task, remove_unclaimed_data
 from studyctl.attempt.outcome import read_outcome
+from studyctl.attempt.paths import AttemptPaths
 from studyctl.attempt.records import Active, Handle, Launch, Update
 from studyctl.backends.base import Backend
 from studyctl.errors import UserError
 from studyctl.fsutil import atomic_write_text
 from studyctl.spec.expand import PlannedPoint, expand
 from studyctl.spec.plan import plan_rows, summarize_plan
-from studyctl.spec.points import Point, WorkerTask
+from studyctl.spec.points import Point, WorkerTask, data_key
 from studyctl.spec.sweep import SweepFile, load_sweep
 from studyctl.states import ACTIVE_STATES, RETRYABLE_STATES, FailureClass, State, shown_state
 from studyctl.study.ledger import AttemptRow, Ledger, PointRow
@@ -155,8 +156,9 @@ class StatusReport:
 def _task_for(study: StudyDir, sweep: SweepFile, point: Point, point_id: str, attempt: int) -> Path:
     adir = study.attempt_dir(point_id, attempt)
     adir.mkdir(parents=True, exist_ok=True)
-    fs_path = sweep.filesystems[point.filesystem].path
-    task = WorkerTask(study=study.name, point_id=point_id, attempt=attempt, point=point, filesystem_path=fs_path,
+    fs = sweep.filesystems[point.filesystem]
+    task = WorkerTask(study=study.name, point_id=point_id, attempt=attempt, point=point, filesystem_path=fs.path,
+                      filesystem_kind=fs.kind, data_key=data_key(study.root),
                       result_path=str(adir / "result.json"), error_path=str(adir / "error.json"))
     path = adir / "task.json"
     atomic_write_text(path, task.model_dump_json(indent=1))
@@ -180,17 +182,13 @@ def _existing_launch(study: StudyDir, row: AttemptRow) -> Launch | None:
                   task_file=adir / "task.json", attempt_dir=adir, time_limit_s=None)
 
 
-def _cleanup_point_data(study: StudyDir, sweep: SweepFile | None, update: Update, point: Point | None) -> None:
-    """After a kill (timeout, cancel, lost) the worker could not clean up: remove its point directory only."""
-    killed = (State.TIMEOUT, State.CANCELLED, State.LOST, State.PREEMPTED, State.NODE_FAIL, State.OUT_OF_MEMORY)
-    if sweep is None or point is None or update.state not in killed:
+def _cleanup_point_data(study: StudyDir, update: Update) -> None:
+    """A point that ended without completing may have left checkpoint files (killed, crashed): remove them."""
+    if update.state is State.COMPLETED or update.state in ACTIVE_STATES or update.failure_class is FailureClass.BUSY:
         return
-    fs = sweep.filesystems.get(point.filesystem)
-    if fs is None:
-        return
-    target = Path(fs.path) / study.name / update.point_id
-    if target.is_dir() and not target.is_symlink():
-        shutil.rmtree(target, ignore_errors=True)
+    task = read_task(AttemptPaths(study.attempt_dir(update.point_id, update.attempt)))
+    if task is not None:
+        remove_unclaimed_data(task)
 
 
 class _Recorder:
@@ -211,7 +209,7 @@ class _Recorder:
         for u in updates:
             if u.state is State.COMPLETED:
                 paths[(u.point_id, u.attempt)] = str(self.study.attempt_dir(u.point_id, u.attempt) / "result.json")
-            _cleanup_point_data(self.study, self.sweep, u, self.points.get(u.point_id))
+            _cleanup_point_data(self.study, u)
         self.ledger.record_updates(updates, paths)
         if self.progress:
             for u in updates:
@@ -433,6 +431,5 @@ def cancel(study_ref: str | Path, results: Path = Path("results")) -> int:
         for actives in by_backend.values():
             for a in actives:
                 recorder.points[a.launch.point_id] = a.launch.point
-                _cleanup_point_data(study, sweep, Update(a.launch.point_id, a.launch.attempt, State.CANCELLED),
-                                    a.launch.point)
+                _cleanup_point_data(study, Update(a.launch.point_id, a.launch.attempt, State.CANCELLED))
     return len(rows)

@@ -169,7 +169,8 @@ def test_disk_full_mid_run_is_io_error_and_cleaned(tmp_path: Path, small_tmpfs: 
     free_pages = -(-need // 4096)
     assert free_pages < pages_needed
     filler = small_tmpfs / "filler"
-    filler.write_bytes(b"\1" * ((4096 - free_pages) * 4096))
+    claim_pages = 1  # the worker's claim file (a line of text) takes one page before the check
+    filler.write_bytes(b"\1" * ((4096 - free_pages - claim_pages) * 4096))
     proc = run_worker(task, 2)
     filler.unlink()
     assert proc.returncode == 3, proc.stderr
