@@ -41,13 +41,14 @@ def sweep_file(tmp_path: Path, name: str, body: str, fs: Path | None = None) -> 
     if not str(fs).startswith(str(tmp_path / "a-file")):
         fs.mkdir(exist_ok=True)
     path = tmp_path / f"{name}.yaml"
+    default = "" if "\ncheckpoint:" in f"\n{body}" else \
+        "checkpoint: {scale: 0.002, writes: 2, reads: 2, buffer_mib: 4, block_mib: 4}\n"
     path.write_text(f"""\
 study: {name}
 models: [gpt2-125m]
 filesystems:
   shared: {{path: {fs}}}
-checkpoint: {{scale: 0.002, writes: 2, reads: 2, buffer_mib: 4, block_mib: 4}}
-{body}""")
+{default}{body}""")
     return path
 
 
