@@ -17,12 +17,19 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, ClassVar
 
-from studyctl.attempt.outcome import STDERR, STDOUT, read_outcome, stderr_tail
+from studyctl.attempt.outcome import read_outcome, stderr_tail
 from studyctl.attempt.records import Active, Handle, Launch, RecordHandle, RecordUpdate, Update
+from studyctl.backends.base import Backend
 from studyctl.errors import UserError
 from studyctl.spec.options import LocalOptions
+from studyctl.spec.points import Point
 from studyctl.states import FailureClass, State
+
+if TYPE_CHECKING:
+    from studyctl.attempt.paths import StudyPaths
+    from studyctl.spec.sweep import SweepFile
 
 POLL_S = 0.1
 KILL_GRACE_S = 5.0
@@ -42,7 +49,7 @@ def default_mpiexec() -> str:
 def worker_command(launch: Launch, options: LocalOptions) -> list[str]:
     world = launch.point.world_size
     mpiexec = options.mpiexec or default_mpiexec()
-    return [mpiexec, *options.mpiexec_args, "-n", str(world), sys.executable, "-m", "worker", str(launch.task_file)]
+    return [mpiexec, *options.mpiexec_args, "-n", str(world), sys.executable, "-m", "worker", str(launch.paths.task)]
 
 
 def pid_runs_task(pid: int, task_file: Path) -> bool:
@@ -79,29 +86,42 @@ class _Running:
     started: float  # epoch seconds
 
 
-class LocalBackend:
+class LocalBackend(Backend):
+    """We are the scheduler: launch runs everything to the end and supervises runs it adopts."""
+
     name = "local"
+    runs_to_completion: ClassVar[bool] = True
+    initial_state: ClassVar[State] = State.PLANNED
+    adopts: ClassVar[bool] = True
 
     def __init__(self, options: LocalOptions) -> None:
         self.options = options
 
+    @classmethod
+    def from_sweep(cls, sweep: SweepFile, paths: StudyPaths) -> LocalBackend:
+        return cls(sweep.local)
+
+    def time_limit_s(self, point: Point) -> int | None:
+        return self.options.timeout_s
+
     def _start(self, launch: Launch) -> _Running:
-        launch.attempt_dir.mkdir(parents=True, exist_ok=True)
-        with (launch.attempt_dir / STDOUT).open("wb") as out, (launch.attempt_dir / STDERR).open("wb") as err:
+        paths = launch.paths
+        paths.dir.mkdir(parents=True, exist_ok=True)
+        with paths.stdout.open("wb") as out, paths.stderr.open("wb") as err:
             proc = subprocess.Popen(
                 worker_command(launch, self.options), stdout=out, stderr=err, stdin=subprocess.DEVNULL,
-                cwd=launch.attempt_dir, start_new_session=True,
+                cwd=paths.dir, start_new_session=True,
             )
         return _Running(launch, proc, proc.pid, time.time())
 
     def _finish(self, run: _Running, exit_code: int | None) -> Update:
         launch = run.launch
         ended = time.time()
-        outcome = read_outcome(launch.attempt_dir, launch.point_id, launch.attempt)
+        outcome = read_outcome(launch.paths, launch.point_id, launch.attempt)
         if outcome is not None and (outcome.state is not State.COMPLETED or exit_code in (0, None)):
             return Update(**{**outcome.__dict__, "exit_code": exit_code, "started_at": run.started,
                              "ended_at": ended})
-        reason = stderr_tail(launch.attempt_dir) or f"worker exited with code {exit_code} and no error record"
+        reason = stderr_tail(launch.paths) or f"worker exited with code {exit_code} and no error record"
         return Update(launch.point_id, launch.attempt, State.FAILED, FailureClass.WORKER_CRASH, reason,
                       exit_code, started_at=run.started, ended_at=ended)
 
@@ -115,14 +135,14 @@ class LocalBackend:
                       started_at=run.started, ended_at=time.time())
 
     def launch(self, launches: Sequence[Launch], record_handle: RecordHandle, record_update: RecordUpdate,
-               adopted: Sequence[tuple[Active, float]] = ()) -> None:
+               adopted: Sequence[Active] = ()) -> None:
         """Run everything to the end, `max_concurrent` at a time.
 
-        `adopted`: (attempt, start time) of runs an earlier studyctl started that are still alive;
-        they are waited for (and timed out) like our own and count against `max_concurrent`.
+        `adopted`: runs an earlier studyctl started that are still alive (`since`: their start); they are
+        waited for and timed out like our own, counted from their start, and count against `max_concurrent`.
         """
         queue = list(launches)
-        running = [_Running(a.launch, None, a.handle.pid or 0, started) for a, started in adopted if a.handle.pid]
+        running = [_Running(a.launch, None, a.handle.pid, a.since or time.time()) for a in adopted if a.handle.pid]
         try:
             while queue or running:
                 while queue and len(running) < self.options.max_concurrent:
@@ -156,7 +176,7 @@ class LocalBackend:
             code = run.proc.poll()
             if code is not None:
                 return self._finish(run, code)
-        elif not pid_runs_task(run.pid, run.launch.task_file):
+        elif not pid_runs_task(run.pid, run.launch.paths.task):
             return self._finish(run, None)
         if limit and time.time() - run.started > limit:
             return self._timeout(run)
@@ -167,9 +187,9 @@ class LocalBackend:
         updates = []
         for a in active:
             launch = a.launch
-            if a.handle.pid and pid_runs_task(a.handle.pid, launch.task_file):
+            if a.handle.pid and pid_runs_task(a.handle.pid, launch.paths.task):
                 continue
-            outcome = read_outcome(launch.attempt_dir, launch.point_id, launch.attempt)
+            outcome = read_outcome(launch.paths, launch.point_id, launch.attempt)
             updates.append(outcome or Update(
                 launch.point_id, launch.attempt, State.LOST, FailureClass.LOST,
                 "the worker process is gone and left no result (studyctl or the machine stopped mid-run)",
@@ -178,5 +198,5 @@ class LocalBackend:
 
     def cancel(self, active: Sequence[Active]) -> None:
         for a in active:
-            if a.handle.pid and pid_runs_task(a.handle.pid, a.launch.task_file):
+            if a.handle.pid and pid_runs_task(a.handle.pid, a.launch.paths.task):
                 end_process_group(a.handle.pid)

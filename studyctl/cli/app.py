@@ -170,15 +170,6 @@ class _ProgressView:
         self.bar.update(self.task, description=self._text())
 
 
-def _bytes_by_point(sweep_path: Path) -> dict[str, int]:
-    from studyctl.spec.expand import iter_points
-    from studyctl.spec.sweep import load_sweep
-
-    spec = load_sweep(sweep_path)
-    return {pp.point.point_id: pp.point.layout().total_bytes * pp.point.checkpoint.writes
-            for pp in iter_points(spec) if not pp.excluded}
-
-
 @sweep_app.command("submit")
 def sweep_submit(
     sweep: Annotated[Path, typer.Argument(help="sweep YAML file")],
@@ -197,9 +188,9 @@ def sweep_submit(
             nonlocal view
             out.print(f"study [bold]{rep.study.name}[/]: {rep.points} points ({rep.excluded} excluded, "
                       f"{rep.new_points} new); {rep.skipped_completed} completed, {rep.skipped_active} queued/running, "
-                      f"{rep.waiting_for_failed} failed (use resubmit); running {rep.launched} on {backend}")
-            if rep.launched and backend == "local" and sys.stderr.isatty():
-                view = _ProgressView(rep.launched, _bytes_by_point(sweep))
+                      f"{rep.waiting_for_failed} failed (use resubmit); running {rep.launched} on {rep.backend}")
+            if rep.launched and rep.runs_to_completion and sys.stderr.isatty():
+                view = _ProgressView(rep.launched, rep.bytes_to_write)
                 view.bar.start()
 
         def progress(u: Update) -> None:
@@ -219,17 +210,18 @@ def sweep_submit(
             out.print(f"dry run: {rep.points} points, {rep.excluded} excluded, {rep.launched} would run, "
                       f"~{rep.node_hours:.2f} node-hours; nothing submitted")
             return
-        _print_after_run(rep.study, results, backend)
+        _print_after_run(rep, results)
 
     _guard(run)
 
 
-def _print_after_run(study_dir: Any, results: Path, backend: str) -> None:
+def _print_after_run(submitted: Any, results: Path) -> None:
     from studyctl import api as study
 
+    study_dir = submitted.study
     rep = study.status(study_dir.root, results)
     out.print(_counts_line(rep.counts))
-    if backend == "slurm" and not rep.done:
+    if not submitted.runs_to_completion and not rep.done:
         out.print(f"submitted; follow with: studyctl sweep status {study_dir.name} --watch")
     failed = [p for p in rep.points if p.state in FINAL_STATES - {State.COMPLETED} and not p.excluded]
     if failed:
@@ -347,7 +339,7 @@ def sweep_resubmit(
         rep = study.resubmit(study_ref, results, _parse_states(state), point or (), max_attempts, backend, progress)
         out.print(f"resubmitted {rep.launched} points" + (f" ({rep.waiting_for_failed} at --max-attempts)"
                                                           if rep.waiting_for_failed else ""))
-        _print_after_run(rep.study, results, backend or "local")
+        _print_after_run(rep, results)
 
     _guard(run)
 
@@ -369,10 +361,10 @@ def collect(
     import_dlio: Annotated[Path | None, typer.Option(help="a DLIO output dir (summary.json) to add")] = None,
 ) -> None:
     """Tables (CSV/Parquet), scaling plots (PNG) and a report (HTML/Markdown) from a study's results."""
-    from studyctl.analysis.reporting import collect_study
+    from studyctl import api
 
     def run() -> None:
-        res = collect_study(study_ref, results, import_dlio)
+        res = api.collect_study(study_ref, results, import_dlio)
         for line in res.summary_lines():
             out.print(line, highlight=False)
 
@@ -387,10 +379,10 @@ def compare(
     threshold: Annotated[str, typer.Option(help="regression threshold, e.g. 5% or 0.05")] = "5%",
 ) -> None:
     """B against A, cell by cell; exit code 1 if any cell regressed beyond the threshold."""
-    from studyctl.analysis.reporting import compare_studies
+    from studyctl import api
 
     def run() -> int:
-        res = compare_studies(study_a, study_b, results, threshold)
+        res = api.compare_studies(study_a, study_b, results, threshold)
         for line in res.summary_lines():
             out.print(line, highlight=False)
         return 1 if res.any_regressed else 0

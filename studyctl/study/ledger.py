@@ -115,8 +115,14 @@ def _attempt(row: Sequence[Any]) -> AttemptRow:
 class Ledger:
     """One study's ledger file. Connections are short-lived per command; writes are transactions."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, readonly: bool = False) -> None:
+        """`readonly`: for commands that only read (collect): never creates, migrates or writes the file."""
         self.path = path
+        if readonly:
+            self._db = sqlite3.connect(f"{path.absolute().as_uri()}?mode=ro", uri=True, timeout=30,
+                                       isolation_level=None)
+            self._db.execute("PRAGMA busy_timeout=30000")
+            return
         path.parent.mkdir(parents=True, exist_ok=True)
         self._db = sqlite3.connect(path, timeout=30, isolation_level=None)
         self._db.execute("PRAGMA journal_mode=WAL")
