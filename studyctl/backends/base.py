@@ -72,6 +72,7 @@ class Backend(ABC):
 
 
 Factory = Callable[["SweepFile", "StudyPaths"], Backend]
+DEFAULT = "local"  # a study recorded before the ledger kept its backend ran here
 # name → "module:attribute" of a class with a `from_sweep(sweep, paths)` classmethod, imported on first use
 # (the local backend never imports submitit), or a factory registered at run time (tests' FakeBackend).
 _REGISTRY: dict[str, str | Factory] = {

@@ -81,7 +81,7 @@ def end_process_group(pid: int) -> None:
 @dataclass
 class _Running:
     launch: Launch
-    proc: subprocess.Popen | None  # None: adopted from an earlier studyctl
+    proc: subprocess.Popen[bytes] | None  # None: adopted from an earlier studyctl
     pid: int
     started: float  # epoch seconds
 

@@ -54,7 +54,7 @@ def resubmit(study_ref: str | Path, results: Path = Path("results"), states: Seq
         sweep = load_current_sweep(paths, ledger, update_copy=True)
         planned = expand(sweep)
         sync_points(ledger, planned)
-        name = backend or ledger.meta("backend") or "local"
+        name = backend or ledger.meta("backend") or base.DEFAULT
         runner = base.make(name, sweep, paths)
         alive = reconcile(paths, ledger, sweep, {name: runner}).alive
         report = SubmitReport(paths, name, runner.runs_to_completion, points=len(planned))

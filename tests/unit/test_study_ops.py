@@ -4,11 +4,13 @@ adopted attempts, notes; and the CLI's follow-up hints, learned from the backend
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
 
 from studyctl import api
+from studyctl.attempt.records import Active, Handle, Launch, RecordHandle, RecordUpdate
 from studyctl.errors import UserError
 from studyctl.states import State
 from studyctl.study.ledger import Ledger
@@ -98,8 +100,6 @@ def test_recovered_handles_are_recorded(tmp_path: Path, fake: FakeBackend) -> No
     first = fake.launched[0]
     with Ledger(study_paths(results).ledger) as ledger:  # as if studyctl died before recording the job id
         ledger._db.execute("UPDATE attempts SET job_id = NULL WHERE point_id = ?", (first.point_id,))
-    from studyctl.attempt.records import Handle
-
     fake.recoverable[first.point_id] = Handle(job_id="found-by-name")
     rep = api.status("s", results)
     row = {p.point_id: p for p in rep.points}[first.point_id]
@@ -147,12 +147,14 @@ def test_adopted_attempts_keep_their_time_limit_from_their_start(tmp_path: Path)
 class _Queued(FakeSupervisor):
     """Never gets to start anything: what the ledger holds is the state attempts were opened in."""
 
-    def launch(self, launches, record_handle, record_update, adopted=()) -> None:  # type: ignore[no-untyped-def]
+    def launch(self, launches: Sequence[Launch], record_handle: RecordHandle, record_update: RecordUpdate,
+               adopted: Sequence[Active] = ()) -> None:
         self.launched += launches
 
 
 class _Handed(FakeBackend):
-    def launch(self, launches, record_handle, record_update, adopted=()) -> None:  # type: ignore[no-untyped-def]
+    def launch(self, launches: Sequence[Launch], record_handle: RecordHandle, record_update: RecordUpdate,
+               adopted: Sequence[Active] = ()) -> None:
         self.launched += launches
 
 
