@@ -9,7 +9,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypeVar
 
 from studyctl.attempt.paths import StudyPaths
 from studyctl.attempt.records import Active, Handle, Launch, RecordHandle, RecordUpdate, Update
@@ -19,6 +19,7 @@ from studyctl.backends.slurm.sacct import FIELDS
 from studyctl.spec.points import Point
 from studyctl.states import FailureClass, State
 
+B = TypeVar("B", bound=Backend)
 SWEEP = """\
 study: {name}
 models: [gpt2-125m]
@@ -116,13 +117,17 @@ class FakeSupervisor(FakeBackend):
 
 
 @contextmanager
-def registered(backend: FakeBackend) -> Iterator[FakeBackend]:
-    """`backend` under its name in the registry (every command gets this one instance) for the block."""
+def registered(backend: B) -> Iterator[B]:
+    """`backend` under its name in the registry (every command gets this one instance) for the block;
+    a real backend's entry (e.g. slurm with a FakeSlurm runner) comes back afterwards."""
+    before = base._REGISTRY.get(backend.name)
     base.register(backend.name, lambda sweep, paths: backend)
     try:
         yield backend
     finally:
         base.unregister(backend.name)
+        if before is not None:
+            base._REGISTRY[backend.name] = before
 
 
 def sacct_line(job_id: str, name: str, state: str, exit_code: str = "0:0", nodes: str = "n1",
