@@ -61,21 +61,44 @@ def pid_runs_task(pid: int, task_file: Path) -> bool:
     return str(task_file).encode() in cmdline
 
 
-def end_process_group(pid: int) -> None:
-    """SIGTERM the point's process group, SIGKILL what is left after a grace period."""
+def find_task_process(task_file: Path) -> int | None:
+    """The session leader (our mpiexec) whose command line names `task_file`, if one runs."""
+    needle = str(task_file).encode()
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        pid = int(entry.name)
+        try:
+            if needle in (entry / "cmdline").read_bytes().split(b"\0") and os.getsid(pid) == pid:
+                return pid
+        except OSError:
+            continue
+    return None
+
+
+def end_process_group(pid: int, proc: subprocess.Popen[bytes] | None = None) -> None:
+    """SIGTERM the point's process group and wait for it to go, as long as it needs up to a grace period;
+    SIGKILL what is left then. `proc`: our own child, reaped as we wait (a zombie would look alive)."""
     try:
         os.killpg(pid, signal.SIGTERM)
     except ProcessLookupError:
+        if proc is not None:
+            proc.wait()
         return
     deadline = time.monotonic() + KILL_GRACE_S
     while time.monotonic() < deadline:
+        if proc is not None:
+            proc.poll()
         try:
             os.killpg(pid, 0)
         except ProcessLookupError:
-            return
-        time.sleep(0.05)
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(pid, signal.SIGKILL)
+            break
+        time.sleep(0.02)
+    else:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(pid, signal.SIGKILL)
+    if proc is not None:
+        proc.wait()
 
 
 @dataclass
@@ -104,15 +127,21 @@ class LocalBackend(Backend):
     def time_limit_s(self, point: Point) -> int | None:
         return self.options.timeout_s
 
-    def _start(self, launch: Launch) -> _Running:
+    def _start(self, launch: Launch, record_handle: RecordHandle, record_update: RecordUpdate) -> _Running:
+        """Recorded RUNNING before the process exists: a kill -9 from here on leaves an active attempt, which
+        the next command resolves (its process found by task file, or LOST) instead of starting it twice."""
+        started = time.time()
+        command = worker_command(launch, self.options)
+        record_update(Update(launch.point_id, launch.attempt, State.RUNNING, node_list="localhost",
+                             started_at=started))
         paths = launch.paths
         paths.dir.mkdir(parents=True, exist_ok=True)
         with paths.stdout.open("wb") as out, paths.stderr.open("wb") as err:
-            proc = subprocess.Popen(
-                worker_command(launch, self.options), stdout=out, stderr=err, stdin=subprocess.DEVNULL,
-                cwd=paths.dir, start_new_session=True,
-            )
-        return _Running(launch, proc, proc.pid, time.time())
+            proc = subprocess.Popen(command, stdout=out, stderr=err, stdin=subprocess.DEVNULL, cwd=paths.dir,
+                                    start_new_session=True)
+        run = _Running(launch, proc, proc.pid, started)
+        record_handle(launch, Handle(pid=run.pid))
+        return run
 
     def _finish(self, run: _Running, exit_code: int | None) -> Update:
         launch = run.launch
@@ -126,9 +155,7 @@ class LocalBackend(Backend):
                       exit_code, started_at=run.started, ended_at=ended)
 
     def _timeout(self, run: _Running) -> Update:
-        end_process_group(run.pid)
-        if run.proc is not None:
-            run.proc.wait()
+        end_process_group(run.pid, run.proc)
         limit = run.launch.time_limit_s
         return Update(run.launch.point_id, run.launch.attempt, State.TIMEOUT, FailureClass.TIMEOUT,
                       f"exceeded the per-point timeout of {limit} s; its process group was ended",
@@ -146,11 +173,7 @@ class LocalBackend(Backend):
         try:
             while queue or running:
                 while queue and len(running) < self.options.max_concurrent:
-                    run = self._start(queue.pop(0))
-                    record_handle(run.launch, Handle(pid=run.pid))
-                    record_update(Update(run.launch.point_id, run.launch.attempt, State.RUNNING,
-                                         node_list="localhost", started_at=run.started))
-                    running.append(run)
+                    running.append(self._start(queue.pop(0), record_handle, record_update))
                 still = []
                 for run in running:
                     update = self._check(run)
@@ -161,13 +184,23 @@ class LocalBackend(Backend):
                 running = still
                 if running:
                     time.sleep(POLL_S)
-        except KeyboardInterrupt:
+        except KeyboardInterrupt as stop:
+            self._stop(running, record_update, getattr(stop, "reason", "interrupted by the user (Ctrl-C)"))
+            raise
+
+    def _stop(self, running: Sequence[_Running], record_update: RecordUpdate, reason: str) -> None:
+        """Record every running attempt CANCELLED first (a second Ctrl-C cannot leave them RUNNING), then end
+        their process groups; interrupted again, it kills what is left at once."""
+        for run in running:
+            record_update(Update(run.launch.point_id, run.launch.attempt, State.CANCELLED, FailureClass.CANCELLED,
+                                 reason, started_at=run.started, ended_at=time.time()))
+        try:
             for run in running:
-                end_process_group(run.pid)
-                if run.proc is not None:
-                    run.proc.wait()
-                record_update(Update(run.launch.point_id, run.launch.attempt, State.CANCELLED,
-                                     FailureClass.CANCELLED, "interrupted by the user (Ctrl-C)", ended_at=time.time()))
+                end_process_group(run.pid, run.proc)
+        except BaseException:
+            for run in running:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(run.pid, signal.SIGKILL)
             raise
 
     def _check(self, run: _Running) -> Update | None:
@@ -196,7 +229,18 @@ class LocalBackend(Backend):
                 ended_at=time.time()))
         return updates
 
-    def cancel(self, active: Sequence[Active]) -> None:
+    def recover(self, active: Sequence[Active]) -> list[tuple[Active, Handle]]:
+        """Attempts recorded RUNNING whose PID a killed studyctl never recorded: their process, by task file."""
+        found = []
         for a in active:
-            if a.handle.pid and pid_runs_task(a.handle.pid, a.launch.paths.task):
-                end_process_group(a.handle.pid)
+            if not a.handle.pid and (pid := find_task_process(a.launch.paths.task)) is not None:
+                found.append((a, Handle(pid=pid)))
+        return found
+
+    def cancel(self, active: Sequence[Active]) -> None:
+        """End the process group of each attempt still alive (found by task file if its PID was never recorded)."""
+        for a in active:
+            task = a.launch.paths.task
+            pid = a.handle.pid if a.handle.pid and pid_runs_task(a.handle.pid, task) else find_task_process(task)
+            if pid is not None:
+                end_process_group(pid)

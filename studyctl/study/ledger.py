@@ -218,10 +218,11 @@ class Ledger:
                                     (point_id,))
         return [_attempt(r) for r in rows]
 
-    def active_attempts(self) -> list[AttemptRow]:
-        marks = ",".join("?" * len(ACTIVE_STATES))
-        rows = self._db.execute(f"SELECT {_ATTEMPT_COLS} FROM attempts WHERE state IN ({marks})",
-                                [s.value for s in ACTIVE_STATES])
+    def active_attempts(self, queued: bool = False) -> list[AttemptRow]:
+        """Attempts queued or running; `queued` adds those still PLANNED in a runner's own queue."""
+        states = [s.value for s in ACTIVE_STATES] + ([State.PLANNED.value] if queued else [])
+        marks = ",".join("?" * len(states))
+        rows = self._db.execute(f"SELECT {_ATTEMPT_COLS} FROM attempts WHERE state IN ({marks})", states)
         return [_attempt(r) for r in rows]
 
     def new_attempts(self, items: Sequence[tuple[str, str]], state: State = State.SUBMITTED) -> dict[str, int]:

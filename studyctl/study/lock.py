@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import os
+import signal
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -46,3 +49,24 @@ def runner_active(paths: StudyPaths) -> bool:
             return True
         fcntl.flock(fh, fcntl.LOCK_UN)
     return False
+
+
+def stop_runner(paths: StudyPaths, timeout_s: float = 300.0) -> bool:
+    """SIGTERM the command running the study (its PID is in the lock it holds) and wait for it to let go.
+
+    It stops what it runs and records it, as on Ctrl-C. Returns whether a runner was stopped.
+    """
+    if not runner_active(paths):
+        return False
+    try:
+        pid = int(paths.lock.read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return False
+    if pid == os.getpid() or not runner_active(paths):
+        return False
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + timeout_s
+    while runner_active(paths) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    return True

@@ -31,11 +31,11 @@ def _select(report: SubmitReport, planned: Sequence[PlannedPoint], ledger: Ledge
         pp = by_id.get(row.point_id)
         if pp is None or pp.excluded:
             continue
-        selected = row.point_id in point_ids if point_ids else row.state in states
-        if point_ids and row.state in ACTIVE_STATES:
-            selected = False
-        if not selected:
+        if not (row.point_id in point_ids if point_ids else row.state in states):
             continue
+        if row.state in ACTIVE_STATES:  # reconciled just now: its attempt is alive
+            raise UserError(f"--point: {row.point_id} attempt {row.attempts} is still {row.state.value}; two attempts "
+                            f"of a point never run at once (wait, or 'studyctl sweep cancel {report.study.name}')", 1)
         if max_attempts is not None and row.attempts >= max_attempts:
             report.waiting_for_failed += 1
             continue
@@ -50,6 +50,10 @@ def resubmit(study_ref: str | Path, results: Path = Path("results"), states: Seq
     paths = find_study(study_ref, results)
     if backend is not None:
         base.check_name(backend)
+    live = sorted(s.value for s in set(states or ()) & ACTIVE_STATES)
+    if live:
+        raise UserError(f"--state: {', '.join(live)} attempts are alive and never run twice; choose from "
+                        f"{', '.join(sorted(s.value for s in RETRYABLE_STATES | {State.PLANNED}))}")
     with study_lock(paths), Ledger(paths.ledger) as ledger:
         sweep = load_current_sweep(paths, ledger, update_copy=True)
         planned = expand(sweep)

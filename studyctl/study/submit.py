@@ -23,6 +23,7 @@ from studyctl.study.ledger import Ledger
 from studyctl.study.lock import study_lock
 from studyctl.study.reconcile import reconcile
 from studyctl.study.recorder import ProgressHook, Recorder
+from studyctl.study.signals import stop_on_signals
 from studyctl.study.store import sync_points
 
 
@@ -52,7 +53,8 @@ def launch_points(paths: StudyPaths, ledger: Ledger, sweep: SweepFile, backend: 
     adopted = alive.get(backend.name, [])
     recorder = Recorder(paths, ledger, sweep, progress)
     recorder.know([*launches, *(a.launch for a in adopted)])
-    backend.launch(launches, recorder.handle, recorder.update, adopted=adopted)
+    with stop_on_signals():
+        backend.launch(launches, recorder.handle, recorder.update, adopted=adopted)
     return len(launches)
 
 

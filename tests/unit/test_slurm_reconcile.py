@@ -28,6 +28,7 @@ def slurm_study(tmp_path: Path, slurm: FakeSlurm) -> tuple[StudyPaths, SweepFile
     paths = StudyPaths((tmp_path / "results" / "s").resolve())
     backend = SlurmBackend(sweep.slurm, paths.slurm, runner=slurm)
     with Ledger(paths.ledger) as ledger:
+        paths.sweep_copy.write_text(sweep_path.read_text())
         ledger.set_meta(source_path=str(sweep_path), study="s", backend="slurm")
         planned = expand(sweep)
         sync_points(ledger, planned)

@@ -73,13 +73,28 @@ def test_resubmit_reruns_failed_points_as_new_attempts(tmp_path: Path, fake: Fak
     assert rows[also_bad.point_id] == [(1, State.TIMEOUT), (2, State.PENDING)]
     assert rows[ok.point_id] == [(1, State.COMPLETED)] and rows[queued.point_id] == [(1, State.PENDING)]
     fake.states.clear()
-    named = api.resubmit("s", results, point_ids=[queued.point_id, ok.point_id])
-    assert named.launched == 1  # a point still queued is never run twice
-    assert attempts(results)[ok.point_id] == [(1, State.COMPLETED), (2, State.PENDING)]
-    capped = api.resubmit("s", results, states=[State.PENDING], max_attempts=2)
+    with pytest.raises(UserError, match=f"--point: {queued.point_id} attempt 1 is still PENDING") as refused:
+        api.resubmit("s", results, point_ids=[queued.point_id, ok.point_id])  # two attempts never run at once
+    assert refused.value.exit_code == 1 and len(fake.launched) == 6
+    named = api.resubmit("s", results, point_ids=[ok.point_id])
+    assert named.launched == 1 and attempts(results)[ok.point_id] == [(1, State.COMPLETED), (2, State.PENDING)]
+    fake.states.update({la.point_id: State.FAILED for la in fake.launched})
+    capped = api.resubmit("s", results, max_attempts=2)
     assert capped.launched == 1 and capped.waiting_for_failed == 3
     with pytest.raises(UserError, match="--point: nope not in study s"):
         api.resubmit("s", results, point_ids=["nope"])
+
+
+@pytest.mark.parametrize("live", [State.RUNNING, State.PENDING, State.SUBMITTED])
+def test_resubmit_refuses_live_states(tmp_path: Path, fake: FakeBackend, live: State) -> None:
+    """`resubmit --state RUNNING` would start attempt 2 beside a live attempt 1: refused in one line."""
+    sweep, results = write_sweep(tmp_path), tmp_path / "results"
+    api.submit(sweep, "fake", results)
+    fake.states.update({la.point_id: State.RUNNING for la in fake.launched})
+    with pytest.raises(UserError, match=f"--state: {live.value} attempts are alive") as refused:
+        api.resubmit("s", results, states=[State.FAILED, live])
+    assert refused.value.exit_code == 2 and len(fake.launched) == 4
+    assert {s for rows in attempts(results).values() for _, s in rows} == {State.PENDING}
 
 
 def test_an_attempt_without_its_task_file_is_lost_and_submit_reruns_it(tmp_path: Path, fake: FakeBackend) -> None:
