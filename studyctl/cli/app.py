@@ -219,6 +219,8 @@ def _print_after_run(submitted: Any, results: Path) -> None:
     from studyctl import api as study
 
     study_dir = submitted.study
+    for note in submitted.notes:
+        err.print(f"studyctl: {note}", highlight=False, soft_wrap=True)
     rep = study.status(study_dir.root, results)
     out.print(_counts_line(rep.counts))
     if not submitted.runs_to_completion and not rep.done:
@@ -271,6 +273,7 @@ def _status_table(rep: Any, limit: int) -> Table:
         captions.append(f"{len(shown) - limit} more (completed last); --limit 0 shows all")
     if rep.backend_note:
         captions.append(f"[red]states may be stale: {escape(rep.backend_note)}[/]")
+    captions += [f"[yellow]{escape(note)}[/]" for note in rep.notes]
     table.caption = "\n".join(captions) or None
     return table
 
@@ -291,7 +294,7 @@ def sweep_status(
         rep = study.status(study_ref, results)
         if as_json:
             print(json.dumps({"study": rep.study.name, "counts": dict(rep.counts), "backend_note": rep.backend_note,
-                              "points": _status_json(rep)}, indent=1))
+                              "notes": rep.notes, "points": _status_json(rep)}, indent=1))
             return
         if not watch:
             out.print(_status_table(rep, limit))

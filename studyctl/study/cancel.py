@@ -10,9 +10,9 @@ from studyctl.backends import base
 from studyctl.spec.sweep import load_sweep
 from studyctl.states import FailureClass, State
 from studyctl.study.launches import existing_launch
-from studyctl.study.ledger import Ledger
 from studyctl.study.lock import stop_runner
 from studyctl.study.recorder import Recorder, cleanup_point_data
+from studyctl.study.repair import open_ledger
 from studyctl.study.store import find_study
 
 REASON = "cancelled by 'studyctl sweep cancel'"
@@ -24,7 +24,7 @@ def cancel(study_ref: str | Path, results: Path = Path("results")) -> int:
     Works from the study's own copy of the sweep: the original file may have been edited (or broken) since.
     """
     paths = find_study(study_ref, results)
-    with Ledger(paths.ledger) as ledger:
+    with open_ledger(paths, base.DEFAULT, []) as ledger:
         sweep = load_sweep(paths.sweep_copy)
         rows = ledger.active_attempts(queued=True)
         backends = {name: base.make(name, sweep, paths) for name in {r.backend for r in rows}}

@@ -14,6 +14,7 @@ from studyctl.study.ledger import Ledger
 from studyctl.study.lock import study_lock
 from studyctl.study.reconcile import reconcile
 from studyctl.study.recorder import ProgressHook
+from studyctl.study.repair import open_ledger
 from studyctl.study.store import find_study, load_current_sweep, sync_points
 from studyctl.study.submit import SubmitReport, launch_points
 
@@ -54,14 +55,15 @@ def resubmit(study_ref: str | Path, results: Path = Path("results"), states: Seq
     if live:
         raise UserError(f"--state: {', '.join(live)} attempts are alive and never run twice; choose from "
                         f"{', '.join(sorted(s.value for s in RETRYABLE_STATES | {State.PLANNED}))}")
-    with study_lock(paths), Ledger(paths.ledger) as ledger:
+    notes: list[str] = []
+    with study_lock(paths), open_ledger(paths, backend or base.DEFAULT, notes) as ledger:
         sweep = load_current_sweep(paths, ledger, update_copy=True)
         planned = expand(sweep)
         sync_points(ledger, planned)
         name = backend or ledger.meta("backend") or base.DEFAULT
         runner = base.make(name, sweep, paths)
         alive = reconcile(paths, ledger, sweep, {name: runner}).alive
-        report = SubmitReport(paths, name, runner.runs_to_completion, points=len(planned))
+        report = SubmitReport(paths, name, runner.runs_to_completion, points=len(planned), notes=notes)
         todo = _select(report, planned, ledger, set(states or RETRYABLE_STATES), point_ids, max_attempts)
         report.launched = len(todo)
         launch_points(paths, ledger, sweep, runner, todo, alive, progress)

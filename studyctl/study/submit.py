@@ -23,6 +23,7 @@ from studyctl.study.ledger import Ledger
 from studyctl.study.lock import study_lock
 from studyctl.study.reconcile import reconcile
 from studyctl.study.recorder import ProgressHook, Recorder
+from studyctl.study.repair import open_ledger
 from studyctl.study.signals import stop_on_signals
 from studyctl.study.store import sync_points
 
@@ -43,12 +44,14 @@ class SubmitReport:
     node_hours: float = 0.0
     states: Counter[str] = field(default_factory=Counter)
     bytes_to_write: dict[str, int] = field(default_factory=dict)  # per point launched: for a progress view
+    notes: list[str] = field(default_factory=list)  # what the command repaired (a lost or damaged ledger)
 
 
 def launch_points(paths: StudyPaths, ledger: Ledger, sweep: SweepFile, backend: Backend, todo: Sequence[Point],
                   alive: dict[str, list[Active]], progress: ProgressHook | None) -> int:
     """A new attempt per point in `todo`, handed to `backend` with the attempts of it still alive."""
-    numbers = ledger.new_attempts([(p.point_id, backend.name) for p in todo], backend.initial_state) if todo else {}
+    on_disk = {p.point_id: max(paths.attempts_on_disk(p.point_id), default=0) for p in todo}
+    numbers = ledger.new_attempts([(p.point_id, backend.name) for p in todo], backend.initial_state, on_disk)
     launches = [new_launch(paths, sweep, backend, p, numbers[p.point_id]) for p in todo]
     adopted = alive.get(backend.name, [])
     recorder = Recorder(paths, ledger, sweep, progress)
@@ -101,7 +104,7 @@ def submit(sweep_path: Path, backend: str = "local", results: Path = Path("resul
         return report
     runner = base.make(backend, sweep, paths)
     report.runs_to_completion = runner.runs_to_completion
-    with study_lock(paths), Ledger(paths.ledger) as ledger:
+    with study_lock(paths), open_ledger(paths, backend, report.notes) as ledger:
         atomic_write_text(paths.sweep_copy, sweep_path.read_text())
         ledger.set_meta(source_path=str(sweep_path.resolve()), study=sweep.study, backend=backend)
         report.new_points = sync_points(ledger, planned)
