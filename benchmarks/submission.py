@@ -11,6 +11,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from studyctl.attempt.paths import StudyPaths
 from studyctl.attempt.records import Launch
 from studyctl.backends.slurm import SlurmBackend, shape_of
 from studyctl.spec.catalog import lookup
@@ -26,12 +27,12 @@ def main(points: int = 500) -> int:
         for i in range(points):
             point = Point(model=lookup("gpt2-125m"), zero_stage=i % 4, nodes=[1, 2, 4][i % 3], ranks_per_node=1,
                           filesystem="fs", repetition=i, checkpoint=CheckpointOptions(scale=0.001))
-            adir = root / point.point_id
-            adir.mkdir()
+            files = StudyPaths(root).attempt(point.point_id, 1)
+            files.dir.mkdir(parents=True)
             task = WorkerTask(study="bench-submit", point_id=point.point_id, point=point, filesystem_path=str(root),
-                              result_path=str(adir / "result.json"), error_path=str(adir / "error.json"))
-            (adir / "task.json").write_text(task.model_dump_json())
-            launches.append(Launch("bench-submit", point.point_id, 1, point, adir / "task.json", adir, None))
+                              result_path=str(files.result), error_path=str(files.error))
+            files.task.write_text(task.model_dump_json())
+            launches.append(Launch("bench-submit", point.point_id, 1, point, files, None))
         shapes = {shape_of(options, launch) for launch in launches}
         backend = SlurmBackend(options, root / "slurm")
         handles = []

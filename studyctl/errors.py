@@ -9,3 +9,12 @@ class UserError(Exception):
     def __init__(self, message: str, exit_code: int = 2) -> None:
         super().__init__(message)
         self.exit_code = exit_code
+
+
+class Interrupted(KeyboardInterrupt):
+    """A stop request (Ctrl-C, SIGTERM, SIGHUP, `sweep cancel`): what runs is stopped and recorded CANCELLED."""
+
+    def __init__(self, reason: str = "interrupted by the user (Ctrl-C)", exit_code: int = 130) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.exit_code = exit_code

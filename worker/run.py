@@ -9,9 +9,7 @@ Memory is one buffer per rank whatever the checkpoint size.
 
 from __future__ import annotations
 
-import contextlib
 import errno
-import fcntl
 import os
 import shutil
 import sys
@@ -27,10 +25,10 @@ from studyctl.fsutil import atomic_write_text
 from studyctl.spec.layout import CheckpointFile, Parallelism, rank_files, summarize
 from studyctl.spec.plan import disk_steps_needed
 from studyctl.spec.points import Point, WorkerTask
-from studyctl.spec.sweep import FILESYSTEM_KINDS
 from studyctl.states import FailureClass
 from studyctl.units import MIB, format_bytes
 from worker import io, provenance
+from worker.claim import CLAIMS, claim, placement_problem, release
 from worker.result import (
     SCHEMA_VERSION,
     FilesystemInfo,
@@ -82,21 +80,6 @@ def restore_files(point: Point, par: Parallelism, rank: int) -> list[CheckpointF
         kinds = ("model", "optimizer") if par.zero_stage == 0 else ("model",)
         files += [f for f in rank_files(point.model, par, replica0, opts.scale) if f.kind in kinds]
     return files
-
-
-def placement_problem(path: str, kind: str | None) -> str | None:
-    """Why `path` is not the filesystem the sweep names, or None. Never creates the path: a missing mount
-    point would silently become a directory on the root disk."""
-    if not os.path.isdir(path):
-        return f"filesystem path {path} does not exist or is not a directory (studyctl creates only its own " \
-               "directories below it)"
-    if kind is None:
-        return None
-    fstype = provenance.mount_of(path)["fstype"]
-    if fstype not in FILESYSTEM_KINDS.get(kind, ()):
-        return (f"filesystem path {path} is on a {fstype} mount, not kind {kind} "
-                f"(kind {kind} accepts: {', '.join(FILESYSTEM_KINDS[kind])})")
-    return None
 
 
 def _decide(task: WorkerTask, point_dir: Path, checkpoint_bytes: int) -> Setup:
@@ -185,7 +168,7 @@ def _run_reporting(task: WorkerTask, comm: Any) -> dict[str, Any]:
         traceback.print_exc()
         try:
             _write_error(task, FailureClass.WORKER_CRASH.value, f"rank {comm.Get_rank()}: {type(exc).__name__}: {exc}")
-            if _CLAIMS or (comm.Get_rank() != 0 and task.point.world_size == comm.Get_size()):  # ours, claimed
+            if CLAIMS or (comm.Get_rank() != 0 and task.point.world_size == comm.Get_size()):  # ours, claimed
                 shutil.rmtree(_point_dir(task), ignore_errors=True)
                 task.claim_file.unlink(missing_ok=True)  # the abort ends rank 0 too: its claim goes with it
         finally:
@@ -205,36 +188,6 @@ def _write_error(task: WorkerTask, failure_class: str, reason: str) -> None:
 def _point_dir(task: WorkerTask) -> Path:
     """The only directory the worker writes in or deletes."""
     return task.data_dir
-
-
-# The claim on this process's point directory, held until the process ends (rank 0 only).
-_CLAIMS: list[int] = []
-
-
-def claim(task: WorkerTask) -> str | None:
-    """Rank 0: hold the point's claim file (flock) for the whole run; why not, if another live run holds it."""
-    path = task.claim_file
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        holder = os.pread(fd, 200, 0).decode(errors="replace").strip() or "another process"
-        os.close(fd)
-        return f"{task.data_dir} is being written by a live run ({holder}); a second writer would corrupt both"
-    os.ftruncate(fd, 0)
-    os.pwrite(fd, f"study {task.study} attempt {task.attempt} pid {os.getpid()} on {os.uname().nodename}".encode(), 0)
-    _CLAIMS.append(fd)
-    return None
-
-
-def release(task: WorkerTask) -> None:
-    """Rank 0, at the end: drop the claim file (and the study's data directory if nothing else is in it)."""
-    while _CLAIMS:
-        task.claim_file.unlink(missing_ok=True)
-        os.close(_CLAIMS.pop())
-        with contextlib.suppress(OSError):
-            task.data_dir.parent.rmdir()
 
 
 def _run(task: WorkerTask, comm: Any) -> dict[str, Any]:

@@ -2,18 +2,20 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from studyctl.analysis.collect import PointStatus, Problem, collect
+from studyctl.attempt.paths import StudyPaths
 from studyctl.errors import UserError
 from studyctl.states import EXCLUDED, NOT_FAILED
-from studyctl.study.runs import StudyDir, find_study
 
 
 @dataclass
 class CollectOutcome:
-    study: StudyDir
+    study: StudyPaths
     unchanged: bool
     completed: int = 0
     failed: int = 0
@@ -41,13 +43,10 @@ class CollectOutcome:
         return lines
 
 
-def point_statuses(study: StudyDir) -> list[PointStatus]:
-    """The ledger's view of every point, for the report's coverage section."""
-    from studyctl.study import runs as study_mod
-
-    rep = study_mod.status(study.root)
+def point_statuses(points: Iterable[Any]) -> list[PointStatus]:
+    """The ledger's view of every point (its point rows, handed in), for the report's coverage section."""
     statuses = []
-    for p in rep.points:
+    for p in points:
         cfg = p.config
         label = (f"{cfg['model']['name']} ZeRO-{cfg['zero_stage']} TP{cfg['tensor_parallel']}×PP"
                  f"{cfg['pipeline_parallel']} {cfg['nodes']}×{cfg['ranks_per_node']} {cfg['filesystem']} "
@@ -61,10 +60,8 @@ def point_statuses(study: StudyDir) -> list[PointStatus]:
     return statuses
 
 
-def collect_study(study_ref: str | Path, results: Path = Path("results"), import_dlio: Path | None = None,
+def collect_study(study: StudyPaths, statuses: list[PointStatus], import_dlio: Path | None = None,
                   force: bool = False) -> CollectOutcome:
-    study = find_study(study_ref, results)
-    statuses = point_statuses(study)
     failed = sum(1 for s in statuses if s.state not in NOT_FAILED)
     completed = sum(1 for s in statuses if s.state == "COMPLETED")
     res = collect(study.root, statuses, import_dlio, force=force)
@@ -84,9 +81,7 @@ def parse_threshold(text: str) -> float:
     return value
 
 
-def compare_studies(a: str | Path, b: str | Path, results: Path = Path("results"), threshold: str = "5%"):
+def compare_studies(a: StudyPaths, b: StudyPaths, threshold: str = "5%") -> Any:
     from studyctl.analysis.compare import compare
 
-    limit = parse_threshold(threshold)
-    sa, sb = find_study(a, results), find_study(b, results)
-    return compare(sa.root, sb.root, limit)
+    return compare(a.root, b.root, parse_threshold(threshold))

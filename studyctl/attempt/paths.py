@@ -9,6 +9,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -85,6 +86,20 @@ class StudyPaths:
     def attempt(self, point_id: str, attempt: int) -> AttemptPaths:
         return AttemptPaths(self.point(point_id) / f"attempt-{attempt}")
 
+    def attempts_on_disk(self, point_id: str) -> list[int]:
+        """Attempt numbers with a directory of `point_id` (evidence: never reused for another attempt)."""
+        try:
+            names = [e.name for e in os.scandir(self.point(point_id)) if e.is_dir(follow_symlinks=False)]
+        except OSError:
+            return []
+        return sorted(n for n in map(attempt_number, names) if n is not None)
+
+    def point_ids_on_disk(self) -> list[str]:
+        try:
+            return sorted(e.name for e in os.scandir(self.points) if e.is_dir(follow_symlinks=False))
+        except OSError:
+            return []
+
     @property
     def tables(self) -> Path:
         return self.root / "tables"
@@ -106,4 +121,5 @@ class StudyPaths:
         return self.root / "report.md"
 
     def is_study(self) -> bool:
-        return self.ledger.is_file()
+        """A ledger, or (the ledger deleted) the sweep copy a submit leaves: the ledger is rebuilt from disk."""
+        return self.ledger.is_file() or self.sweep_copy.is_file()

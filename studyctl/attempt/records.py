@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 
+from studyctl.attempt.paths import AttemptPaths
 from studyctl.spec.points import Point
 from studyctl.states import FailureClass, State
 
@@ -18,9 +18,8 @@ class Launch:
     point_id: str
     attempt: int
     point: Point
-    task_file: Path  # WorkerTask JSON the worker reads
-    attempt_dir: Path  # logs go here; result.json / error.json too
-    time_limit_s: int | None  # the per-point limit (local) or job time limit (slurm)
+    paths: AttemptPaths  # task.json the worker reads; logs, result.json / error.json
+    time_limit_s: int | None  # the backend's per-point limit; None: the backend derives its own (or none)
 
 
 @dataclass(frozen=True)

@@ -1,34 +1,112 @@
-"""The backend protocol: nothing outside `backends/` knows which backend runs.
+"""The Backend class and its registry: nothing outside `backends/` knows which backend runs.
 
 A study hands a backend `Launch`es; the backend reports a `Handle` for each as soon as it has
 one (so the ledger records job ids before anything runs) and later `Update`s of state.
 The worker's result file, not the backend, is the truth for success: the study layer checks
-it first and asks the backend only about points without one.
+it first and asks the backend only about attempts without one.
+
+What differs between backends is said by capabilities (class attributes and overridable
+methods with defaults here), never by comparing names above this package.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Protocol
+import importlib
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, ClassVar
 
-from studyctl.attempt.records import Active, Launch, RecordHandle, RecordUpdate, Update
+from studyctl.attempt.records import Active, Handle, Launch, RecordHandle, RecordUpdate, Update
+from studyctl.errors import UserError
+from studyctl.spec.points import Point
+from studyctl.states import State
+
+if TYPE_CHECKING:
+    from studyctl.attempt.paths import StudyPaths
+    from studyctl.spec.sweep import SweepFile
 
 
-class Backend(Protocol):
-    name: str
+class Backend(ABC):
+    """Where attempts run. Subclasses set `name` and implement launch, poll and cancel."""
 
-    def launch(self, launches: Sequence[Launch], record_handle: RecordHandle,
-               record_update: RecordUpdate) -> None:
+    name: ClassVar[str]
+    # launch() returns only when every attempt has ended (local: we are the scheduler), or as soon as
+    # everything is submitted (a batch scheduler runs them; `status --watch` follows them).
+    runs_to_completion: ClassVar[bool] = False
+    # The state a new attempt is recorded in before launch: PLANNED while it waits in our own queue
+    # (a kill -9 leaves it PLANNED, to run later), SUBMITTED once it is handed to a scheduler.
+    initial_state: ClassVar[State] = State.SUBMITTED
+    # Attempts an earlier studyctl started and that still run are handed back to launch() to wait for
+    # (and time out) alongside the new ones: we supervise them, no scheduler does.
+    adopts: ClassVar[bool] = False
+
+    def time_limit_s(self, point: Point) -> int | None:
+        """The limit a launch of `point` carries; None lets the backend derive its own (or have none)."""
+        return None
+
+    @abstractmethod
+    def launch(self, launches: Sequence[Launch], record_handle: RecordHandle, record_update: RecordUpdate,
+               adopted: Sequence[Active] = ()) -> None:
         """Start the attempts. Call `record_handle` the moment each has a handle.
 
-        Slurm returns once everything is submitted; local runs them to the end (with its own
-        concurrency and timeouts) and reports every state change through `record_update`.
+        `adopted` (only for backends that adopt): attempts an earlier studyctl started that are still alive,
+        with `Active.since` their start; they are supervised like new ones and keep their time limit.
         """
-        ...
 
+    @abstractmethod
     def poll(self, active: Sequence[Active]) -> list[Update]:
-        """Current states of attempts that have no result file yet (one batched query)."""
-        ...
+        """Current states of attempts that have no result file yet (one batched query). Attempts still
+        alive under a backend that adopts are left out: the caller adopts them."""
 
+    @abstractmethod
     def cancel(self, active: Sequence[Active]) -> None:
-        ...
+        """Stop the attempts (the caller has recorded them CANCELLED already)."""
+
+    def recover(self, active: Sequence[Active]) -> list[tuple[Active, Handle]]:
+        """Handles of attempts a studyctl launched but died before recording (found again by the backend)."""
+        return []
+
+    def note(self) -> str | None:
+        """Why the states of the last poll may be stale (e.g. the scheduler's accounting failing)."""
+        return None
+
+
+Factory = Callable[["SweepFile", "StudyPaths"], Backend]
+DEFAULT = "local"  # a study recorded before the ledger kept its backend ran here
+# name → "module:attribute" of a class with a `from_sweep(sweep, paths)` classmethod, imported on first use
+# (the local backend never imports submitit), or a factory registered at run time (tests' FakeBackend).
+_REGISTRY: dict[str, str | Factory] = {
+    "local": "studyctl.backends.local:LocalBackend",
+    "slurm": "studyctl.backends.slurm:SlurmBackend",
+}
+
+
+def register(name: str, factory: Factory) -> None:
+    """Make `name` a backend: `factory(sweep, study_paths)` builds one."""
+    _REGISTRY[name] = factory
+
+
+def unregister(name: str) -> None:
+    _REGISTRY.pop(name, None)
+
+
+def names() -> tuple[str, ...]:
+    return tuple(_REGISTRY)
+
+
+def check_name(name: str) -> str:
+    """`name` if it is a backend, else the one-line usage error that lists them."""
+    if name not in _REGISTRY:
+        raise UserError(f"--backend: {name!r} is not one of {', '.join(names())}")
+    return name
+
+
+def make(name: str, sweep: SweepFile, paths: StudyPaths) -> Backend:
+    """The backend `name`, configured from the sweep's options for it and the study's folder."""
+    entry = _REGISTRY[check_name(name)]
+    if isinstance(entry, str):
+        module, _, attr = entry.partition(":")
+        cls = getattr(importlib.import_module(module), attr)
+        backend: Backend = cls.from_sweep(sweep, paths)
+        return backend
+    return entry(sweep, paths)

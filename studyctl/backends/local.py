@@ -17,12 +17,19 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, ClassVar
 
-from studyctl.attempt.outcome import STDERR, STDOUT, read_outcome, stderr_tail
+from studyctl.attempt.outcome import read_outcome, stderr_tail
 from studyctl.attempt.records import Active, Handle, Launch, RecordHandle, RecordUpdate, Update
+from studyctl.backends.base import Backend
 from studyctl.errors import UserError
 from studyctl.spec.options import LocalOptions
+from studyctl.spec.points import Point
 from studyctl.states import FailureClass, State
+
+if TYPE_CHECKING:
+    from studyctl.attempt.paths import StudyPaths
+    from studyctl.spec.sweep import SweepFile
 
 POLL_S = 0.1
 KILL_GRACE_S = 5.0
@@ -42,7 +49,7 @@ def default_mpiexec() -> str:
 def worker_command(launch: Launch, options: LocalOptions) -> list[str]:
     world = launch.point.world_size
     mpiexec = options.mpiexec or default_mpiexec()
-    return [mpiexec, *options.mpiexec_args, "-n", str(world), sys.executable, "-m", "worker", str(launch.task_file)]
+    return [mpiexec, *options.mpiexec_args, "-n", str(world), sys.executable, "-m", "worker", str(launch.paths.task)]
 
 
 def pid_runs_task(pid: int, task_file: Path) -> bool:
@@ -54,83 +61,119 @@ def pid_runs_task(pid: int, task_file: Path) -> bool:
     return str(task_file).encode() in cmdline
 
 
-def end_process_group(pid: int) -> None:
-    """SIGTERM the point's process group, SIGKILL what is left after a grace period."""
+def find_task_process(task_file: Path) -> int | None:
+    """The session leader (our mpiexec) whose command line names `task_file`, if one runs."""
+    needle = str(task_file).encode()
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        pid = int(entry.name)
+        try:
+            if needle in (entry / "cmdline").read_bytes().split(b"\0") and os.getsid(pid) == pid:
+                return pid
+        except OSError:
+            continue
+    return None
+
+
+def end_process_group(pid: int, proc: subprocess.Popen[bytes] | None = None) -> None:
+    """SIGTERM the point's process group and wait for it to go, as long as it needs up to a grace period;
+    SIGKILL what is left then. `proc`: our own child, reaped as we wait (a zombie would look alive)."""
     try:
         os.killpg(pid, signal.SIGTERM)
     except ProcessLookupError:
+        if proc is not None:
+            proc.wait()
         return
     deadline = time.monotonic() + KILL_GRACE_S
     while time.monotonic() < deadline:
+        if proc is not None:
+            proc.poll()
         try:
             os.killpg(pid, 0)
         except ProcessLookupError:
-            return
-        time.sleep(0.05)
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(pid, signal.SIGKILL)
+            break
+        time.sleep(0.02)
+    else:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(pid, signal.SIGKILL)
+    if proc is not None:
+        proc.wait()
 
 
 @dataclass
 class _Running:
     launch: Launch
-    proc: subprocess.Popen | None  # None: adopted from an earlier studyctl
+    proc: subprocess.Popen[bytes] | None  # None: adopted from an earlier studyctl
     pid: int
     started: float  # epoch seconds
 
 
-class LocalBackend:
+class LocalBackend(Backend):
+    """We are the scheduler: launch runs everything to the end and supervises runs it adopts."""
+
     name = "local"
+    runs_to_completion: ClassVar[bool] = True
+    initial_state: ClassVar[State] = State.PLANNED
+    adopts: ClassVar[bool] = True
 
     def __init__(self, options: LocalOptions) -> None:
         self.options = options
 
-    def _start(self, launch: Launch) -> _Running:
-        launch.attempt_dir.mkdir(parents=True, exist_ok=True)
-        with (launch.attempt_dir / STDOUT).open("wb") as out, (launch.attempt_dir / STDERR).open("wb") as err:
-            proc = subprocess.Popen(
-                worker_command(launch, self.options), stdout=out, stderr=err, stdin=subprocess.DEVNULL,
-                cwd=launch.attempt_dir, start_new_session=True,
-            )
-        return _Running(launch, proc, proc.pid, time.time())
+    @classmethod
+    def from_sweep(cls, sweep: SweepFile, paths: StudyPaths) -> LocalBackend:
+        return cls(sweep.local)
+
+    def time_limit_s(self, point: Point) -> int | None:
+        return self.options.timeout_s
+
+    def _start(self, launch: Launch, record_handle: RecordHandle, record_update: RecordUpdate) -> _Running:
+        """Recorded RUNNING before the process exists: a kill -9 from here on leaves an active attempt, which
+        the next command resolves (its process found by task file, or LOST) instead of starting it twice."""
+        started = time.time()
+        command = worker_command(launch, self.options)
+        record_update(Update(launch.point_id, launch.attempt, State.RUNNING, node_list="localhost",
+                             started_at=started))
+        paths = launch.paths
+        paths.dir.mkdir(parents=True, exist_ok=True)
+        with paths.stdout.open("wb") as out, paths.stderr.open("wb") as err:
+            proc = subprocess.Popen(command, stdout=out, stderr=err, stdin=subprocess.DEVNULL, cwd=paths.dir,
+                                    start_new_session=True)
+        run = _Running(launch, proc, proc.pid, started)
+        record_handle(launch, Handle(pid=run.pid))
+        return run
 
     def _finish(self, run: _Running, exit_code: int | None) -> Update:
         launch = run.launch
         ended = time.time()
-        outcome = read_outcome(launch.attempt_dir, launch.point_id, launch.attempt)
+        outcome = read_outcome(launch.paths, launch.point_id, launch.attempt)
         if outcome is not None and (outcome.state is not State.COMPLETED or exit_code in (0, None)):
             return Update(**{**outcome.__dict__, "exit_code": exit_code, "started_at": run.started,
                              "ended_at": ended})
-        reason = stderr_tail(launch.attempt_dir) or f"worker exited with code {exit_code} and no error record"
+        reason = stderr_tail(launch.paths) or f"worker exited with code {exit_code} and no error record"
         return Update(launch.point_id, launch.attempt, State.FAILED, FailureClass.WORKER_CRASH, reason,
                       exit_code, started_at=run.started, ended_at=ended)
 
     def _timeout(self, run: _Running) -> Update:
-        end_process_group(run.pid)
-        if run.proc is not None:
-            run.proc.wait()
+        end_process_group(run.pid, run.proc)
         limit = run.launch.time_limit_s
         return Update(run.launch.point_id, run.launch.attempt, State.TIMEOUT, FailureClass.TIMEOUT,
                       f"exceeded the per-point timeout of {limit} s; its process group was ended",
                       started_at=run.started, ended_at=time.time())
 
     def launch(self, launches: Sequence[Launch], record_handle: RecordHandle, record_update: RecordUpdate,
-               adopted: Sequence[tuple[Active, float]] = ()) -> None:
+               adopted: Sequence[Active] = ()) -> None:
         """Run everything to the end, `max_concurrent` at a time.
 
-        `adopted`: (attempt, start time) of runs an earlier studyctl started that are still alive;
-        they are waited for (and timed out) like our own and count against `max_concurrent`.
+        `adopted`: runs an earlier studyctl started that are still alive (`since`: their start); they are
+        waited for and timed out like our own, counted from their start, and count against `max_concurrent`.
         """
         queue = list(launches)
-        running = [_Running(a.launch, None, a.handle.pid or 0, started) for a, started in adopted if a.handle.pid]
+        running = [_Running(a.launch, None, a.handle.pid, a.since or time.time()) for a in adopted if a.handle.pid]
         try:
             while queue or running:
                 while queue and len(running) < self.options.max_concurrent:
-                    run = self._start(queue.pop(0))
-                    record_handle(run.launch, Handle(pid=run.pid))
-                    record_update(Update(run.launch.point_id, run.launch.attempt, State.RUNNING,
-                                         node_list="localhost", started_at=run.started))
-                    running.append(run)
+                    running.append(self._start(queue.pop(0), record_handle, record_update))
                 still = []
                 for run in running:
                     update = self._check(run)
@@ -141,13 +184,23 @@ class LocalBackend:
                 running = still
                 if running:
                     time.sleep(POLL_S)
-        except KeyboardInterrupt:
+        except KeyboardInterrupt as stop:
+            self._stop(running, record_update, getattr(stop, "reason", "interrupted by the user (Ctrl-C)"))
+            raise
+
+    def _stop(self, running: Sequence[_Running], record_update: RecordUpdate, reason: str) -> None:
+        """Record every running attempt CANCELLED first (a second Ctrl-C cannot leave them RUNNING), then end
+        their process groups; interrupted again, it kills what is left at once."""
+        for run in running:
+            record_update(Update(run.launch.point_id, run.launch.attempt, State.CANCELLED, FailureClass.CANCELLED,
+                                 reason, started_at=run.started, ended_at=time.time()))
+        try:
             for run in running:
-                end_process_group(run.pid)
-                if run.proc is not None:
-                    run.proc.wait()
-                record_update(Update(run.launch.point_id, run.launch.attempt, State.CANCELLED,
-                                     FailureClass.CANCELLED, "interrupted by the user (Ctrl-C)", ended_at=time.time()))
+                end_process_group(run.pid, run.proc)
+        except BaseException:
+            for run in running:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(run.pid, signal.SIGKILL)
             raise
 
     def _check(self, run: _Running) -> Update | None:
@@ -156,7 +209,7 @@ class LocalBackend:
             code = run.proc.poll()
             if code is not None:
                 return self._finish(run, code)
-        elif not pid_runs_task(run.pid, run.launch.task_file):
+        elif not pid_runs_task(run.pid, run.launch.paths.task):
             return self._finish(run, None)
         if limit and time.time() - run.started > limit:
             return self._timeout(run)
@@ -167,16 +220,27 @@ class LocalBackend:
         updates = []
         for a in active:
             launch = a.launch
-            if a.handle.pid and pid_runs_task(a.handle.pid, launch.task_file):
+            if a.handle.pid and pid_runs_task(a.handle.pid, launch.paths.task):
                 continue
-            outcome = read_outcome(launch.attempt_dir, launch.point_id, launch.attempt)
+            outcome = read_outcome(launch.paths, launch.point_id, launch.attempt)
             updates.append(outcome or Update(
                 launch.point_id, launch.attempt, State.LOST, FailureClass.LOST,
                 "the worker process is gone and left no result (studyctl or the machine stopped mid-run)",
                 ended_at=time.time()))
         return updates
 
-    def cancel(self, active: Sequence[Active]) -> None:
+    def recover(self, active: Sequence[Active]) -> list[tuple[Active, Handle]]:
+        """Attempts recorded RUNNING whose PID a killed studyctl never recorded: their process, by task file."""
+        found = []
         for a in active:
-            if a.handle.pid and pid_runs_task(a.handle.pid, a.launch.task_file):
-                end_process_group(a.handle.pid)
+            if not a.handle.pid and (pid := find_task_process(a.launch.paths.task)) is not None:
+                found.append((a, Handle(pid=pid)))
+        return found
+
+    def cancel(self, active: Sequence[Active]) -> None:
+        """End the process group of each attempt still alive (found by task file if its PID was never recorded)."""
+        for a in active:
+            task = a.launch.paths.task
+            pid = a.handle.pid if a.handle.pid and pid_runs_task(a.handle.pid, task) else find_task_process(task)
+            if pid is not None:
+                end_process_group(pid)

@@ -16,10 +16,10 @@ def collect(
     import_dlio: Annotated[Path | None, typer.Option(help="a DLIO output dir (summary.json) to add")] = None,
 ) -> None:
     """Tables (CSV/Parquet), scaling plots (PNG) and a report (HTML/Markdown) from a study's results."""
-    from studyctl.analysis.reporting import collect_study
+    from studyctl import api
 
     def run() -> None:
-        res = collect_study(study_ref, results, import_dlio)
+        res = api.collect_study(study_ref, results, import_dlio)
         for line in res.summary_lines():
             out.print(line, highlight=False)
 
@@ -33,10 +33,10 @@ def compare(
     threshold: Annotated[str, typer.Option(help="regression threshold, e.g. 5% or 0.05")] = "5%",
 ) -> None:
     """B against A, cell by cell; exit code 1 if any cell regressed beyond the threshold."""
-    from studyctl.analysis.reporting import compare_studies
+    from studyctl import api
 
     def run() -> int:
-        res = compare_studies(study_a, study_b, results, threshold)
+        res = api.compare_studies(study_a, study_b, results, threshold)
         for line in res.summary_lines():
             out.print(line, highlight=False)
         return 1 if res.any_regressed else 0

@@ -30,6 +30,6 @@ def guard(fn: Callable[[], T]) -> T:
             raise
         err.print(f"[bold red]studyctl: error:[/] {exc}", highlight=False, soft_wrap=True)
         raise typer.Exit(exc.exit_code) from None
-    except KeyboardInterrupt:
-        err.print("studyctl: interrupted")
-        raise typer.Exit(130) from None
+    except KeyboardInterrupt as stop:
+        err.print(f"studyctl: {getattr(stop, 'reason', 'interrupted')}", highlight=False)
+        raise typer.Exit(getattr(stop, "exit_code", 130)) from None

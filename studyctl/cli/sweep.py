@@ -49,15 +49,6 @@ class _ProgressView:
         self.bar.update(self.task, description=self._text())
 
 
-def _bytes_by_point(sweep_path: Path) -> dict[str, int]:
-    from studyctl.spec.expand import iter_points
-    from studyctl.spec.sweep import load_sweep
-
-    spec = load_sweep(sweep_path)
-    return {pp.point.point_id: pp.point.layout().total_bytes * pp.point.checkpoint.writes
-            for pp in iter_points(spec) if not pp.excluded}
-
-
 def sweep_submit(
     sweep: Annotated[Path, typer.Argument(help="sweep YAML file")],
     backend: Annotated[str, typer.Option(help="local | slurm")] = "local",
@@ -75,9 +66,9 @@ def sweep_submit(
             nonlocal view
             out.print(f"study [bold]{rep.study.name}[/]: {rep.points} points ({rep.excluded} excluded, "
                       f"{rep.new_points} new); {rep.skipped_completed} completed, {rep.skipped_active} queued/running, "
-                      f"{rep.waiting_for_failed} failed (use resubmit); running {rep.launched} on {backend}")
-            if rep.launched and backend == "local" and sys.stderr.isatty():
-                view = _ProgressView(rep.launched, _bytes_by_point(sweep))
+                      f"{rep.waiting_for_failed} failed (use resubmit); running {rep.launched} on {rep.backend}")
+            if rep.launched and rep.runs_to_completion and sys.stderr.isatty():
+                view = _ProgressView(rep.launched, rep.bytes_to_write)
                 view.bar.start()
 
         def progress(u: Update) -> None:
@@ -97,17 +88,20 @@ def sweep_submit(
             out.print(f"dry run: {rep.points} points, {rep.excluded} excluded, {rep.launched} would run, "
                       f"~{rep.node_hours:.2f} node-hours; nothing submitted")
             return
-        _print_after_run(rep.study, results, backend)
+        _print_after_run(rep, results)
 
     guard(run)
 
 
-def _print_after_run(study_dir: Any, results: Path, backend: str) -> None:
+def _print_after_run(submitted: Any, results: Path) -> None:
     from studyctl import api as study
 
+    study_dir = submitted.study
+    for note in submitted.notes:
+        err.print(f"studyctl: {note}", highlight=False, soft_wrap=True)
     rep = study.status(study_dir.root, results)
     out.print(_counts_line(rep.counts))
-    if backend == "slurm" and not rep.done:
+    if not submitted.runs_to_completion and not rep.done:
         out.print(f"submitted; follow with: studyctl sweep status {study_dir.name} --watch")
     failed = [p for p in rep.points if p.state in FINAL_STATES - {State.COMPLETED} and not p.excluded]
     if failed:
@@ -157,6 +151,7 @@ def _status_table(rep: Any, limit: int) -> Table:
         captions.append(f"{len(shown) - limit} more (completed last); --limit 0 shows all")
     if rep.backend_note:
         captions.append(f"[red]states may be stale: {escape(rep.backend_note)}[/]")
+    captions += [f"[yellow]{escape(note)}[/]" for note in rep.notes]
     table.caption = "\n".join(captions) or None
     return table
 
@@ -176,7 +171,7 @@ def sweep_status(
         rep = study.status(study_ref, results)
         if as_json:
             print(json.dumps({"study": rep.study.name, "counts": dict(rep.counts), "backend_note": rep.backend_note,
-                              "points": _status_json(rep)}, indent=1))
+                              "notes": rep.notes, "points": _status_json(rep)}, indent=1))
             return
         if not watch:
             out.print(_status_table(rep, limit))
@@ -223,7 +218,7 @@ def sweep_resubmit(
         rep = study.resubmit(study_ref, results, _parse_states(state), point or (), max_attempts, backend, progress)
         out.print(f"resubmitted {rep.launched} points" + (f" ({rep.waiting_for_failed} at --max-attempts)"
                                                           if rep.waiting_for_failed else ""))
-        _print_after_run(rep.study, results, backend or "local")
+        _print_after_run(rep, results)
 
     guard(run)
 

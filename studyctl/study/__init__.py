@@ -1,1 +1,1 @@
-"""One study's bookkeeping: ledger, lock, reconcile, and the runs that use them."""
+"""One study's bookkeeping: ledger, lock, reconcile, and the operations submit, resubmit, status, cancel."""

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import sqlite3
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -115,8 +115,14 @@ def _attempt(row: Sequence[Any]) -> AttemptRow:
 class Ledger:
     """One study's ledger file. Connections are short-lived per command; writes are transactions."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, readonly: bool = False) -> None:
+        """`readonly`: for commands that only read (collect): never creates, migrates or writes the file."""
         self.path = path
+        if readonly:
+            self._db = sqlite3.connect(f"{path.absolute().as_uri()}?mode=ro", uri=True, timeout=30,
+                                       isolation_level=None)
+            self._db.execute("PRAGMA busy_timeout=30000")
+            return
         path.parent.mkdir(parents=True, exist_ok=True)
         self._db = sqlite3.connect(path, timeout=30, isolation_level=None)
         self._db.execute("PRAGMA journal_mode=WAL")
@@ -212,16 +218,26 @@ class Ledger:
                                     (point_id,))
         return [_attempt(r) for r in rows]
 
-    def active_attempts(self) -> list[AttemptRow]:
-        marks = ",".join("?" * len(ACTIVE_STATES))
-        rows = self._db.execute(f"SELECT {_ATTEMPT_COLS} FROM attempts WHERE state IN ({marks})",
-                                [s.value for s in ACTIVE_STATES])
+    def attempts_count(self) -> int:
+        return int(self._db.execute("SELECT COUNT(*) FROM attempts").fetchone()[0])
+
+    def attempt_keys(self) -> set[tuple[str, int]]:
+        return set(self._db.execute("SELECT point_id, attempt FROM attempts"))
+
+    def active_attempts(self, queued: bool = False) -> list[AttemptRow]:
+        """Attempts queued or running; `queued` adds those still PLANNED in a runner's own queue."""
+        states = [s.value for s in ACTIVE_STATES] + ([State.PLANNED.value] if queued else [])
+        marks = ",".join("?" * len(states))
+        rows = self._db.execute(f"SELECT {_ATTEMPT_COLS} FROM attempts WHERE state IN ({marks})", states)
         return [_attempt(r) for r in rows]
 
-    def new_attempts(self, items: Sequence[tuple[str, str]], state: State = State.SUBMITTED) -> dict[str, int]:
+    def new_attempts(self, items: Sequence[tuple[str, str]], state: State = State.SUBMITTED,
+                     on_disk: Mapping[str, int] | None = None) -> dict[str, int]:
         """Open an attempt per (point_id, backend); returns point_id → attempt number.
 
         An attempt still PLANNED (queued locally, never started) is reused: attempts count starts.
+        `on_disk`: the highest attempt number with a directory, per point: a new attempt is numbered above
+        it even if the ledger forgot it, so no attempt directory is ever written twice.
         """
         now = time.time()
         out: dict[str, int] = {}
@@ -230,6 +246,8 @@ class Ledger:
                 last, last_state = db.execute(
                     "SELECT attempt, state FROM attempts WHERE point_id = ? ORDER BY attempt DESC LIMIT 1",
                     (point_id,)).fetchone() or (0, None)
+                if (on_disk or {}).get(point_id, 0) > last:
+                    last, last_state = (on_disk or {})[point_id], None
                 if last_state == State.PLANNED.value:
                     db.execute("UPDATE attempts SET backend = ?, state = ?, submitted_at = ?, updated_at = ? "
                                "WHERE point_id = ? AND attempt = ?", (backend, state.value, now, now, point_id, last))
@@ -241,6 +259,31 @@ class Ledger:
                 db.execute("INSERT INTO events(point_id, attempt, state, at) VALUES (?, ?, ?, ?)",
                            (point_id, last + 1, state.value, now))
         return out
+
+    def restore_attempts(self, rows: Sequence[tuple[dict[str, Any], str, Update, float, str | None]]) -> int:
+        """Attempts found on disk that the ledger does not know: (point config, backend, how it ended, when,
+        result path).
+
+        Points are added out of the sweep until the next sync; known attempts are left alone. Returns how many
+        attempts were added.
+        """
+        now = time.time()
+        added = 0
+        with self.transaction() as db:
+            for config, backend, u, at, result_path in rows:
+                db.execute("INSERT OR IGNORE INTO points(point_id, run_order, config, excluded, in_sweep, added_at) "
+                           "VALUES (?, 0, ?, 0, 0, ?)", (u.point_id, json.dumps(config, sort_keys=True), now))
+                cur = db.execute(
+                    "INSERT OR IGNORE INTO attempts(point_id, attempt, backend, state, failure_class, reason, "
+                    "node_list, submitted_at, ended_at, result_path, updated_at) "
+                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    (u.point_id, u.attempt, backend, u.state.value, u.failure_class.value if u.failure_class else None,
+                     u.reason, u.node_list, at, u.ended_at, result_path, now))
+                if cur.rowcount:
+                    added += 1
+                    db.execute("INSERT INTO events(point_id, attempt, state, at, detail) VALUES (?, ?, ?, ?, ?)",
+                               (u.point_id, u.attempt, u.state.value, now, "restored from the attempt directory"))
+        return added
 
     def record_handles(self, items: Sequence[tuple[str, int, Handle]]) -> None:
         now = time.time()

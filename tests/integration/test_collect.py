@@ -13,8 +13,8 @@ import pytest
 
 from studyctl.analysis.collect import build_tables
 from studyctl.analysis.dlio_import import import_dlio
-from studyctl.analysis.reporting import collect_study
 from studyctl.analysis.stats import describe, ratio_ci, t_quantile_975
+from studyctl.api import collect_study
 from studyctl.errors import UserError
 from tests.conftest import run_small_study
 

@@ -13,7 +13,7 @@ import matplotlib.image as mpimg
 import numpy as np
 
 from studyctl.analysis.plots import COLOURS
-from studyctl.analysis.reporting import collect_study
+from studyctl.api import collect_study
 
 from .test_collect import copy_study
 

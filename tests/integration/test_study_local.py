@@ -14,6 +14,8 @@ from pathlib import Path
 import pytest
 
 from studyctl import api as study
+from studyctl.attempt.paths import StudyPaths
+from studyctl.backends.local import pid_runs_task
 from studyctl.states import State
 from studyctl.study.ledger import Ledger
 
@@ -207,3 +209,34 @@ def test_bad_options_are_one_line_errors(tmp_path: Path, args: list[str]) -> Non
     proc = cli(*args, "--results", str(tmp_path / "results"), cwd=tmp_path)
     assert proc.returncode == 2
     assert "Traceback" not in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+
+
+def test_an_adopted_hung_worker_keeps_its_time_limit(tmp_path: Path) -> None:
+    """Bug: a run adopted after studyctl was killed had no time limit, so a hung worker blocked submit forever.
+
+    The hang is a stand-in mpiexec that sleeps (the subprocess boundary); the limit counts from its start.
+    """
+    hung = tmp_path / "hung-mpiexec"
+    hung.write_text(f"#!{sys.executable}\nimport time\ntime.sleep(150)\n")
+    hung.chmod(0o755)
+    sweep = make_sweep(tmp_path, zero="1", filesystems="[good]", timeout=10)
+    sweep.write_text(sweep.read_text().replace("timeout_s: 10}", f"timeout_s: 10, mpiexec: {hung}}}"))
+    results = tmp_path / "results"
+    proc = subprocess.Popen([sys.executable, "-m", "studyctl.cli", "sweep", "submit", str(sweep), "--results",
+                             str(results)], cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        _wait_for(lambda: _states(results, "s") == ["RUNNING"])
+    finally:
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait()
+    (orphan,) = ledger_rows(results, "s").values()
+    task = StudyPaths(results / "s").attempt(orphan[0].point_id, 1).task
+    assert orphan[0].pid and pid_runs_task(orphan[0].pid, task)
+    t0 = time.monotonic()
+    rep = study.submit(sweep, "local", results)
+    waited = time.monotonic() - t0
+    assert rep.launched == 0 and rep.skipped_active == 1
+    (attempt,) = next(iter(ledger_rows(results, "s").values()))
+    assert attempt.state is State.TIMEOUT and "10 s" in (attempt.reason or "")
+    assert waited < 60, f"waited {waited:.0f} s for an adopted run with a 10 s limit"
+    assert not pid_runs_task(orphan[0].pid, task)  # its process group was ended

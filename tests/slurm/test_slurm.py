@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from studyctl.attempt.paths import StudyPaths
 from studyctl.attempt.records import Launch
 from studyctl.backends.slurm import SlurmBackend
 from studyctl.backends.slurm.sacct import expand_job_ids
@@ -119,12 +120,12 @@ slurm: {partition: debug, time_limit_min: 3, array_parallelism: 4}
     backend = SlurmBackend(SlurmOptions.model_validate(sweep.slurm), tmp_path / "slurm")
     launches = []
     for p in points:
-        adir = tmp_path / "att" / p.point_id
-        adir.mkdir(parents=True)
+        files = StudyPaths(tmp_path).attempt(p.point_id, 1)
+        files.dir.mkdir(parents=True)
         task = WorkerTask(study="shapes", point_id=p.point_id, point=p, filesystem_path=str(tmp_path / "fs"),
-                          result_path=str(adir / "result.json"), error_path=str(adir / "error.json"))
-        (adir / "task.json").write_text(task.model_dump_json())
-        launches.append(Launch("shapes", p.point_id, 1, p, adir / "task.json", adir, None))
+                          result_path=str(files.result), error_path=str(files.error))
+        files.task.write_text(task.model_dump_json())
+        launches.append(Launch("shapes", p.point_id, 1, p, files, None))
     handles = []
     backend.launch(launches, lambda launch, h: handles.append(h), lambda u: None)
     assert backend.sbatch_calls == 2  # two shapes (1 and 2 nodes), not 16 points
@@ -132,7 +133,7 @@ slurm: {partition: debug, time_limit_min: 3, array_parallelism: 4}
     assert len(arrays) == 2 and len(handles) == 16
     assert sorted(h.array_index for h in handles) == sorted(list(range(8)) * 2)
     end = time.monotonic() + 180
-    while not all((tmp_path / "att" / p.point_id / "result.json").exists() for p in points):
+    while not all(StudyPaths(tmp_path).attempt(p.point_id, 1).result.exists() for p in points):
         assert time.monotonic() < end
         time.sleep(1)
 

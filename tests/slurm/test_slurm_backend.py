@@ -24,6 +24,7 @@ from pathlib import Path
 import pytest
 
 from studyctl.attempt.outcome import read_outcome
+from studyctl.attempt.paths import StudyPaths
 from studyctl.attempt.records import Active, Handle, Launch, Update
 from studyctl.backends.slurm import (
     SlurmBackend,
@@ -36,6 +37,7 @@ from studyctl.backends.slurm import (
     time_limit_min,
 )
 from studyctl.backends.slurm.sacct import SacctRow, SacctWatcher, expand_job_ids, parse_sacct
+from studyctl.backends.slurm.verdict import submitit_error
 from studyctl.fsutil import atomic_write_json
 from studyctl.spec.catalog import lookup
 from studyctl.spec.options import SlurmOptions
@@ -99,12 +101,12 @@ def make_launch(root: Path, study: str, nodes: int, per_node: int, mode: str = "
     tiny = CheckpointOptions(scale=0.001, writes=1, reads=1)
     point = Point(model=lookup("gpt2-125m"), zero_stage=1, nodes=nodes, ranks_per_node=per_node,
                   filesystem=mode, repetition=rep, checkpoint=tiny)
-    adir = root / "points" / point.point_id / "attempt-1"
-    adir.mkdir(parents=True)
+    files = StudyPaths(root).attempt(point.point_id, 1)
+    files.dir.mkdir(parents=True)
     task = WorkerTask(study=study, point_id=point.point_id, point=point, filesystem_path=str(root / "fs"),
-                      result_path=str(adir / "result.json"), error_path=str(adir / "error.json"))
-    (adir / "task.json").write_text(task.model_dump_json())
-    return Launch(study, point.point_id, 1, point, adir / "task.json", adir, None)
+                      result_path=str(files.result), error_path=str(files.error))
+    files.task.write_text(task.model_dump_json())
+    return Launch(study, point.point_id, 1, point, files, None)
 
 
 @dataclass
@@ -133,7 +135,7 @@ def wait_final(backend: SlurmBackend, launches: list[Launch], ledger: Ledger, ti
             return
         active = []
         for la in open_:
-            outcome = read_outcome(la.attempt_dir, la.point_id, la.attempt)
+            outcome = read_outcome(la.paths, la.point_id, la.attempt)
             if outcome is not None and outcome.state is State.COMPLETED:
                 ledger.update(outcome)
             elif la.point_id in ledger.handles:
@@ -205,7 +207,7 @@ def test_mpi_jobs_complete_on_the_right_nodes(mixed: MixedRun, label: str) -> No
     launch = mixed.launches[label]
     point = launch.point
     assert mixed.ledger.last(launch.point_id).state is State.COMPLETED
-    result = json.loads((launch.attempt_dir / "result.json").read_text())
+    result = json.loads(launch.paths.result.read_text())
     size = point.nodes * point.ranks_per_node
     assert result["world_size"] == size, "srun --mpi=pmi2 must give one MPI world, not singletons"
     assert result["rank_sum"] == size * (size - 1) // 2
@@ -349,7 +351,7 @@ def test_jobs_found_by_name_after_a_crash(cluster: None, tmp_path: Path) -> None
         [make_launch(tmp_path / "o", f"{study}-b", 1, 1)], lambda la, h: None, lambda u: None)
     fresh = SlurmBackend(OPTIONS, tmp_path / "slurm", entry=probe)
     lost = [Active(la, Handle()) for la in [*pair, lone, never]]
-    found = {a.launch.point_id: h for a, h in fresh.recover_handles(study, lost)}  # at once, jobs queued
+    found = {a.launch.point_id: h for a, h in fresh.recover(lost)}  # at once, jobs queued
     assert set(found) == {la.point_id for la in [*pair, lone]}  # `never` never reached Slurm
     assert {found[la.point_id].array_index for la in pair} == {0, 1}
     assert found[lone.point_id].array_index is None
@@ -357,17 +359,17 @@ def test_jobs_found_by_name_after_a_crash(cluster: None, tmp_path: Path) -> None
     assert {j.job_id for j in find_jobs(study)} == ids
 
     end = time.monotonic() + 90
-    while not all((la.attempt_dir / "result.json").exists() for la in [*pair, lone]):
+    while not all(la.paths.result.exists() for la in [*pair, lone]):
         assert time.monotonic() < end, "jobs did not finish"
         time.sleep(1)
     for la in [*pair, lone]:
-        assert json.loads((la.attempt_dir / "result.json").read_text())["job_id"] == found[la.point_id].job_id
+        assert json.loads(la.paths.result.read_text())["job_id"] == found[la.point_id].job_id
     assert {j.job_id for j in find_jobs(study, ["squeue"])} == ids  # ended: slurmctld still knows them
     end = time.monotonic() + 60
     while {j.job_id for j in find_jobs(study, ["sacct"])} != ids:  # accounting alone, once names settle
         assert time.monotonic() < end, find_jobs(study, ["sacct"])
         time.sleep(1)
-    assert {a.launch.point_id: h for a, h in fresh.recover_handles(study, lost)} == found
+    assert {a.launch.point_id: h for a, h in fresh.recover(lost)} == found
 
 
 # ------------------------------------------------------------------ no cluster needed
@@ -393,11 +395,10 @@ def test_submitit_result_pickle_gives_the_reason(tmp_path: Path) -> None:
     from submitit.core.utils import cloudpickle_dump
 
     launch = make_launch(tmp_path, "t", 1, 1)
-    backend = SlurmBackend(OPTIONS, tmp_path / "slurm")
     (tmp_path / "slurm" / "7_1").mkdir(parents=True)
     cloudpickle_dump(("error", "Traceback (most recent call last):\n  File x\nOSError: [Errno 5] EIO"),
                      tmp_path / "slurm" / "7_1" / "7_1_0_result.pkl")
-    update = final_update(launch, _row("FAILED", exit_code=1), backend._submitit_error("7_1"), "")
+    update = final_update(launch, _row("FAILED", exit_code=1), submitit_error(tmp_path / "slurm" / "7_1", "7_1"), "")
     assert update.state is State.FAILED and update.failure_class is FailureClass.WORKER_CRASH
     assert update.reason.startswith("OSError: [Errno 5] EIO (job 7_1 on n[1-2]; Slurm: FAILED exit 1)")
     stderr_only = final_update(launch, _row("FAILED", exit_code=1), None, "srun: error: n1: task 0: Exited\n")
@@ -474,11 +475,11 @@ def test_time_limits_and_shapes(tmp_path: Path) -> None:
     derived = SlurmOptions()
     assert time_limit_min(derived, small) == derived.min_time_limit_min  # tiny point: the floor
     assert time_limit_min(SlurmOptions(time_limit_min=7), small) == 7
-    own = Launch(small.study, small.point_id, 1, small.point, small.task_file, small.attempt_dir, 150)
+    own = Launch(small.study, small.point_id, 1, small.point, small.paths, 150)
     assert time_limit_min(derived, own) == 3
     full = CheckpointOptions(scale=1.0, writes=10, reads=10)
     big_point = small.point.model_copy(update={"checkpoint": full})
-    big = Launch("t", big_point.point_id, 1, big_point, small.task_file, small.attempt_dir, None)
+    big = Launch("t", big_point.point_id, 1, big_point, small.paths, None)
     slow = SlurmOptions(assumed_GiBps_per_node=0.001)
     assert time_limit_min(slow, big) % 5 == 0 and time_limit_min(slow, big) > time_limit_min(derived, big)
     assert shape_of(OPTIONS, small) == (1, 1, 2)
@@ -513,7 +514,7 @@ def test_a_job_id_slurm_forgot_is_lost_after_the_grace(mixed: MixedRun, tmp_path
 
     study = mixed.launches["1x2"].study
     gone, done, fresh = (make_launch(tmp_path, study, 1, 1, rep=i) for i in (10, 11, 12))
-    atomic_write_json(done.attempt_dir / "result.json", {"point_id": done.point_id, "provenance": {}})
+    atomic_write_json(done.paths.result, {"point_id": done.point_id, "provenance": {}})
     long_ago = time.time() - VANISHED_AFTER_S - 60
     known = mixed.launches["4x1"]  # a real job of this study, long finished
     backend = SlurmBackend(OPTIONS, mixed.backend.folder)

@@ -129,7 +129,7 @@ def parse_sacct(text: str) -> dict[str, SacctRow]:
     return rows
 
 
-Runner = Callable[..., subprocess.CompletedProcess]
+Runner = Callable[..., subprocess.CompletedProcess[str]]
 
 
 class SacctWatcher:

@@ -1,0 +1,92 @@
+"""A missing, emptied or damaged ledger never costs results: attempt directories are the evidence.
+
+Every command that writes the ledger opens it here. A damaged file is moved aside (kept, never deleted)
+and the ledger is rebuilt; attempts on disk the ledger does not know are restored from their files
+(result.json: COMPLETED, error.json: FAILED, neither: LOST), each with a message for the user.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from studyctl.attempt.outcome import read_outcome
+from studyctl.attempt.paths import StudyPaths
+from studyctl.attempt.records import Update
+from studyctl.errors import UserError
+from studyctl.spec.points import WorkerTask
+from studyctl.states import State
+from studyctl.study.ledger import Ledger
+
+
+@contextmanager
+def open_ledger(paths: StudyPaths, backend: str, notes: list[str]) -> Iterator[Ledger]:
+    """The study's ledger, rebuilt from the attempt directories where it lost them; `notes` say what was done.
+
+    `backend`: recorded for restored attempts (the study's backend; the directories do not say).
+    """
+    try:
+        ledger = _open_checked(paths)
+    except sqlite3.DatabaseError as exc:
+        aside = paths.ledger.with_name(f"{paths.ledger.name}.damaged-{time.strftime('%Y%m%dT%H%M%S')}")
+        os.replace(paths.ledger, aside)
+        for suffix in ("-wal", "-shm"):
+            side = paths.ledger.with_name(paths.ledger.name + suffix)
+            if side.exists():
+                os.replace(side, aside.with_name(aside.name + suffix))
+        notes.append(f"{paths.ledger}: damaged ({exc}); kept as {aside.name}, rebuilt from the attempt directories")
+        ledger = Ledger(paths.ledger)
+    try:
+        restored = restore_from_disk(paths, ledger, backend)
+        if restored:
+            notes.append(f"{paths.ledger}: {restored} attempts on disk were missing from the ledger; restored from "
+                         "their directories")
+        yield ledger
+    finally:
+        ledger.close()
+
+
+def _open_checked(paths: StudyPaths) -> Ledger:
+    ledger = Ledger(paths.ledger)
+    try:
+        ledger.attempts_count()
+    except sqlite3.DatabaseError:
+        ledger.close()
+        raise
+    return ledger
+
+
+def restore_from_disk(paths: StudyPaths, ledger: Ledger, backend: str) -> int:
+    """Record every attempt directory the ledger does not know; returns how many."""
+    known = ledger.attempt_keys()
+    rows = []
+    for point_id in paths.point_ids_on_disk():
+        for number in paths.attempts_on_disk(point_id):
+            if (point_id, number) in known:
+                continue
+            files = paths.attempt(point_id, number)
+            try:
+                task = WorkerTask.model_validate_json(files.task.read_text())
+            except (OSError, ValueError):
+                continue  # not an attempt studyctl wrote: still never reused, its number stays taken
+            at = files.task.stat().st_mtime
+            # No outcome yet: it may still run. Restored as SUBMITTED, reconciling finds its process or job
+            # (adopted, never started again) or calls it LOST.
+            outcome = read_outcome(files, point_id, number) or Update(point_id, number, State.SUBMITTED)
+            result = str(files.result) if outcome.state is State.COMPLETED else None
+            rows.append((task.point.canonical(), backend, outcome, at, result))
+    return ledger.restore_attempts(rows) if rows else 0
+
+
+def read_only_ledger(paths: StudyPaths) -> Ledger:
+    """For commands that only read (collect): one clear line if the ledger is missing or damaged."""
+    try:
+        ledger = Ledger(paths.ledger, readonly=True)
+        ledger.attempts_count()
+        return ledger
+    except sqlite3.DatabaseError as exc:
+        raise UserError(f"{paths.ledger}: cannot be read ({exc}); 'studyctl sweep status {paths.name}' rebuilds it "
+                        "from the attempt directories", 1) from None

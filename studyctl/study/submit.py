@@ -1,0 +1,119 @@
+"""`submit`: plan a sweep, record it, and run what has not run (new, PLANNED and LOST points)."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from studyctl.attempt.paths import StudyPaths
+from studyctl.attempt.records import Active
+from studyctl.backends import base
+from studyctl.backends.base import Backend
+from studyctl.errors import UserError
+from studyctl.fsutil import atomic_write_text
+from studyctl.spec.expand import PlannedPoint, expand
+from studyctl.spec.plan import plan_rows, summarize_plan
+from studyctl.spec.points import Point
+from studyctl.spec.sweep import SweepFile, load_sweep
+from studyctl.states import ACTIVE_STATES, State
+from studyctl.study.launches import new_launch
+from studyctl.study.ledger import Ledger
+from studyctl.study.lock import study_lock
+from studyctl.study.reconcile import reconcile
+from studyctl.study.recorder import ProgressHook, Recorder
+from studyctl.study.repair import open_ledger
+from studyctl.study.signals import stop_on_signals
+from studyctl.study.store import sync_points
+
+
+@dataclass
+class SubmitReport:
+    study: StudyPaths
+    backend: str = ""  # the backend the points were handed to
+    # True: the command returned when every point had ended; False: once submitted (follow with status --watch)
+    runs_to_completion: bool = False
+    points: int = 0
+    excluded: int = 0
+    new_points: int = 0
+    launched: int = 0
+    skipped_completed: int = 0
+    skipped_active: int = 0
+    waiting_for_failed: int = 0  # FAILED/TIMEOUT/...: resubmit reruns them
+    node_hours: float = 0.0
+    states: Counter[str] = field(default_factory=Counter)
+    bytes_to_write: dict[str, int] = field(default_factory=dict)  # per point launched: for a progress view
+    notes: list[str] = field(default_factory=list)  # what the command repaired (a lost or damaged ledger)
+
+
+def launch_points(paths: StudyPaths, ledger: Ledger, sweep: SweepFile, backend: Backend, todo: Sequence[Point],
+                  alive: dict[str, list[Active]], progress: ProgressHook | None) -> int:
+    """A new attempt per point in `todo`, handed to `backend` with the attempts of it still alive."""
+    on_disk = {p.point_id: max(paths.attempts_on_disk(p.point_id), default=0) for p in todo}
+    numbers = ledger.new_attempts([(p.point_id, backend.name) for p in todo], backend.initial_state, on_disk)
+    launches = [new_launch(paths, sweep, backend, p, numbers[p.point_id]) for p in todo]
+    adopted = alive.get(backend.name, [])
+    recorder = Recorder(paths, ledger, sweep, progress)
+    recorder.know([*launches, *(a.launch for a in adopted)])
+    with stop_on_signals():
+        backend.launch(launches, recorder.handle, recorder.update, adopted=adopted)
+    return len(launches)
+
+
+def _select(report: SubmitReport, planned: Sequence[PlannedPoint], ledger: Ledger) -> list[Point]:
+    """Points to run now, counting the others into the report."""
+    rows = {p.point_id: p for p in ledger.points()}
+    todo: list[Point] = []
+    for pp in planned:
+        if pp.excluded:
+            continue
+        state = rows[pp.point.point_id].state
+        report.states[state.value] += 1
+        if state is State.COMPLETED:
+            report.skipped_completed += 1
+        elif state in ACTIVE_STATES:
+            report.skipped_active += 1
+        elif state in (State.PLANNED, State.LOST):
+            todo.append(pp.point)
+        else:
+            report.waiting_for_failed += 1
+    return todo
+
+
+def submit(sweep_path: Path, backend: str = "local", results: Path = Path("results"), dry_run: bool = False,
+           budget_node_hours: float | None = None, progress: ProgressHook | None = None,
+           on_plan: Callable[[SubmitReport], None] | None = None) -> SubmitReport:
+    """Plan the sweep, record it, and run what has not run: new, PLANNED and LOST points.
+
+    Idempotent: completed and queued points are skipped; FAILED/TIMEOUT/... wait for `resubmit`.
+    `on_plan` sees the report (counts, backend capabilities) before anything runs.
+    """
+    base.check_name(backend)
+    sweep = load_sweep(sweep_path)
+    planned = expand(sweep)
+    summary = summarize_plan(plan_rows(planned, sweep))
+    if budget_node_hours is not None and summary.node_hours > budget_node_hours:
+        raise UserError(f"the study needs an estimated {summary.node_hours:.2f} node-hours, over the budget of "
+                        f"{budget_node_hours:g} (--budget-node-hours); nothing was submitted", 1)
+    paths = StudyPaths((results / sweep.study).resolve())
+    report = SubmitReport(paths, backend, points=len(planned), excluded=summary.excluded,
+                          node_hours=summary.node_hours)
+    if dry_run:
+        report.launched = summary.runnable
+        return report
+    runner = base.make(backend, sweep, paths)
+    report.runs_to_completion = runner.runs_to_completion
+    with study_lock(paths), open_ledger(paths, backend, report.notes) as ledger:
+        atomic_write_text(paths.sweep_copy, sweep_path.read_text())
+        ledger.set_meta(source_path=str(sweep_path.resolve()), study=sweep.study, backend=backend)
+        report.new_points = sync_points(ledger, planned)
+        alive = reconcile(paths, ledger, sweep, {backend: runner}).alive
+        todo = _select(report, planned, ledger)
+        report.launched = len(todo)
+        report.bytes_to_write = {p.point_id: p.layout().total_bytes * p.checkpoint.writes
+                                 for p in todo if not p.problems()}
+        if on_plan:
+            on_plan(report)
+        launch_points(paths, ledger, sweep, runner, todo, alive, progress)
+    return report

@@ -1,0 +1,59 @@
+"""Where the worker may write: the filesystem the sweep names, and a point directory no other live run writes.
+
+Both checks run on rank 0 before the first byte; every backend gets them because the worker does them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+
+from studyctl.spec.points import WorkerTask
+from studyctl.spec.sweep import FILESYSTEM_KINDS
+from worker import provenance
+
+
+def placement_problem(path: str, kind: str | None) -> str | None:
+    """Why `path` is not the filesystem the sweep names, or None. Never creates the path: a missing mount
+    point would silently become a directory on the root disk."""
+    if not os.path.isdir(path):
+        return f"filesystem path {path} does not exist or is not a directory (studyctl creates only its own " \
+               "directories below it)"
+    if kind is None:
+        return None
+    fstype = provenance.mount_of(path)["fstype"]
+    if fstype not in FILESYSTEM_KINDS.get(kind, ()):
+        return (f"filesystem path {path} is on a {fstype} mount, not kind {kind} "
+                f"(kind {kind} accepts: {', '.join(FILESYSTEM_KINDS[kind])})")
+    return None
+
+
+# The claim on this process's point directory, held until the process ends (rank 0 only).
+CLAIMS: list[int] = []
+
+
+def claim(task: WorkerTask) -> str | None:
+    """Rank 0: hold the point's claim file (flock) for the whole run; why not, if another live run holds it."""
+    path = task.claim_file
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        holder = os.pread(fd, 200, 0).decode(errors="replace").strip() or "another process"
+        os.close(fd)
+        return f"{task.data_dir} is being written by a live run ({holder}); a second writer would corrupt both"
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, f"study {task.study} attempt {task.attempt} pid {os.getpid()} on {os.uname().nodename}".encode(), 0)
+    CLAIMS.append(fd)
+    return None
+
+
+def release(task: WorkerTask) -> None:
+    """Rank 0, at the end: drop the claim file (and the study's data directory if nothing else is in it)."""
+    while CLAIMS:
+        task.claim_file.unlink(missing_ok=True)
+        os.close(CLAIMS.pop())
+        with contextlib.suppress(OSError):
+            task.data_dir.parent.rmdir()
