@@ -115,7 +115,7 @@ def _print_plan(study: str, rows: list[dict[str, Any]], summary: Any, limit: int
                   title=f"study {study}", title_justify="left")
     for r in rows:
         style = "dim" if r["excluded"] else None
-        if r["excluded"] and r["checkpoint_bytes"] is None:
+        if r["exclude_kind"] == "infeasible":
             sizes = [r["exclude_reason"], "", "", "", "", "", ""]
         else:
             sizes = [format_bytes(r["checkpoint_bytes"]),

@@ -47,13 +47,13 @@ def plan_row(pp: PlannedPoint, sweep: SweepFile) -> dict[str, Any]:
         "io_mode": p.io_mode,
         "repetition": p.repetition,
         "excluded": pp.excluded,
+        "exclude_kind": pp.exclusion.kind.value if pp.exclusion else None,
         "exclude_reason": pp.exclude_reason,
         "scale": opts.scale,
         "writes": opts.writes,
         "reads": opts.reads,
     }
-    infeasible = pp.excluded and (pp.exclude_reason or "").startswith("infeasible")
-    if infeasible:
+    if pp.exclusion is not None and pp.exclusion.infeasible:
         row.update(dict.fromkeys(SIZED_KEYS))
         return row
     row.update(_sized(p.model, p.parallelism, p.nodes, p.ranks_per_node, opts, sweep.estimate))

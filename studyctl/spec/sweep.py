@@ -5,6 +5,7 @@ from __future__ import annotations
 import difflib
 import os
 import re
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -92,7 +93,10 @@ class Matrix(_Strict):
     restore: list[RestoreMode] | None = None
     direct_fallback: list[bool] | None = None
 
-    _listify = model_validator(mode="before")(classmethod(lambda cls, d: _listify(cls, d)))
+    @model_validator(mode="before")
+    @classmethod
+    def _scalars_are_one_value_axes(cls, data: Any) -> Any:
+        return _listify(cls, data)
 
     @field_validator("*", mode="after")
     @classmethod
@@ -275,7 +279,7 @@ def _clean_loc(loc: tuple[Any, ...]) -> Loc:
     return tuple(out)
 
 
-def _describe(err: dict[str, Any], loc: Loc) -> str:
+def _describe(err: Mapping[str, Any], loc: Loc) -> str:
     kind, value = err["type"], err.get("input")
     ctx = err.get("ctx") or {}
     if kind == "extra_forbidden":
@@ -291,7 +295,7 @@ def _describe(err: dict[str, Any], loc: Loc) -> str:
     return f"{value!r}: {err['msg'][0].lower()}{err['msg'][1:]}" if value is not None else err["msg"]
 
 
-def _error_line(path: Path, lines: dict[Loc, int], err: dict[str, Any]) -> str:
+def _error_line(path: Path, lines: dict[Loc, int], err: Mapping[str, Any]) -> str:
     loc = _clean_loc(err["loc"])
     line = line_of(lines, loc)
     where = f"{path}:{line}" if line else str(path)

@@ -291,7 +291,8 @@ def _load_current_sweep(study: StudyDir, ledger: Ledger, update_copy: bool = Fal
 
 def _sync(ledger: Ledger, planned: Sequence[PlannedPoint]) -> int:
     return ledger.sync_points(
-        (pp.point.point_id, pp.order, pp.point.canonical(), pp.excluded, pp.exclude_reason) for pp in planned
+        (pp.point.point_id, pp.order, pp.point.canonical(), pp.exclusion is not None,
+         pp.exclusion.describe() if pp.exclusion else None) for pp in planned
     )
 
 
