@@ -2,8 +2,19 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from studyctl.analysis.reporting import collect_study, compare_studies, parse_threshold
 from studyctl.study.runs import StatusReport, StudyDir, SubmitReport, cancel, find_study, resubmit, status, submit
 
 __all__ = ["StatusReport", "StudyDir", "SubmitReport", "cancel", "collect_study", "compare_studies", "find_study",
-           "parse_threshold", "resubmit", "status", "submit"]
+           "parse_threshold", "plan_capacity", "resubmit", "status", "submit"]
+
+
+def plan_capacity(sweep: Any, summary: Any, backend: str) -> tuple[list[str], str | None]:
+    """Will the largest point fit the filesystems' free space and the hosts' memory? (problems, DLIO note)"""
+    from studyctl.backends.capacity import probe
+    from studyctl.spec.plan import capacity_problems, dlio_memory_note
+
+    capacity = probe(sweep, backend)
+    return capacity_problems(summary, capacity), dlio_memory_note(summary, capacity)

@@ -20,9 +20,9 @@ from pathlib import Path
 from typing import Any
 
 from studyctl.fsutil import atomic_write_text
-from studyctl.spec.layout import CheckpointFile, Parallelism, rank_files, summarize
+from studyctl.spec.layout import CheckpointFile, rank_files, step_dir_name, summarize
 from studyctl.spec.plan import disk_steps_needed
-from studyctl.spec.points import Point, WorkerTask
+from studyctl.spec.points import WorkerTask, cold_read_method, restore_files
 from studyctl.states import FailureClass
 from studyctl.units import MIB, format_bytes
 from worker import io, provenance
@@ -59,18 +59,6 @@ class Setup:
     total: int
 
 
-def restore_files(point: Point, par: Parallelism, rank: int) -> list[CheckpointFile]:
-    """What `rank` reads on restore: its partner's files, plus DP replica 0's weights with restore 'full'."""
-    opts = point.checkpoint
-    source = (rank + opts.rank_shift) % par.world_size
-    files = rank_files(point.model, par, source, opts.scale)
-    if opts.restore == "full" and par.zero_stage < 3 and par.coords(source)[2] != 0:
-        replica0 = source % par.model_parallel
-        kinds = ("model", "optimizer") if par.zero_stage == 0 else ("model",)
-        files += [f for f in rank_files(point.model, par, replica0, opts.scale) if f.kind in kinds]
-    return files
-
-
 def _decide(task: WorkerTask, point_dir: Path, checkpoint_bytes: int) -> Setup:
     """Rank 0: create the point directory, check free space and O_DIRECT; never raises."""
     point = task.point
@@ -90,7 +78,7 @@ def _decide(task: WorkerTask, point_dir: Path, checkpoint_bytes: int) -> Setup:
                   f"of {_gib(checkpoint_bytes)} on disk at once + {opts.free_space_margin:.0%} margin), "
                   f"have {_gib(free)} free")
         return Setup((FailureClass.INSUFFICIENT_SPACE.value, reason), io_mode, None, "none", free, total)
-    wants_direct = io_mode in ("direct", "hybrid") or cold == "direct"
+    wants_direct = cold_read_method(io_mode, cold) == "direct" or io_mode != "buffered"
     if wants_direct and not io.direct_supported(str(point_dir)):
         fstype = provenance.mount_of(str(point_dir))["fstype"]
         if not opts.direct_fallback:
@@ -100,9 +88,7 @@ def _decide(task: WorkerTask, point_dir: Path, checkpoint_bytes: int) -> Setup:
         fallback = f"O_DIRECT refused by {task.filesystem_path} ({fstype}): ran buffered with fadvise cold reads"
         io_mode = "buffered"
         cold = "fadvise" if cold in ("direct", "auto") else cold
-    if cold == "auto":
-        cold = "direct" if io_mode in ("direct", "hybrid") else "fadvise"
-    return Setup(None, io_mode, fallback, cold, free, total)
+    return Setup(None, io_mode, fallback, cold_read_method(io_mode, cold), free, total)
 
 
 def run_task(task_path: str) -> dict[str, Any]:
@@ -192,8 +178,8 @@ class _Run:
         self.point_dir = _point_dir(task)
         self.host = os.uname().nodename
         self.node, self.simulated = provenance.node_name(self.rank, self.point.ranks_per_node)
-        self.my_files = rank_files(self.point.model, self.par, self.rank, self.opts.scale)
-        self.my_reads = restore_files(self.point, self.par, self.rank)
+        self.my_files = rank_files(self.point.model, self.par, self.rank, self.opts.scale, self.opts.naming)
+        self.my_reads = restore_files(self.point.model, self.par, self.rank, self.opts)
 
 
 def _set_up(run: _Run) -> Setup:
@@ -231,11 +217,12 @@ def _write_phases(run: _Run, setup: Setup, clock: Clock, buf: io.Buffer) -> list
     kept = min(opts.writes, opts.reads)
     timings = []
     for i in range(opts.writes):
-        step = f"global_step{i}"
+        step = step_dir_name(i, opts.naming)
         paths = [str(run.point_dir / step / f.name) for f in run.my_files]
         # every checkpoint's bytes differ; every buffer page touched before the clock
         prepare = partial(_prepare_step, run.point_dir / step, buf, i * 1_000_003 + run.rank)
-        write = partial(_write_all, paths=paths, files=run.my_files, buf=buf, block=block, setup=setup)
+        write = partial(_write_all, paths=paths, files=run.my_files, buf=buf, block=block, setup=setup,
+                        fsync=opts.fsync)
         timings.append(clock.phase("write", i, step, run.host, prepare, write))
         if i >= kept and not opts.keep:  # no restore reads this step: free its space now (off the clock)
             clock.off_clock(partial(_unlink_all, paths))
@@ -249,7 +236,7 @@ def _read_phases(run: _Run, setup: Setup, clock: Clock, buf: io.Buffer) -> list[
     direct = setup.cold_read == "direct"
     timings = []
     for k in range(opts.reads):
-        step = f"global_step{k % kept}"
+        step = step_dir_name(k % kept, opts.naming)
         paths = [str(run.point_dir / step / f.name) for f in run.my_reads]
         prepare = partial(_evict_all, paths) if setup.cold_read == "fadvise" else _nothing
         read = partial(_read_all, paths=paths, buf=buf, block=block, direct=direct)
@@ -306,7 +293,8 @@ def _record(run: _Run, setup: Setup, timings: list[Any], hosts: list[str], nodes
         io=IoInfo(io_mode_requested=point.io_mode, io_mode_used=setup.io_mode,
                   direct_fallback_reason=setup.fallback_reason, cold_read_method=setup.cold_read,
                   restore_mode=opts.restore, rank_shift=opts.rank_shift, buffer_bytes=opts.buffer_mib * MIB,
-                  block_bytes=opts.block_mib * MIB, fsync_per_file=True),
+                  block_bytes=opts.block_mib * MIB, fsync_per_file=opts.fsync, naming=opts.naming,
+                  subset_world_size=opts.subset_world_size),
         checkpoints=timings, summary=summary, dlio=dlio_compat(written.total_bytes, timings),
         filesystem=FilesystemInfo(name=point.filesystem, path=task.filesystem_path, free_bytes_before=setup.free_before,
                                   free_bytes_after=free_after, total_bytes=total, **mount),
@@ -320,13 +308,13 @@ def _record(run: _Run, setup: Setup, timings: list[Any], hosts: list[str], nodes
 
 
 def _write_all(ph: Phase, paths: list[str], files: list[CheckpointFile], buf: io.Buffer, block: int,
-               setup: Setup) -> None:
+               setup: Setup, fsync: bool = True) -> None:
     for path, f in zip(paths, files, strict=True):
         try:
             if setup.io_mode == "buffered":
-                io.write_buffered(path, f.nbytes, buf, block)
+                io.write_buffered(path, f.nbytes, buf, block, fsync)
             else:
-                io.write_direct(path, f.nbytes, buf, block, hybrid=setup.io_mode == "hybrid")
+                io.write_direct(path, f.nbytes, buf, block, hybrid=setup.io_mode == "hybrid", fsync=fsync)
         except OSError as exc:
             ph.error = describe_oserror(exc, path)
             return

@@ -56,20 +56,22 @@ def _main(debug: Annotated[bool, typer.Option("--debug", help="show tracebacks")
 # ------------------------------------------------------------------ models
 @app.command()
 def models() -> None:
-    """List the model catalog with DLIO's default layout and checkpoint size."""
-    from studyctl.spec.catalog import CATALOG, DLIO_DEFAULT_LAYOUT
-    from studyctl.spec.layout import Parallelism, num_parameters, summarize
+    """The model catalog: parameters, bytes per parameter, checkpoint size at the default layout."""
+    from studyctl.spec.modelinfo import model_rows
 
-    table = Table("model", "layers", "hidden", "ffn", "heads/kv", "vocab", "params", "DLIO layout",
-                  "checkpoint")
-    for name, m in CATALOG.items():
-        tp, pp, zero = DLIO_DEFAULT_LAYOUT[name]
-        par = Parallelism(tp, pp, 8 if zero == 3 else 2 if tp * pp > 1 else 8, zero)
-        table.add_row(name, str(m.num_layers), str(m.hidden_size), str(m.ffn_hidden_size),
-                      f"{m.num_attention_heads}/{m.num_kv_heads}", str(m.vocab_size),
-                      f"{num_parameters(m) / 1e9:.3f} B", f"TP{tp} PP{pp} ZeRO-{zero}",
-                      format_bytes(summarize(m, par).total_bytes))
+    table = Table("model", "layers", "hidden", "ffn", "heads/kv", "vocab", "architecture", "params", "B/param",
+                  "default layout", "checkpoint", "DLIO's size", "MLPerf procs")
+    rows = model_rows()
+    for r in rows:
+        table.add_row(r["model"] + ("*" if r["note"] else ""), str(r["num_layers"]), str(r["hidden_size"]),
+                      str(r["ffn_hidden_size"]), r["heads"], str(r["vocab_size"]), r["architecture"],
+                      f"{r['parameters'] / 1e9:.4f} B", str(r["bytes_per_parameter"]), r["layout"],
+                      format_bytes(r["checkpoint_bytes"]), format_bytes(r["dlio_checkpoint_bytes"], missing="same"),
+                      str(r["mlperf_processes"] or "-"))
     out.print(table)
+    for r in rows:
+        if r["note"]:
+            out.print(f"* {r['model']}: {r['note']}", highlight=False)
 
 
 # ------------------------------------------------------------------ plan
@@ -79,8 +81,10 @@ def plan(
     as_json: Annotated[bool, typer.Option("--json", help="one JSON object per point, streamed")] = False,
     budget_node_hours: Annotated[float | None, typer.Option(help="fail if the estimate exceeds this")] = None,
     limit: Annotated[int, typer.Option(help="rows shown in the table (0: all)")] = 40,
+    backend: Annotated[str, typer.Option(help="where it will run: whose free space and memory to check")] = "local",
+    strict: Annotated[bool, typer.Option(help="exit 1 when disk or memory will not suffice")] = False,
 ) -> None:
-    """What each point writes, needs and costs, before spending a node-hour."""
+    """What each point writes, needs and costs, and whether disk and memory suffice, before a node-hour."""
     from studyctl.spec.expand import iter_points
     from studyctl.spec.plan import PlanSummary, plan_rows
     from studyctl.spec.sweep import load_sweep
@@ -102,30 +106,47 @@ def plan(
                 if not limit or len(rows) < limit:
                     rows.append(row)
             _print_plan(spec.study, rows, summary, limit)
+        problems = _print_capacity(spec, summary, backend)
         if budget_node_hours is not None and summary.node_hours > budget_node_hours:
             raise UserError(f"estimated {summary.node_hours:.2f} node-hours exceeds --budget-node-hours "
                             f"{budget_node_hours:g}", 1)
+        if strict and problems:
+            raise UserError(f"{len(problems)} capacity problem(s) above (--strict)", 1)
 
     _guard(run)
 
 
+def _print_capacity(spec: Any, summary: Any, backend: str) -> list[str]:
+    from studyctl.api import plan_capacity
+
+    problems, note = plan_capacity(spec, summary, backend)
+    for line in problems:
+        err.print(f"[bold yellow]will not fit:[/] {line}", highlight=False, soft_wrap=True)
+    if note:
+        err.print(f"note: {note}", highlight=False, soft_wrap=True)
+    return problems
+
+
 def _print_plan(study: str, rows: list[dict[str, Any]], summary: Any, limit: int) -> None:
-    table = Table("point", "model", "ZeRO", "TP×PP×DP", "nodes×rpn", "fs", "io", "rep", "checkpoint",
-                  "max/min per rank", "files", "mem/host worker", "mem/host DLIO", "disk", "node-h",
+    table = Table("point", "model", "ZeRO", "TP×PP×DP", "nodes×rpn", "fs", "io", "restore", "rep", "checkpoint",
+                  "max/min per rank", "files", "read/restore", "mem/host worker", "mem/host DLIO", "disk", "node-h",
                   title=f"study {study}", title_justify="left")
     for r in rows:
         style = "dim" if r["excluded"] else None
         if r["exclude_kind"] == "infeasible":
-            sizes = [r["exclude_reason"], "", "", "", "", "", ""]
+            sizes = [r["exclude_reason"], "", "", "", "", "", "", ""]
         else:
             sizes = [format_bytes(r["checkpoint_bytes"]),
                      f"{format_bytes(r['bytes_per_rank_max'])} / {format_bytes(r['bytes_per_rank_min'])}",
-                     str(r["files_per_checkpoint"]), format_bytes(r["worker_memory_per_host_bytes"]),
+                     str(r["files_per_checkpoint"]), format_bytes(r["read_bytes_per_restore"]),
+                     format_bytes(r["worker_memory_per_host_bytes"]),
                      format_bytes(r["dlio_memory_per_host_bytes"]), format_bytes(r["disk_bytes_needed"]),
                      "excluded" if r["excluded"] else f"{r['node_hours']:.3f}"]
         table.add_row(r["point_id"], r["model"], str(r["zero_stage"]),
                       f"{r['tensor_parallel']}×{r['pipeline_parallel']}×{r['data_parallel']}",
-                      f"{r['nodes']}×{r['ranks_per_node']}", r["filesystem"], r["io_mode"], str(r["repetition"]),
+                      f"{r['nodes']}×{r['ranks_per_node']}", r["filesystem"],
+                      r["io_mode"] + ("" if r["fsync"] else ", no fsync"),
+                      f"{r['restore']} +{r['rank_shift']} {r['block_mib']}M {r['cold_read']}", str(r["repetition"]),
                       *sizes, style=style)
     out.print(table)
     if limit and summary.points > len(rows):

@@ -6,6 +6,7 @@ import difflib
 import os
 import re
 from collections.abc import Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -22,7 +23,8 @@ from pydantic import (
 )
 
 from studyctl.errors import UserError
-from studyctl.spec.catalog import CATALOG, DTYPE_BYTES, ModelSpec, lookup
+from studyctl.spec.catalog import CATALOG, DIMENSIONS, DTYPE_BYTES, MlpKind, ModelSpec, lookup
+from studyctl.spec.layout import Naming
 from studyctl.spec.options import LocalOptions, SlurmOptions
 from studyctl.spec.points import CheckpointOptions, ColdRead, IoMode, RestoreMode
 from studyctl.spec.yamlpos import Loc, line_of, load_yaml_with_lines
@@ -43,22 +45,41 @@ class _Strict(BaseModel):
 
 
 class InlineModel(_Strict):
-    """A model given by its dimensions, with DLIO's key names."""
+    """A model given by its dimensions, with DLIO's key names, or a catalog model (`base`) with changes."""
 
     name: str
-    num_layers: PositiveInt
-    hidden_size: PositiveInt
-    ffn_hidden_size: PositiveInt
-    num_attention_heads: PositiveInt
+    base: str | None = None
+    num_layers: PositiveInt | None = None
+    hidden_size: PositiveInt | None = None
+    ffn_hidden_size: PositiveInt | None = None
+    num_attention_heads: PositiveInt | None = None
     num_kv_heads: PositiveInt | None = None
-    vocab_size: PositiveInt
-    model_dtype: Literal[tuple(DTYPE_BYTES)] = "bf16"  # type: ignore[valid-type]
-    optimizer_dtype: Literal[tuple(DTYPE_BYTES)] = "fp32"  # type: ignore[valid-type]
+    vocab_size: PositiveInt | None = None
+    model_dtype: Literal[tuple(DTYPE_BYTES)] | None = None  # type: ignore[valid-type]
+    optimizer_dtype: Literal[tuple(DTYPE_BYTES)] | None = None  # type: ignore[valid-type]
+    mlp: MlpKind | None = None
+    tied_embeddings: bool | None = None
+    biases: bool | None = None
+    position_embeddings: Annotated[int, Field(ge=0)] | None = None
+
+    @model_validator(mode="after")
+    def _complete(self) -> InlineModel:
+        if self.base is not None and lookup(self.base) is None:
+            raise ValueError(f"base {self.base!r} is not in the catalog{_did_you_mean(self.base, CATALOG)}; "
+                             f"catalog: {', '.join(CATALOG)}")
+        if self.base is None:
+            missing = [k for k in DIMENSIONS if k != "num_kv_heads" and getattr(self, k) is None]
+            if missing:
+                raise ValueError(f"model {self.name!r} needs {', '.join(missing)} (or base: a catalog model)")
+        return self
 
     def spec(self) -> ModelSpec:
-        data = self.model_dump()
-        data["num_kv_heads"] = data["num_kv_heads"] or self.num_attention_heads
-        return ModelSpec(**data)
+        given = {k: v for k, v in self.model_dump(exclude={"base"}).items() if v is not None}
+        base = lookup(self.base) if self.base else None
+        if base is not None:
+            return replace(base, **given)
+        given.setdefault("num_kv_heads", self.num_attention_heads)
+        return ModelSpec(**given)
 
 
 def _as_list(value: Any) -> Any:
@@ -92,6 +113,9 @@ class Matrix(_Strict):
     rank_shift: list[Annotated[int, Field(ge=0)]] | None = None
     restore: list[RestoreMode] | None = None
     direct_fallback: list[bool] | None = None
+    naming: list[Naming] | None = None
+    fsync: list[bool] | None = None
+    subset_world_size: list[PositiveInt | None] | None = None
 
     @model_validator(mode="before")
     @classmethod
@@ -109,7 +133,7 @@ class Matrix(_Strict):
 POINT_AXES = ("model", "zero_stage", "nodes", "ranks_per_node", "tensor_parallel", "pipeline_parallel",
               "filesystem", "io_mode")
 CHECKPOINT_AXES = ("writes", "reads", "scale", "buffer_mib", "block_mib", "cold_read", "rank_shift",
-                   "restore", "direct_fallback")
+                   "restore", "direct_fallback", "naming", "fsync", "subset_world_size")
 AXES = POINT_AXES + CHECKPOINT_AXES
 CONDITION = re.compile(r"^\s*(<=|>=|!=|==|<|>)\s*(\S.*?)\s*$")
 STRING_RULE = re.compile(r"^\s*([a-z_]+)\s*(<=|>=|!=|==|<|>)\s*([^<>=!\s].*?)\s*$")

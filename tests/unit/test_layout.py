@@ -53,12 +53,12 @@ def test_small_exact_case() -> None:
 
 def test_deepspeed_file_names() -> None:
     par = Parallelism(2, 2, 2, 1)
-    names = [f.name for f in rank_files(SMALL, par, 0)]
+    names = [f.name for f in rank_files(SMALL, par, 0, naming="deepspeed")]
     assert names[0] == "layer_00-model_00-model_states.pt"
     assert names[-1] == "zero_pp_rank_0_mp_rank_00_optim_states.pt"
-    last_stage = [f.name for f in rank_files(SMALL, par, 3)]  # tp 1, pp 1 (last stage): layers 3..6
+    last_stage = [f.name for f in rank_files(SMALL, par, 3, naming="deepspeed")]  # tp 1, pp 1 (last stage): layers 3..6
     assert last_stage[:4] == [f"layer_{i:02d}-model_03-model_states.pt" for i in (3, 4, 5, 6)]
-    assert [f.name for f in rank_files(SMALL, Parallelism(1, 1, 2, 3), 1)] == [
+    assert [f.name for f in rank_files(SMALL, Parallelism(1, 1, 2, 3), 1, naming="deepspeed")] == [
         "zero_pp_rank_1_mp_rank_00_model_states.pt", "zero_pp_rank_1_mp_rank_00_optim_states.pt"]
 
 
