@@ -129,24 +129,25 @@ def _print_capacity(spec: Any, summary: Any, backend: str) -> list[str]:
 
 def _print_plan(study: str, rows: list[dict[str, Any]], summary: Any, limit: int) -> None:
     table = Table("point", "model", "ZeRO", "TP×PP×DP", "nodes×rpn", "fs", "io", "restore", "rep", "checkpoint",
-                  "max/min per rank", "files", "read/restore", "mem/host worker", "mem/host DLIO", "disk", "node-h",
+                  "max/min per rank", "files", "mem/host worker", "mem/host DLIO", "disk", "node-h",
                   title=f"study {study}", title_justify="left")
     for r in rows:
         style = "dim" if r["excluded"] else None
         if r["exclude_kind"] == "infeasible":
-            sizes = [r["exclude_reason"], "", "", "", "", "", "", ""]
+            sizes = [r["exclude_reason"], "", "", "", "", "", ""]
         else:
-            sizes = [format_bytes(r["checkpoint_bytes"]),
+            read = r["read_bytes_per_restore"]
+            sizes = [format_bytes(r["checkpoint_bytes"]) + ("" if read == r["checkpoint_bytes"]
+                                                            else f", restore reads {format_bytes(read)}"),
                      f"{format_bytes(r['bytes_per_rank_max'])} / {format_bytes(r['bytes_per_rank_min'])}",
-                     str(r["files_per_checkpoint"]), format_bytes(r["read_bytes_per_restore"]),
-                     format_bytes(r["worker_memory_per_host_bytes"]),
+                     str(r["files_per_checkpoint"]), format_bytes(r["worker_memory_per_host_bytes"]),
                      format_bytes(r["dlio_memory_per_host_bytes"]), format_bytes(r["disk_bytes_needed"]),
                      "excluded" if r["excluded"] else f"{r['node_hours']:.3f}"]
         table.add_row(r["point_id"], r["model"], str(r["zero_stage"]),
                       f"{r['tensor_parallel']}×{r['pipeline_parallel']}×{r['data_parallel']}",
                       f"{r['nodes']}×{r['ranks_per_node']}", r["filesystem"],
                       r["io_mode"] + ("" if r["fsync"] else ", no fsync"),
-                      f"{r['restore']} +{r['rank_shift']} {r['block_mib']}M {r['cold_read']}", str(r["repetition"]),
+                      f"{r['restore']}+{r['rank_shift']} {r['block_mib']}M {r['cold_read']}", str(r["repetition"]),
                       *sizes, style=style)
     out.print(table)
     if limit and summary.points > len(rows):
