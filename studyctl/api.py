@@ -2,13 +2,22 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from studyctl.analysis.reporting import collect_study, compare_studies, parse_threshold
 from studyctl.study.runs import StatusReport, StudyDir, SubmitReport, cancel, find_study, resubmit, status, submit
 
 __all__ = ["StatusReport", "StudyDir", "SubmitReport", "cancel", "collect_study", "compare_studies", "find_study",
-           "parse_threshold", "plan_capacity", "resubmit", "status", "submit"]
+           "mlperf_report", "parse_threshold", "plan_capacity", "resubmit", "status", "submit"]
+
+
+def mlperf_report(study_ref: str | Path, results: Path = Path("results")) -> Any:
+    """The MLPerf Storage view of a study: (per-model verdicts, html path, markdown path)."""
+    from studyctl.analysis.mlperf_report import mlperf_for_study
+
+    study = find_study(study_ref, results)
+    return mlperf_for_study(study.root, study.name)
 
 
 def plan_capacity(sweep: Any, summary: Any, backend: str) -> tuple[list[str], str | None]:

@@ -109,6 +109,7 @@ class Provenance(_Strict):
     studyctl_version: str
     started_at: str  # ISO 8601 UTC
     finished_at: str
+    host_memory_bytes: int | None = None  # the smallest host's physical memory (MLPerf's page-cache rule)
 
 
 class IoInfo(_Strict):

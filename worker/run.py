@@ -138,11 +138,11 @@ def _run(task: WorkerTask, comm: Any) -> dict[str, Any]:
     run = _Run(task, comm)
     setup = _set_up(run)
     timings = _measure(run, setup)
-    hosts, nodes, read_bytes = _clean_up(run)
+    hosts, nodes, read_bytes, memory = _clean_up(run)
     result: dict[str, Any] = {"point_id": task.point_id, "attempt": task.attempt, "rank": run.rank}
     if run.rank != 0:
         return result
-    summary = _record(run, setup, timings, hosts, nodes, read_bytes, started_at)
+    summary = _record(run, setup, timings, _Gathered(hosts, nodes, read_bytes, memory), started_at)
     result.update(result_path=task.result_path,
                   write_GiBps_mean=summary["write"].aggregate_GiBps_mean if "write" in summary else None,
                   read_GiBps_mean=summary["read"].aggregate_GiBps_mean if "read" in summary else None)
@@ -263,21 +263,31 @@ def _nothing() -> None:
     pass
 
 
-def _clean_up(run: _Run) -> tuple[list[str], list[str], int]:
-    """Gather where every rank ran and what it read; remove the point's files unless kept."""
+def _clean_up(run: _Run) -> tuple[list[str], list[str], int, int]:
+    """Gather where every rank ran, the smallest host's memory and what was read; remove the files unless kept."""
     comm = run.comm
     hosts = comm.gather(run.host, root=0)
     nodes = comm.gather(run.node, root=0)
+    memory = min(comm.allgather(provenance.host_memory()))
     read_bytes = comm.allreduce(sum(f.nbytes for f in run.my_reads))
     comm.Barrier()
     if run.rank == 0 and not run.opts.keep:
         shutil.rmtree(run.point_dir, ignore_errors=True)
     comm.Barrier()
-    return hosts, nodes, read_bytes
+    return hosts, nodes, read_bytes, memory
 
 
-def _record(run: _Run, setup: Setup, timings: list[Any], hosts: list[str], nodes: list[str], read_bytes: int,
-            started_at: str) -> dict[str, Any]:
+@dataclass(frozen=True)
+class _Gathered:
+    """What rank 0 learned from every rank after the last phase."""
+
+    hosts: list[str]
+    nodes: list[str]
+    read_bytes: int
+    host_memory: int
+
+
+def _record(run: _Run, setup: Setup, timings: list[Any], got: _Gathered, started_at: str) -> dict[str, Any]:
     """Rank 0: the result file, written atomically; returns the per-phase summary."""
     task, point, opts, written = run.task, run.point, run.opts, run.written
     free_after, total = provenance.free_and_total(task.filesystem_path)
@@ -289,7 +299,7 @@ def _record(run: _Run, setup: Setup, timings: list[Any], hosts: list[str], nodes
         sizes=SizeInfo(scale=opts.scale, nominal_checkpoint_bytes=summarize(point.model, run.par, 1.0).total_bytes,
                        written_checkpoint_bytes=written.total_bytes, files_per_checkpoint=written.files_per_checkpoint,
                        bytes_per_rank_max=written.bytes_per_rank_max, bytes_per_rank_min=written.bytes_per_rank_min,
-                       read_bytes_per_restore=read_bytes),
+                       read_bytes_per_restore=got.read_bytes),
         io=IoInfo(io_mode_requested=point.io_mode, io_mode_used=setup.io_mode,
                   direct_fallback_reason=setup.fallback_reason, cold_read_method=setup.cold_read,
                   restore_mode=opts.restore, rank_shift=opts.rank_shift, buffer_bytes=opts.buffer_mib * MIB,
@@ -298,10 +308,10 @@ def _record(run: _Run, setup: Setup, timings: list[Any], hosts: list[str], nodes
         checkpoints=timings, summary=summary, dlio=dlio_compat(written.total_bytes, timings),
         filesystem=FilesystemInfo(name=point.filesystem, path=task.filesystem_path, free_bytes_before=setup.free_before,
                                   free_bytes_after=free_after, total_bytes=total, **mount),
-        provenance=Provenance(hostnames=hosts, node_names=sorted(set(nodes)), simulated_nodes=run.simulated,
+        provenance=Provenance(hostnames=got.hosts, node_names=sorted(set(got.nodes)), simulated_nodes=run.simulated,
                               world_size=run.comm.Get_size(), ranks_per_node=point.ranks_per_node,
                               slurm=provenance.slurm_info(), started_at=started_at, finished_at=_now(),
-                              **provenance.versions()),
+                              host_memory_bytes=got.host_memory or None, **provenance.versions()),
     )
     atomic_write_text(Path(task.result_path), record.model_dump_json(indent=1))
     return summary
