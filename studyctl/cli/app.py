@@ -106,7 +106,9 @@ def plan(
                 if not limit or len(rows) < limit:
                     rows.append(row)
             _print_plan(spec.study, rows, summary, limit)
-        problems = _print_capacity(spec, summary, backend)
+        from studyctl.cli.capacity import print_capacity
+
+        problems = print_capacity(err, spec, summary, backend)
         if budget_node_hours is not None and summary.node_hours > budget_node_hours:
             raise UserError(f"estimated {summary.node_hours:.2f} node-hours exceeds --budget-node-hours "
                             f"{budget_node_hours:g}", 1)
@@ -115,16 +117,6 @@ def plan(
 
     _guard(run)
 
-
-def _print_capacity(spec: Any, summary: Any, backend: str) -> list[str]:
-    from studyctl.api import plan_capacity
-
-    problems, note = plan_capacity(spec, summary, backend)
-    for line in problems:
-        err.print(f"[bold yellow]will not fit:[/] {line}", highlight=False, soft_wrap=True)
-    if note:
-        err.print(f"note: {note}", highlight=False, soft_wrap=True)
-    return problems
 
 
 def _print_plan(study: str, rows: list[dict[str, Any]], summary: Any, limit: int) -> None:
