@@ -162,7 +162,7 @@ def _combo(sweep: SweepFile, models: dict[str, ModelSpec], combo: tuple[dict[str
         "checkpoint": _checkpoint_options(sweep.checkpoint, overrides),
     }
     problems = _problems(fields["model"], values["nodes"] * values["ranks_per_node"], values["tensor_parallel"],
-                         values["pipeline_parallel"], values["zero_stage"])
+                         values["pipeline_parallel"], values["zero_stage"], fields["checkpoint"].subset_world_size)
     infeasible = Exclusion(ExclusionKind.INFEASIBLE, "; ".join(problems)) if problems else None
     return values, fields, infeasible
 
@@ -177,10 +177,11 @@ def _planned(sweep: SweepFile, values: dict[str, Any], point: Point, infeasible:
 
 
 @lru_cache(maxsize=8192)
-def _problems(model: ModelSpec, world: int, tp: int, pp: int, zero: int) -> tuple[str, ...]:
+def _problems(model: ModelSpec, world: int, tp: int, pp: int, zero: int, subset_of: int | None
+              ) -> tuple[str, ...]:
     from studyctl.spec.layout import layout_problems
 
-    return tuple(layout_problems(model, world, tp, pp, zero))
+    return tuple(layout_problems(model, world, tp, pp, zero, subset_of))
 
 
 def expand(sweep: SweepFile) -> list[PlannedPoint]:

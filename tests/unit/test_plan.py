@@ -115,6 +115,21 @@ filesystems: {fs: {path: /tmp/fs}}
     assert not row["excluded"] and row["subset_world_size"] == 64
 
 
+def test_subset_mode_runs_fewer_ranks_than_one_model_replica(tmp_path: Path) -> None:
+    """MLPerf's 405B subset: one host of 8 processes of a TP8 x PP32 x DP2 run is feasible, not 'not a multiple'."""
+    (row,) = _rows(tmp_path, """study: p
+models: [llama3-405b]
+matrix: {zero_stage: 1, nodes: 1, ranks_per_node: 8, tensor_parallel: 8, pipeline_parallel: 32}
+checkpoint: {subset_world_size: 512}
+filesystems: {fs: {path: /tmp/fs}}
+""")
+    assert not row["excluded"] and row["writer_ranks"] == 8 and row["data_parallel"] == 2
+    from studyctl.spec.layout import rank_files
+
+    files = [f for r in range(8) for f in rank_files(lookup("llama3-405b"), Parallelism(8, 32, 2, 1), r)]
+    assert row["checkpoint_bytes"] == sum(f.nbytes for f in files)
+
+
 def test_capacity_problems_name_the_need_and_what_is_there() -> None:
     from studyctl.spec.plan import Capacity, PlanSummary, capacity_problems
 
