@@ -140,10 +140,13 @@ def _pwrite_all(fd: int, data: memoryview, offset: int) -> None:
         done += os.pwrite(fd, data[done:], offset + done)
 
 
-def evict(path: str) -> None:
-    """Drop a file's cached pages (after fsync they are clean, so this empties the cache)."""
+def evict(path: str, flush: bool = False) -> None:
+    """Drop a file's cached pages. After fsync they are clean, so this empties the cache; a file written
+    without fsync (DLIO's way) is flushed first (`flush`), since dirty pages cannot be dropped."""
     fd = os.open(path, os.O_RDONLY)
     try:
+        if flush:
+            os.fdatasync(fd)
         os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
     finally:
         os.close(fd)

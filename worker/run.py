@@ -238,7 +238,7 @@ def _read_phases(run: _Run, setup: Setup, clock: Clock, buf: io.Buffer) -> list[
     for k in range(opts.reads):
         step = step_dir_name(k % kept, opts.naming)
         paths = [str(run.point_dir / step / f.name) for f in run.my_reads]
-        prepare = partial(_evict_all, paths) if setup.cold_read == "fadvise" else _nothing
+        prepare = partial(_evict_all, paths, not opts.fsync) if setup.cold_read == "fadvise" else _nothing
         read = partial(_read_all, paths=paths, buf=buf, block=block, direct=direct)
         timings.append(clock.phase("read", k, step, run.host, prepare, read))
     return timings
@@ -254,9 +254,10 @@ def _unlink_all(paths: list[str]) -> None:
         Path(path).unlink(missing_ok=True)
 
 
-def _evict_all(paths: list[str]) -> None:
+def _evict_all(paths: list[str], flush: bool) -> None:
+    """Off the clock before a restore; `flush`: the files were written without fsync (still dirty)."""
     for path in paths:
-        io.evict(path)
+        io.evict(path, flush)
 
 
 def _nothing() -> None:
