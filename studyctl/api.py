@@ -20,10 +20,10 @@ def mlperf_report(study_ref: str | Path, results: Path = Path("results")) -> Any
     return mlperf_for_study(study.root, study.name)
 
 
-def plan_capacity(sweep: Any, summary: Any, backend: str) -> tuple[list[str], str | None]:
-    """Will the largest point fit the filesystems' free space and the hosts' memory? (problems, DLIO note)"""
+def plan_capacity(sweep: Any, summary: Any, backend: str) -> tuple[list[str], list[str]]:
+    """Will the largest point fit the filesystems' free space and the hosts' memory? (problems, notes)"""
     from studyctl.backends.capacity import probe
-    from studyctl.spec.plan import capacity_problems, dlio_memory_note
+    from studyctl.spec.plan import capacity_notes, capacity_problems
 
     capacity = probe(sweep, backend)
-    return capacity_problems(summary, capacity), dlio_memory_note(summary, capacity)
+    return capacity_problems(summary, capacity), capacity_notes(summary, capacity)

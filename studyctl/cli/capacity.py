@@ -8,12 +8,12 @@ from rich.console import Console
 
 
 def print_capacity(err: Console, sweep: Any, summary: Any, backend: str) -> list[str]:
-    """Print each capacity problem (and DLIO's memory note); return the problems."""
+    """Print each capacity problem and note (what was not checked, DLIO's memory); return the problems."""
     from studyctl.api import plan_capacity
 
-    problems, note = plan_capacity(sweep, summary, backend)
+    problems, notes = plan_capacity(sweep, summary, backend)
     for line in problems:
         err.print(f"[bold yellow]will not fit:[/] {line}", highlight=False, soft_wrap=True)
-    if note:
-        err.print(f"note: {note}", highlight=False, soft_wrap=True)
+    for line in notes:
+        err.print(f"note: {line}", highlight=False, soft_wrap=True)
     return problems

@@ -186,10 +186,15 @@ def capacity_problems(summary: PlanSummary, capacity: Capacity) -> list[str]:
     return out
 
 
-def dlio_memory_note(summary: PlanSummary, capacity: Capacity) -> str | None:
-    """DLIO would hold every rank's state in RAM: say so when that would not fit the host (ours does)."""
+def capacity_notes(summary: PlanSummary, capacity: Capacity) -> list[str]:
+    """What could not be checked, and DLIO's own memory need where it would not fit the host (ours does)."""
+    notes = [f"free space on {fs} not checked (statvfs at {capacity.free_where.get(fs, '?')} gave no capacity)"
+             for fs in summary.max_disk_bytes_needed if capacity.free_bytes.get(fs) is None]
     memory = capacity.host_memory_bytes
-    if memory is None or summary.max_dlio_memory_per_host <= memory:
-        return None
-    return (f"DLIO itself would need {format_bytes(summary.max_dlio_memory_per_host)} per host for the largest "
-            f"point ({capacity.host_memory_source} has {format_bytes(memory)}); studyctl's workers do not")
+    if memory is None:
+        notes.append(f"host memory not checked: {capacity.host_memory_source}")
+    elif summary.max_dlio_memory_per_host > memory:
+        notes.append(f"DLIO itself would need {format_bytes(summary.max_dlio_memory_per_host)} per host for the "
+                     f"largest point ({capacity.host_memory_source} has {format_bytes(memory)}); studyctl's "
+                     "workers do not")
+    return notes

@@ -131,7 +131,7 @@ filesystems: {fs: {path: /tmp/fs}}
 
 
 def test_capacity_problems_name_the_need_and_what_is_there() -> None:
-    from studyctl.spec.plan import Capacity, PlanSummary, capacity_problems
+    from studyctl.spec.plan import Capacity, PlanSummary, capacity_notes, capacity_problems
 
     summary = PlanSummary(runnable=1, max_disk_bytes_needed={"fs": 10 * GIB}, max_worker_memory_per_host=GIB,
                           max_worker_memory_per_point=4 * GIB)
@@ -143,6 +143,9 @@ def test_capacity_problems_name_the_need_and_what_is_there() -> None:
     assert "4.00 GiB" in memory and "this machine has 2.00 GiB" in memory
     per_host = Capacity({"fs": None}, {}, 2 * GIB, "Slurm RealMemory")
     assert capacity_problems(summary, per_host) == []  # 1 GiB per host fits a 2 GiB node; unknown disk is no problem
+    unknown = Capacity({"fs": None}, {"fs": "/x"}, None, "the smallest node of partition p (sinfo: no nodes)")
+    notes = capacity_notes(summary, unknown)
+    assert "free space on fs not checked" in notes[0] and "host memory not checked" in notes[1]
 
 
 def test_plan_warns_when_the_disk_is_too_small(tmp_path: Path) -> None:
