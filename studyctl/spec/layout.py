@@ -75,6 +75,7 @@ class LayoutSummary:
     largest_file_bytes: int
 
 
+@lru_cache(maxsize=1024)
 def num_parameters(m: ModelSpec) -> int:
     """Every element of every layer, unsplit: DLIO's count for its models (untied, gated MLP, GQA, no
     biases), the real count for GPT-2/GPT-3-style ones."""

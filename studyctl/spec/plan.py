@@ -35,13 +35,14 @@ def plan_row(pp: PlannedPoint, sweep: SweepFile) -> dict[str, Any]:
     """One JSON-able row; the keys the `plan --json` contract names come first."""
     p = pp.point
     opts = p.checkpoint
+    par = p.parallelism
     row: dict[str, Any] = {
         "point_id": p.point_id,
         "model": p.model.name,
         "zero_stage": p.zero_stage,
         "tensor_parallel": p.tensor_parallel,
         "pipeline_parallel": p.pipeline_parallel,
-        "data_parallel": p.data_parallel,
+        "data_parallel": par.data,
         "nodes": p.nodes,
         "ranks_per_node": p.ranks_per_node,
         "world_size": p.world_size,
@@ -51,23 +52,31 @@ def plan_row(pp: PlannedPoint, sweep: SweepFile) -> dict[str, Any]:
         "excluded": pp.excluded,
         "exclude_kind": pp.exclusion.kind.value if pp.exclusion else None,
         "exclude_reason": pp.exclude_reason,
-        "parameters": num_parameters(p.model),
+        "parameters": None,  # filled with the sizes (cached per cell)
+        **_settings(opts, p.io_mode),
+    }
+    if pp.exclusion is not None and pp.exclusion.infeasible:
+        row.update(dict.fromkeys(SIZED_KEYS), parameters=num_parameters(p.model))
+        return row
+    row.update(_sized(p.model, par, p.nodes, p.ranks_per_node, opts, sweep.estimate))
+    return row
+
+
+@lru_cache(maxsize=4096)
+def _settings(opts: CheckpointOptions, io_mode: str) -> dict[str, Any]:
+    """How a point writes and restores, as the plan shows it per row (the same for many points)."""
+    return {
         "scale": opts.scale,
         "writes": opts.writes,
         "reads": opts.reads,
         "restore": opts.restore,
         "rank_shift": opts.rank_shift,
         "block_mib": opts.block_mib,
-        "cold_read": cold_read_method(p.io_mode, opts.cold_read),
+        "cold_read": cold_read_method(io_mode, opts.cold_read),
         "fsync": opts.fsync,
         "naming": opts.naming,
         "subset_world_size": opts.subset_world_size,
     }
-    if pp.exclusion is not None and pp.exclusion.infeasible:
-        row.update(dict.fromkeys(SIZED_KEYS))
-        return row
-    row.update(_sized(p.model, p.parallelism, p.nodes, p.ranks_per_node, opts, sweep.estimate))
-    return row
 
 
 SIZED_KEYS = ("checkpoint_bytes", "nominal_checkpoint_bytes", "read_bytes_per_restore", "bytes_per_rank_max",
@@ -85,6 +94,7 @@ def _sized(model: ModelSpec, par: Parallelism, nodes: int, ranks_per_node: int, 
     moved = lay.total_bytes * opts.writes + read * opts.reads
     seconds = estimate.overhead_s + moved / (nodes * estimate.GiBps_per_node * GIB)
     return {
+        "parameters": lay.num_parameters,
         "checkpoint_bytes": lay.total_bytes,
         "nominal_checkpoint_bytes": nominal.total_bytes,
         "read_bytes_per_restore": read,
@@ -144,9 +154,12 @@ class PlanSummary:
         fs = row["filesystem"]
         self.max_disk_bytes_needed[fs] = max(self.max_disk_bytes_needed.get(fs, 0), row["disk_bytes_needed"])
         per_host = row["worker_memory_per_host_bytes"]
-        self.max_worker_memory_per_host = max(self.max_worker_memory_per_host, per_host)
-        self.max_worker_memory_per_point = max(self.max_worker_memory_per_point, per_host * row["nodes"])
-        self.max_dlio_memory_per_host = max(self.max_dlio_memory_per_host, row["dlio_memory_per_host_bytes"])
+        if per_host * row["nodes"] > self.max_worker_memory_per_point:
+            self.max_worker_memory_per_point = per_host * row["nodes"]
+        if per_host > self.max_worker_memory_per_host:
+            self.max_worker_memory_per_host = per_host
+        if row["dlio_memory_per_host_bytes"] > self.max_dlio_memory_per_host:
+            self.max_dlio_memory_per_host = row["dlio_memory_per_host_bytes"]
 
 
 def summarize_plan(rows: Iterable[dict[str, Any]]) -> PlanSummary:
