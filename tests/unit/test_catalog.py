@@ -101,3 +101,13 @@ def test_dlio_over_reports_zero2_by_the_other_replicas_weights() -> None:
     lay = summarize(m, par)
     assert dlio_reported_bytes(m, par) == lay.total_bytes + 7 * lay.model_bytes
     assert dlio_reported_bytes(m, Parallelism(1, 1, 8, 1)) == summarize(m, Parallelism(1, 1, 8, 1)).total_bytes
+
+
+def test_llama_scaling_sweep_runs_llama3_1t_and_has_no_infeasible_points() -> None:
+    from studyctl.spec.expand import ExclusionKind
+    from studyctl.spec.sweep import load_sweep
+
+    points = expand(load_sweep(Path(__file__).resolve().parents[2] / "sweeps" / "llama-scaling.yaml"))
+    one_t = [p for p in points if p.point.model.name == "llama3-1t" and not p.excluded]
+    assert {p.point.nodes for p in one_t} == {64, 128}
+    assert not [p for p in points if p.exclusion and p.exclusion.kind is ExclusionKind.INFEASIBLE]
