@@ -103,10 +103,11 @@ def test_dlio_over_reports_zero2_by_the_other_replicas_weights() -> None:
     assert dlio_reported_bytes(m, Parallelism(1, 1, 8, 1)) == summarize(m, Parallelism(1, 1, 8, 1)).total_bytes
 
 
-def test_llama_scaling_sweep_runs_llama3_1t_and_has_no_infeasible_points() -> None:
+def test_llama_scaling_sweep_runs_llama3_1t_and_has_no_infeasible_points(monkeypatch: pytest.MonkeyPatch) -> None:
     from studyctl.spec.expand import ExclusionKind
     from studyctl.spec.sweep import load_sweep
 
+    monkeypatch.setenv("USER", "tester")  # its paths name $USER
     points = expand(load_sweep(Path(__file__).resolve().parents[2] / "sweeps" / "llama-scaling.yaml"))
     one_t = [p for p in points if p.point.model.name == "llama3-1t" and not p.excluded]
     assert {p.point.nodes for p in one_t} == {64, 128}
