@@ -14,7 +14,6 @@ import shutil
 import sys
 import traceback
 from dataclasses import dataclass
-from datetime import datetime, timezone
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -27,20 +26,11 @@ from studyctl.states import FailureClass
 from studyctl.units import MIB, format_bytes
 from worker import io, provenance
 from worker.clock import Clock, Phase, WorkerFailure, describe_oserror
+from worker.record import Gathered, now, write_result
 from worker.result import (
     SCHEMA_VERSION,
-    FilesystemInfo,
-    IoInfo,
-    Provenance,
-    Result,
-    SizeInfo,
     WorkerError,
 )
-from worker.timing import dlio_compat, phase_summary
-
-
-def _now() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
 
 def _gib(n: float) -> str:
@@ -134,7 +124,7 @@ def _point_dir(task: WorkerTask) -> Path:
 def _run(task: WorkerTask, comm: Any) -> dict[str, Any]:
     """Check, set up, measure, clean up, record: each a named step every rank takes together."""
     _check_point(task, comm.Get_size())
-    started_at = _now()
+    started_at = now()
     run = _Run(task, comm)
     setup = _set_up(run)
     timings = _measure(run, setup)
@@ -142,7 +132,7 @@ def _run(task: WorkerTask, comm: Any) -> dict[str, Any]:
     result: dict[str, Any] = {"point_id": task.point_id, "attempt": task.attempt, "rank": run.rank}
     if run.rank != 0:
         return result
-    summary = _record(run, setup, timings, _Gathered(hosts, nodes, read_bytes, memory), started_at)
+    summary = write_result(run, setup, timings, Gathered(hosts, nodes, read_bytes, memory), started_at)
     result.update(result_path=task.result_path,
                   write_GiBps_mean=summary["write"].aggregate_GiBps_mean if "write" in summary else None,
                   read_GiBps_mean=summary["read"].aggregate_GiBps_mean if "read" in summary else None)
@@ -276,46 +266,6 @@ def _clean_up(run: _Run) -> tuple[list[str], list[str], int, int]:
         shutil.rmtree(run.point_dir, ignore_errors=True)
     comm.Barrier()
     return hosts, nodes, read_bytes, memory
-
-
-@dataclass(frozen=True)
-class _Gathered:
-    """What rank 0 learned from every rank after the last phase."""
-
-    hosts: list[str]
-    nodes: list[str]
-    read_bytes: int
-    host_memory: int
-
-
-def _record(run: _Run, setup: Setup, timings: list[Any], got: _Gathered, started_at: str) -> dict[str, Any]:
-    """Rank 0: the result file, written atomically; returns the per-phase summary."""
-    task, point, opts, written = run.task, run.point, run.opts, run.written
-    free_after, total = provenance.free_and_total(task.filesystem_path)
-    mount = provenance.mount_of(task.filesystem_path)
-    summary = {phase: phase_summary([t for t in timings if t.phase == phase])
-               for phase in ("write", "read") if any(t.phase == phase for t in timings)}
-    record = Result(
-        schema_version=SCHEMA_VERSION, study=task.study, point_id=task.point_id, attempt=task.attempt, point=point,
-        sizes=SizeInfo(scale=opts.scale, nominal_checkpoint_bytes=summarize(point.model, run.par, 1.0).total_bytes,
-                       written_checkpoint_bytes=written.total_bytes, files_per_checkpoint=written.files_per_checkpoint,
-                       bytes_per_rank_max=written.bytes_per_rank_max, bytes_per_rank_min=written.bytes_per_rank_min,
-                       read_bytes_per_restore=got.read_bytes),
-        io=IoInfo(io_mode_requested=point.io_mode, io_mode_used=setup.io_mode,
-                  direct_fallback_reason=setup.fallback_reason, cold_read_method=setup.cold_read,
-                  restore_mode=opts.restore, rank_shift=opts.rank_shift, buffer_bytes=opts.buffer_mib * MIB,
-                  block_bytes=opts.block_mib * MIB, fsync_per_file=opts.fsync, naming=opts.naming,
-                  subset_world_size=opts.subset_world_size),
-        checkpoints=timings, summary=summary, dlio=dlio_compat(written.total_bytes, timings),
-        filesystem=FilesystemInfo(name=point.filesystem, path=task.filesystem_path, free_bytes_before=setup.free_before,
-                                  free_bytes_after=free_after, total_bytes=total, **mount),
-        provenance=Provenance(hostnames=got.hosts, node_names=sorted(set(got.nodes)), simulated_nodes=run.simulated,
-                              world_size=run.comm.Get_size(), ranks_per_node=point.ranks_per_node,
-                              slurm=provenance.slurm_info(), started_at=started_at, finished_at=_now(),
-                              host_memory_bytes=got.host_memory or None, **provenance.versions()),
-    )
-    atomic_write_text(Path(task.result_path), record.model_dump_json(indent=1))
-    return summary
 
 
 def _write_all(ph: Phase, paths: list[str], files: list[CheckpointFile], buf: io.Buffer, block: int,
