@@ -3,16 +3,19 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from studyctl.analysis.reporting import collect_study, compare_studies, parse_threshold
 from studyctl.study.runs import StatusReport, StudyDir, SubmitReport, cancel, find_study, resubmit, status, submit
+
+if TYPE_CHECKING:
+    from studyctl.analysis.mlperf import ModelVerdict
 
 __all__ = ["StatusReport", "StudyDir", "SubmitReport", "cancel", "collect_study", "compare_studies", "find_study",
            "mlperf_report", "parse_threshold", "plan_capacity", "resubmit", "status", "submit"]
 
 
-def mlperf_report(study_ref: str | Path, results: Path = Path("results")) -> Any:
+def mlperf_report(study_ref: str | Path, results: Path = Path("results")) -> tuple[list[ModelVerdict], Path, Path]:
     """The MLPerf Storage view of a study: (per-model verdicts, html path, markdown path)."""
     from studyctl.analysis.mlperf_report import mlperf_for_study
 
