@@ -44,9 +44,10 @@ def timed(fn: Callable[[], object], repeat: int) -> list[float]:
 def bench_plan(repeat: int) -> tuple[int, list[float]]:
     def run() -> int:
         sweep = parse_sweep(BIG_STUDY, Path("bench.yaml"))  # fresh caches each time: a cold `plan`
-        from studyctl import expand, layout, plan
+        from studyctl.spec import expand, layout, plan, points
 
-        for fn in (expand._problems, expand._checkpoint_options, layout.summarize, plan._sized):
+        for fn in (expand._problems, expand._checkpoint_options, layout.summarize, layout.num_parameters,
+                   points.restore_bytes, plan._sized, plan._settings):
             fn.cache_clear()
         return summarize_plan(plan_rows(iter_points(sweep), sweep)).points
 

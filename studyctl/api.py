@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from studyctl.analysis import reporting
 from studyctl.analysis.reporting import CollectOutcome, parse_threshold
@@ -24,9 +24,12 @@ from studyctl.study.status import StatusReport, read_points, status
 from studyctl.study.store import find_study
 from studyctl.study.submit import SubmitReport, submit
 
+if TYPE_CHECKING:
+    from studyctl.analysis.mlperf import ModelVerdict
+
 __all__ = ["CollectOutcome", "Plan", "StatusReport", "StudyPaths", "SubmitReport", "backend_names", "cancel",
-           "collect_study", "compare_studies", "find_study", "parse_threshold", "plan", "resubmit", "status",
-           "submit"]
+           "collect_study", "compare_studies", "find_study", "mlperf_report", "parse_threshold", "plan",
+           "plan_capacity", "resubmit", "status", "submit"]
 
 
 @dataclass(frozen=True)
@@ -53,3 +56,20 @@ def collect_study(study_ref: str | Path, results: Path = Path("results"), import
 
 def compare_studies(a: str | Path, b: str | Path, results: Path = Path("results"), threshold: str = "5%") -> Any:
     return reporting.compare_studies(find_study(a, results), find_study(b, results), threshold)
+
+
+def mlperf_report(study_ref: str | Path, results: Path = Path("results")) -> tuple[list[ModelVerdict], Path, Path]:
+    """The MLPerf Storage view of a study: (per-model verdicts, html path, markdown path)."""
+    from studyctl.analysis.mlperf_report import mlperf_for_study
+
+    study = find_study(study_ref, results)
+    return mlperf_for_study(study.root, study.name)
+
+
+def plan_capacity(sweep: Any, summary: Any, backend: str) -> tuple[list[str], list[str]]:
+    """Will the largest point fit the filesystems' free space and the hosts' memory? (problems, notes)"""
+    from studyctl.backends.capacity import probe
+    from studyctl.spec.plan import capacity_notes, capacity_problems
+
+    capacity = probe(sweep, backend)
+    return capacity_problems(summary, capacity), capacity_notes(summary, capacity)

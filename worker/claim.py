@@ -9,8 +9,8 @@ import contextlib
 import fcntl
 import os
 
+from studyctl.spec.filesystems import FILESYSTEM_KINDS
 from studyctl.spec.points import WorkerTask
-from studyctl.spec.sweep import FILESYSTEM_KINDS
 from worker import provenance
 
 

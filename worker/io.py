@@ -89,22 +89,23 @@ def _open_direct(path: str, flags: int) -> int:
         raise
 
 
-def write_buffered(path: str, nbytes: int, buf: Buffer, block: int) -> None:
-    """write + fsync. No page eviction here: pages freed long before the restore sit idle, and this
-    VM hands idle memory back to the host, which made cold reads 20% slower (benchmarks/RESULTS.md);
-    the restore evicts its files just before the clock starts instead."""
+def write_buffered(path: str, nbytes: int, buf: Buffer, block: int, fsync: bool = True) -> None:
+    """write + fsync (`fsync` false only mirrors DLIO). No page eviction here: pages freed long before the
+    restore sit idle, and this VM hands idle memory back to the host, which made cold reads 20% slower
+    (benchmarks/RESULTS.md); the restore evicts its files just before the clock starts instead."""
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     try:
         view = buf.view
         for off, boff, length in _chunks(nbytes, block, buf.size):
             buf.mark(boff, length)
             _pwrite_all(fd, view[boff:boff + length], off)
-        os.fsync(fd)
+        if fsync:
+            os.fsync(fd)
     finally:
         os.close(fd)
 
 
-def write_direct(path: str, nbytes: int, buf: Buffer, block: int, hybrid: bool) -> None:
+def write_direct(path: str, nbytes: int, buf: Buffer, block: int, hybrid: bool, fsync: bool = True) -> None:
     """O_DIRECT for the aligned bulk; the tail padded and truncated (direct) or written through the
     page cache on a second descriptor (hybrid). One fsync flushes both descriptors' data."""
     bulk = nbytes - nbytes % ALIGN
@@ -119,14 +120,16 @@ def write_direct(path: str, nbytes: int, buf: Buffer, block: int, hybrid: bool) 
             tail_fd = os.open(path, os.O_WRONLY)
             try:
                 _pwrite_all(tail_fd, view[:tail], bulk)
-                os.fsync(tail_fd)
+                if fsync:
+                    os.fsync(tail_fd)
             finally:
                 os.close(tail_fd)
             return
         if tail:
             _pwrite_all(fd, view[:ALIGN], bulk)  # padded to the alignment, truncated below
             os.ftruncate(fd, nbytes)
-        os.fsync(fd)
+        if fsync:
+            os.fsync(fd)
     finally:
         os.close(fd)
 
@@ -137,10 +140,13 @@ def _pwrite_all(fd: int, data: memoryview, offset: int) -> None:
         done += os.pwrite(fd, data[done:], offset + done)
 
 
-def evict(path: str) -> None:
-    """Drop a file's cached pages (after fsync they are clean, so this empties the cache)."""
+def evict(path: str, flush: bool = False) -> None:
+    """Drop a file's cached pages. After fsync they are clean, so this empties the cache; a file written
+    without fsync (DLIO's way) is flushed first (`flush`), since dirty pages cannot be dropped."""
     fd = os.open(path, os.O_RDONLY)
     try:
+        if flush:
+            os.fdatasync(fd)
         os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
     finally:
         os.close(fd)

@@ -36,6 +36,14 @@ def mount_of(path: str) -> dict[str, str]:
     return best
 
 
+def host_memory() -> int:
+    """Physical memory of this host (0 when the system will not say)."""
+    try:
+        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError):
+        return 0
+
+
 def free_and_total(path: str) -> tuple[int, int]:
     st = os.statvfs(path)
     return st.f_bavail * st.f_frsize, st.f_blocks * st.f_frsize

@@ -34,7 +34,7 @@ class RankTiming(_Strict):
 class CheckpointTiming(_Strict):
     phase: Phase
     index: int  # 0-based checkpoint (write) or restore (read) number
-    step_dir: str  # relative to the point directory, e.g. "global_step3"
+    step_dir: str  # relative to the point directory, e.g. "global_epoch1_step3" (DLIO naming)
     bytes: int  # written (or read) by all ranks in this checkpoint
     files: int
     duration_max_s: float  # slowest rank's own duration (MLPerf's duration)
@@ -109,6 +109,7 @@ class Provenance(_Strict):
     studyctl_version: str
     started_at: str  # ISO 8601 UTC
     finished_at: str
+    host_memory_bytes: int | None = None  # the smallest host's physical memory (MLPerf's page-cache rule)
 
 
 class IoInfo(_Strict):
@@ -120,7 +121,9 @@ class IoInfo(_Strict):
     rank_shift: int
     buffer_bytes: int
     block_bytes: int
-    fsync_per_file: bool
+    fsync_per_file: bool  # false mirrors DLIO (which never fsyncs): every figure is "no fsync"
+    naming: Literal["dlio", "deepspeed"] = "dlio"  # file and folder names written
+    subset_world_size: int | None = None  # MLPerf subset mode: the full run this point wrote a share of
 
 
 class SizeInfo(_Strict):

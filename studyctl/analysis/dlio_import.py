@@ -21,6 +21,7 @@ from typing import Any
 
 import pandas as pd
 
+from studyctl.analysis.tables import io_label
 from studyctl.errors import UserError
 from studyctl.units import GIB
 
@@ -111,7 +112,8 @@ def import_dlio(run_dir: Path, filesystem: str = "dlio") -> pd.DataFrame:
             "zero_stage": int(config["zero_stage"]), "tensor_parallel": tp, "pipeline_parallel": pp,
             "data_parallel": max(1, accelerators // (tp * pp)), "nodes": hosts,
             "ranks_per_node": max(1, accelerators // hosts), "world_size": accelerators,
-            "filesystem": filesystem, "io_mode": "buffered", "io_mode_used": "buffered", "repetition": 0,
+            "filesystem": filesystem, "io_mode": io_label("buffered", fsync=False),  # DLIO never fsyncs
+            "io_mode_used": "buffered", "repetition": 0,
             "scale": 1.0, "block_bytes": 0, "cold_read_method": "none", "restore_mode": "rank",
             "nominal_checkpoint_bytes": int(size_gib * GIB)}
     nan = float("nan")

@@ -119,7 +119,7 @@ def _rows_from_result(r: Result, path: Path) -> dict[str, Any]:
         "cell_key": p.cell_key, "model": p.model.name, "zero_stage": p.zero_stage,
         "tensor_parallel": p.tensor_parallel, "pipeline_parallel": p.pipeline_parallel,
         "data_parallel": p.data_parallel, "nodes": p.nodes, "ranks_per_node": p.ranks_per_node,
-        "world_size": p.world_size, "filesystem": p.filesystem, "io_mode": p.io_mode,
+        "world_size": p.world_size, "filesystem": p.filesystem, "io_mode": io_label(p.io_mode, r.io.fsync_per_file),
         "io_mode_used": r.io.io_mode_used, "repetition": p.repetition, "scale": r.sizes.scale,
         "block_bytes": r.io.block_bytes, "cold_read_method": r.io.cold_read_method,
         "restore_mode": r.io.restore_mode, "nominal_checkpoint_bytes": r.sizes.nominal_checkpoint_bytes,
@@ -146,6 +146,11 @@ def _rows_from_result(r: Result, path: Path) -> dict[str, Any]:
             "fstype": fs.fstype, "mount_point": fs.mount_point, "mount_options": fs.mount_options,
             "fs_source": fs.source, "fs_total_bytes": fs.total_bytes}
     return {"checkpoints": checkpoints, "ranks": ranks, "info": info}
+
+
+def io_label(io_mode: str, fsync: bool) -> str:
+    """The I/O mode as every table, plot and report shows it: a point that never fsynced says so."""
+    return io_mode if fsync else f"{io_mode}, no fsync"
 
 
 RANK_FIELDS = ("phase", "index", "rank", "host", "bytes", "duration_s", "bandwidth_GiBps")

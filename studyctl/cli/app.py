@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-from studyctl.cli import analysis, models, plan, sweep
+from studyctl.cli import analysis, mlperf, models, plan, sweep
 from studyctl.cli.common import STATE
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
@@ -28,6 +28,7 @@ sweep_app.command("resubmit")(sweep.sweep_resubmit)
 sweep_app.command("cancel")(sweep.sweep_cancel)
 app.command("collect")(analysis.collect)
 app.command("compare")(analysis.compare)
+app.command("mlperf")(mlperf.mlperf)
 
 
 def main() -> None:

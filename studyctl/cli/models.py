@@ -9,17 +9,19 @@ from studyctl.units import format_bytes
 
 
 def models() -> None:
-    """List the model catalog with DLIO's default layout and checkpoint size."""
-    from studyctl.spec.catalog import CATALOG, DLIO_DEFAULT_LAYOUT
-    from studyctl.spec.layout import Parallelism, num_parameters, summarize
+    """The model catalog: parameters, bytes per parameter, checkpoint size at the default layout."""
+    from studyctl.spec.modelinfo import model_rows
 
-    table = Table("model", "layers", "hidden", "ffn", "heads/kv", "vocab", "params", "DLIO layout",
-                  "checkpoint")
-    for name, m in CATALOG.items():
-        tp, pp, zero = DLIO_DEFAULT_LAYOUT[name]
-        par = Parallelism(tp, pp, 8 if zero == 3 else 2 if tp * pp > 1 else 8, zero)
-        table.add_row(name, str(m.num_layers), str(m.hidden_size), str(m.ffn_hidden_size),
-                      f"{m.num_attention_heads}/{m.num_kv_heads}", str(m.vocab_size),
-                      f"{num_parameters(m) / 1e9:.3f} B", f"TP{tp} PP{pp} ZeRO-{zero}",
-                      format_bytes(summarize(m, par).total_bytes))
+    table = Table("model", "layers", "hidden", "ffn", "heads/kv", "vocab", "architecture", "params", "B/param",
+                  "default layout", "checkpoint", "DLIO's size", "MLPerf procs")
+    rows = model_rows()
+    for r in rows:
+        table.add_row(r["model"] + ("*" if r["note"] else ""), str(r["num_layers"]), str(r["hidden_size"]),
+                      str(r["ffn_hidden_size"]), r["heads"], str(r["vocab_size"]), r["architecture"],
+                      f"{r['parameters'] / 1e9:.4f} B", str(r["bytes_per_parameter"]), r["layout"],
+                      format_bytes(r["checkpoint_bytes"]), format_bytes(r["dlio_checkpoint_bytes"], missing="same"),
+                      str(r["mlperf_processes"] or "-"))
     out.print(table)
+    for r in rows:
+        if r["note"]:
+            out.print(f"* {r['model']}: {r['note']}", highlight=False)

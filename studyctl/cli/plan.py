@@ -10,7 +10,7 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
-from studyctl.cli.common import guard, out
+from studyctl.cli.common import err, guard, out
 from studyctl.errors import UserError
 from studyctl.units import format_bytes
 
@@ -20,8 +20,10 @@ def plan(
     as_json: Annotated[bool, typer.Option("--json", help="one JSON object per point, streamed")] = False,
     budget_node_hours: Annotated[float | None, typer.Option(min=0, help="fail if the estimate exceeds this")] = None,
     limit: Annotated[int, typer.Option(min=0, help="rows shown in the table (0: all)")] = 40,
+    backend: Annotated[str, typer.Option(help="where it will run: whose free space and memory to check")] = "local",
+    strict: Annotated[bool, typer.Option(help="exit 1 when disk or memory will not suffice")] = False,
 ) -> None:
-    """What each point writes, needs and costs, before spending a node-hour."""
+    """What each point writes, needs and costs, and whether disk and memory suffice, before a node-hour."""
     from studyctl.spec.expand import iter_points
     from studyctl.spec.plan import PlanSummary, plan_rows
     from studyctl.spec.sweep import load_sweep
@@ -37,36 +39,46 @@ def plan(
                 write(("\n" if i == 0 else ",\n") + json.dumps(row))
             write("\n]\n")
         else:
-            rows: list[dict[str, Any]] = []
+            rows = []
             for row in plan_rows(iter_points(spec), spec):
                 summary.add(row)
                 if not limit or len(rows) < limit:
                     rows.append(row)
             _print_plan(spec.study, rows, summary, limit)
+        from studyctl.cli.capacity import print_capacity
+
+        problems = print_capacity(err, spec, summary, backend)
         if budget_node_hours is not None and summary.node_hours > budget_node_hours:
             raise UserError(f"estimated {summary.node_hours:.2f} node-hours exceeds --budget-node-hours "
                             f"{budget_node_hours:g}", 1)
+        if strict and problems:
+            raise UserError(f"{len(problems)} capacity problem(s) above (--strict)", 1)
 
     guard(run)
 
 
+
 def _print_plan(study: str, rows: list[dict[str, Any]], summary: Any, limit: int) -> None:
-    table = Table("point", "model", "ZeRO", "TP×PP×DP", "nodes×rpn", "fs", "io", "rep", "checkpoint",
+    table = Table("point", "model", "ZeRO", "TP×PP×DP", "nodes×rpn", "fs", "io", "restore", "rep", "checkpoint",
                   "max/min per rank", "files", "mem/host worker", "mem/host DLIO", "disk", "node-h",
                   title=f"study {study}", title_justify="left")
     for r in rows:
         style = "dim" if r["excluded"] else None
-        if r["excluded"] and r["checkpoint_bytes"] is None:
+        if r["exclude_kind"] == "infeasible":
             sizes = [r["exclude_reason"], "", "", "", "", "", ""]
         else:
-            sizes = [format_bytes(r["checkpoint_bytes"]),
+            read = r["read_bytes_per_restore"]
+            sizes = [format_bytes(r["checkpoint_bytes"]) + ("" if read == r["checkpoint_bytes"]
+                                                            else f", restore reads {format_bytes(read)}"),
                      f"{format_bytes(r['bytes_per_rank_max'])} / {format_bytes(r['bytes_per_rank_min'])}",
                      str(r["files_per_checkpoint"]), format_bytes(r["worker_memory_per_host_bytes"]),
                      format_bytes(r["dlio_memory_per_host_bytes"]), format_bytes(r["disk_bytes_needed"]),
                      "excluded" if r["excluded"] else f"{r['node_hours']:.3f}"]
         table.add_row(r["point_id"], r["model"], str(r["zero_stage"]),
                       f"{r['tensor_parallel']}×{r['pipeline_parallel']}×{r['data_parallel']}",
-                      f"{r['nodes']}×{r['ranks_per_node']}", r["filesystem"], r["io_mode"], str(r["repetition"]),
+                      f"{r['nodes']}×{r['ranks_per_node']}", r["filesystem"],
+                      r["io_mode"] + ("" if r["fsync"] else ", no fsync"),
+                      f"{r['restore']}+{r['rank_shift']} {r['block_mib']}M {r['cold_read']}", str(r["repetition"]),
                       *sizes, style=style)
     out.print(table)
     if limit and summary.points > len(rows):

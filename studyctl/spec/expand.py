@@ -7,6 +7,7 @@ import math
 import operator
 from collections.abc import Iterator
 from dataclasses import dataclass
+from enum import Enum
 from functools import lru_cache
 from typing import Any
 
@@ -21,12 +22,40 @@ OPS = {"<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge,
        "!=": operator.ne}
 
 
+class ExclusionKind(str, Enum):
+    """Why a point does not run: the sweep's own exclude rule, or a layout that cannot exist."""
+
+    RULE = "rule"
+    INFEASIBLE = "infeasible"
+
+
+@dataclass(frozen=True)
+class Exclusion:
+    kind: ExclusionKind
+    reason: str
+
+    @property
+    def infeasible(self) -> bool:
+        return self.kind is ExclusionKind.INFEASIBLE
+
+    def describe(self) -> str:
+        """One line for tables and the ledger: infeasible layouts say so first."""
+        return f"infeasible: {self.reason}" if self.infeasible else self.reason
+
+
 @dataclass(frozen=True)
 class PlannedPoint:
     point: Point
     order: int  # position in run order
-    excluded: bool = False
-    exclude_reason: str | None = None
+    exclusion: Exclusion | None = None
+
+    @property
+    def excluded(self) -> bool:
+        return self.exclusion is not None
+
+    @property
+    def exclude_reason(self) -> str | None:
+        return self.exclusion.describe() if self.exclusion else None
 
 
 def _axis_units(sweep: SweepFile) -> tuple[list[list[dict[str, Any]]], list[str]]:
@@ -122,7 +151,7 @@ def iter_points(sweep: SweepFile) -> Iterator[PlannedPoint]:
     order = 0
     for repetition in range(sweep.repetitions):
         for values, fields, infeasible in combos:
-            for fs in filesystems or [values.get("filesystem")]:
+            for fs in filesystems or [str(values["filesystem"])]:
                 point = Point.model_construct(**fields, filesystem=fs, repetition=repetition)
                 yield _planned(sweep, {**values, "filesystem": fs, "repetition": repetition}, point, infeasible,
                                order)
@@ -130,7 +159,7 @@ def iter_points(sweep: SweepFile) -> Iterator[PlannedPoint]:
 
 
 def _combo(sweep: SweepFile, models: dict[str, ModelSpec], combo: tuple[dict[str, Any], ...]
-           ) -> tuple[dict[str, Any], dict[str, Any], str | None]:
+           ) -> tuple[dict[str, Any], dict[str, Any], Exclusion | None]:
     """What a combination of axis values fixes for all its filesystems and repetitions."""
     values: dict[str, Any] = {}
     for part in combo:
@@ -147,25 +176,26 @@ def _combo(sweep: SweepFile, models: dict[str, ModelSpec], combo: tuple[dict[str
         "checkpoint": _checkpoint_options(sweep.where, sweep.checkpoint, overrides),
     }
     problems = _problems(fields["model"], values["nodes"] * values["ranks_per_node"], values["tensor_parallel"],
-                         values["pipeline_parallel"], values["zero_stage"])
-    return values, fields, ("infeasible: " + "; ".join(problems)) if problems else None
+                         values["pipeline_parallel"], values["zero_stage"], fields["checkpoint"].subset_world_size)
+    infeasible = Exclusion(ExclusionKind.INFEASIBLE, "; ".join(problems)) if problems else None
+    return values, fields, infeasible
 
 
-def _planned(sweep: SweepFile, values: dict[str, Any], point: Point, infeasible: str | None,
+def _planned(sweep: SweepFile, values: dict[str, Any], point: Point, infeasible: Exclusion | None,
              order: int) -> PlannedPoint:
+    """A sweep rule wins over infeasibility: the user already said why the point is out."""
     for i, rule in enumerate(sweep.exclude):
         if all(value_matches(axis, values.get(axis), wanted) for axis, wanted in rule.match.items()):
-            return PlannedPoint(point, order, True, rule.reason or _rule_label(i, rule.match))
-    if infeasible:
-        return PlannedPoint(point, order, True, infeasible)
-    return PlannedPoint(point, order)
+            return PlannedPoint(point, order, Exclusion(ExclusionKind.RULE, rule.reason or _rule_label(i, rule.match)))
+    return PlannedPoint(point, order, infeasible)
 
 
 @lru_cache(maxsize=8192)
-def _problems(model: ModelSpec, world: int, tp: int, pp: int, zero: int) -> tuple[str, ...]:
+def _problems(model: ModelSpec, world: int, tp: int, pp: int, zero: int, subset_of: int | None
+              ) -> tuple[str, ...]:
     from studyctl.spec.layout import layout_problems
 
-    return tuple(layout_problems(model, world, tp, pp, zero))
+    return tuple(layout_problems(model, world, tp, pp, zero, subset_of))
 
 
 def expand(sweep: SweepFile) -> list[PlannedPoint]:

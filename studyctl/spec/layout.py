@@ -9,21 +9,29 @@ tensors, n = N // (DP·MP) with ZeRO >= 1, else N // MP.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
+from typing import Literal
 
-from studyctl.spec.catalog import ModelSpec
+from studyctl.spec.catalog import ARCHITECTURE_DEFAULTS, ModelSpec
 
 OPTIMIZER_GROUPS = 3  # fp32 master weights, Adam m, Adam v
 OPTIMIZER_SMALL_TENSOR_FACTOR = 5  # DLIO adds 3 tensors of 5h elements; kept for exact agreement
 
 
+Naming = Literal["dlio", "deepspeed"]
+
+
 @dataclass(frozen=True)
 class Parallelism:
+    """TP × PP × DP with a ZeRO stage; `running` < world_size is MLPerf's subset mode: only the first
+    `running` ranks of the full run exist and write their share (0: all ranks run)."""
+
     tensor: int
     pipeline: int
     data: int
     zero_stage: int
+    running: int = 0
 
     @property
     def model_parallel(self) -> int:
@@ -31,7 +39,13 @@ class Parallelism:
 
     @property
     def world_size(self) -> int:
+        """Ranks of the full run the checkpoint is sized for."""
         return self.tensor * self.pipeline * self.data
+
+    @property
+    def ranks(self) -> int:
+        """Ranks that run and write."""
+        return self.running or self.world_size
 
     def coords(self, rank: int) -> tuple[int, int, int]:
         """(tp, pp, dp) coordinates of a rank; TP varies fastest."""
@@ -61,19 +75,25 @@ class LayoutSummary:
     largest_file_bytes: int
 
 
+@lru_cache(maxsize=1024)
 def num_parameters(m: ModelSpec) -> int:
-    """DLIO's parameter count: untied embeddings, gated MLP, GQA, no biases."""
-    h, f = m.hidden_size, m.ffn_hidden_size
-    per_layer = h + h * (h + 2 * m.kv_dim) + h * h + h + 2 * f * h + f * h
-    return m.vocab_size * h + m.num_layers * per_layer + h + m.vocab_size * h
+    """Every element of every layer, unsplit: DLIO's count for its models (untied, gated MLP, GQA, no
+    biases), the real count for GPT-2/GPT-3-style ones."""
+    return sum(layer_elements(m, i, 1, 1) for i in range(m.num_layers + 3))
 
 
-def layout_problems(m: ModelSpec, world_size: int, tp: int, pp: int, zero_stage: int) -> list[str]:
-    """Why a layout cannot run (empty list when it can); never raises."""
+def layout_problems(m: ModelSpec, world_size: int, tp: int, pp: int, zero_stage: int,
+                    subset_of: int | None = None) -> list[str]:
+    """Why a layout cannot run (empty list when it can); never raises. `subset_of`: the full run's world
+    size when only `world_size` of its ranks run (MLPerf subset mode)."""
     out = list(m.problems())
     if tp < 1 or pp < 1 or world_size < 1:
         out.append("tensor_parallel, pipeline_parallel and world size must be >= 1")
         return out
+    if subset_of is not None:
+        if subset_of < world_size:
+            out.append(f"checkpoint.subset_world_size {subset_of} is smaller than the {world_size} ranks that run")
+        world_size = subset_of
     if zero_stage not in (0, 1, 2, 3):
         out.append(f"zero_stage {zero_stage} is not one of 0, 1, 2, 3")
     if world_size % (tp * pp):
@@ -103,22 +123,28 @@ def stage_layers(num_layers: int, pp: int, stage: int) -> range:
     return range(start, end)
 
 
-def layer_elements(m: ModelSpec, layer: int, tp: int, shard: int) -> int:
-    """Elements of one layer index held by one rank (tp split, then ZeRO-3 shard)."""
+def layer_tensors(m: ModelSpec, layer: int) -> list[tuple[int, bool]]:
+    """(elements, split by TP) of each tensor of one layer index, DLIO's order; norms are replicated over TP,
+    as are the biases of row-parallel layers (attention out, MLP down)."""
     h, f, v = m.hidden_size, m.ffn_hidden_size, m.vocab_size
-    if layer in (0, m.num_layers + 1):  # embedding, output layer
-        return v * h // tp // shard
+    norm = [(h, False), (h, False)] if m.biases else [(h, False)]
+    if layer == 0:
+        return [(v * h, True)] + ([(m.position_embeddings * h, False)] if m.position_embeddings else [])
+    if layer == m.num_layers + 1:  # output layer: none when it is the input embedding
+        return [] if m.tied_embeddings else [(v * h, True)]
     if layer == m.num_layers + 2:  # final norm
-        return h // shard
-    tensors = (
-        h // shard,  # input norm (replicated over TP)
-        h * (h + 2 * m.kv_dim) // tp // shard,  # QKV
-        h * h // tp // shard,  # attention out
-        h // shard,  # post-attention norm
-        2 * f * h // tp // shard,  # gated MLP up + gate
-        f * h // tp // shard,  # MLP down
-    )
-    return sum(tensors)
+        return norm
+    qkv = h + 2 * m.kv_dim
+    up = 2 * f if m.mlp == "gated" else f
+    tensors = [*norm, (h * qkv, True), (h * h, True), *norm, (up * h, True), (f * h, True)]
+    if m.biases:
+        tensors += [(qkv, True), (h, False), (up, True), (h, False)]
+    return tensors
+
+
+def layer_elements(m: ModelSpec, layer: int, tp: int, shard: int) -> int:
+    """Elements of one layer index held by one rank (tp split, then ZeRO-3 shard), DLIO's integer divisions."""
+    return sum((n // tp if split else n) // shard for n, split in layer_tensors(m, layer))
 
 
 def _scaled(nbytes: int, scale: float) -> int:
@@ -131,68 +157,83 @@ def _optimizer_bytes(m: ModelSpec, par: Parallelism) -> int:
     return OPTIMIZER_GROUPS * (n + small) * m.optimizer_bytes_per_param
 
 
-def rank_files(m: ModelSpec, par: Parallelism, rank: int, scale: float = 1.0) -> list[CheckpointFile]:
-    """Files `rank` writes per checkpoint, DeepSpeed names (step directory not included)."""
+def step_dir_name(index: int, naming: Naming = "dlio") -> str:
+    """The directory of the index-th checkpoint (0-based): DLIO counts steps from 1 in epoch 1."""
+    return f"global_epoch1_step{index + 1}" if naming == "dlio" else f"global_step{index}"
+
+
+def _names(naming: Naming, dp: int, mp: int) -> dict[str, str]:
+    """File names by role; DLIO's are DeepSpeed's with unpadded ranks and '_' before model_states."""
+    m = str(mp) if naming == "dlio" else f"{mp:02d}"
+    sep = "_" if naming == "dlio" else "-"
+    return {
+        "optimizer": f"zero_pp_rank_{dp}_mp_rank_{m}_optim_states.pt",
+        "sharded": f"zero_pp_rank_{dp}_mp_rank_{m}_model_states.pt",
+        "model": f"model_{m}_model_states.pt" if naming == "dlio" else f"mp_rank_{m}_model_states.pt",
+        "layer": "layer_{i}-model_" + m + sep + "model_states.pt" if naming == "dlio"
+        else "layer_{i:02d}-model_" + m + sep + "model_states.pt",
+    }
+
+
+def rank_files(m: ModelSpec, par: Parallelism, rank: int, scale: float = 1.0,
+               naming: Naming = "dlio") -> list[CheckpointFile]:
+    """Files `rank` writes per checkpoint (step directory not included)."""
     _, pp, dp = par.coords(rank)
     mp = rank % par.model_parallel
     zero = par.zero_stage
     wb = m.model_bytes_per_param
+    names = _names(naming, dp, mp)
     layers = stage_layers(m.num_layers, par.pipeline, pp)
-    optim = CheckpointFile(
-        f"zero_pp_rank_{dp}_mp_rank_{mp:02d}_optim_states.pt",
-        _scaled(_optimizer_bytes(m, par), scale), "optimizer",
-    )
+    optim = CheckpointFile(names["optimizer"], _scaled(_optimizer_bytes(m, par), scale), "optimizer")
     if zero == 3:
         nbytes = sum(layer_elements(m, i, par.tensor, par.data) for i in layers) * wb
-        model = CheckpointFile(f"zero_pp_rank_{dp}_mp_rank_{mp:02d}_model_states.pt",
-                               _scaled(nbytes, scale), "model")
-        return [model, optim]
+        return [CheckpointFile(names["sharded"], _scaled(nbytes, scale), "model"), optim]
     if dp != 0:  # ZeRO 0: only DP replica 0 writes; ZeRO 1/2: others write optimizer shards
         return [] if zero == 0 else [optim]
-    if zero == 0:
+    if zero == 0 or par.pipeline == 1:
         nbytes = sum(layer_elements(m, i, par.tensor, 1) for i in layers) * wb
-        model = CheckpointFile(f"zero_pp_rank_0_mp_rank_{mp:02d}_model_states.pt",
-                               _scaled(nbytes, scale), "model")
-        return [model, optim]
-    if par.pipeline == 1:
-        nbytes = sum(layer_elements(m, i, par.tensor, 1) for i in layers) * wb
-        return [CheckpointFile(f"mp_rank_{mp:02d}_model_states.pt", _scaled(nbytes, scale), "model"), optim]
+        return [CheckpointFile(names["sharded" if zero == 0 else "model"], _scaled(nbytes, scale), "model"), optim]
     files = [
-        CheckpointFile(f"layer_{i:02d}-model_{mp:02d}-model_states.pt",
-                       _scaled(layer_elements(m, i, par.tensor, 1) * wb, scale), "model")
-        for i in layers
+        CheckpointFile(names["layer"].format(i=i), _scaled(layer_elements(m, i, par.tensor, 1) * wb, scale), "model")
+        for i in layers if layer_tensors(m, i)  # a tied output layer has no file of its own
     ]
     return [*files, optim]
 
 
+def rank_classes(par: Parallelism) -> list[tuple[int, int]]:
+    """(a representative rank, how many running ranks write what it writes).
+
+    Ranks differ only by pipeline stage and by being in DP replica 0 or not, so planning never
+    enumerates the ranks of a 16,384-rank run; subset mode counts only the ranks that run.
+    """
+    full, rem = divmod(par.ranks, par.model_parallel)
+    counts: dict[tuple[int, bool], int] = {}
+    for r in range(par.model_parallel):
+        replicas = full + (1 if r < rem else 0)  # running ranks with this model-parallel rank
+        stage = (r // par.tensor) % par.pipeline
+        if replicas:
+            counts[(stage, True)] = counts.get((stage, True), 0) + 1
+        if replicas > 1:
+            counts[(stage, False)] = counts.get((stage, False), 0) + replicas - 1
+    return [(stage * par.tensor + (0 if first else par.model_parallel), n) for (stage, first), n in counts.items()]
+
+
 @lru_cache(maxsize=4096)
 def summarize(m: ModelSpec, par: Parallelism, scale: float = 1.0) -> LayoutSummary:
-    """Totals without enumerating every rank: ranks differ only by stage and by dp == 0."""
-    per_stage_dp0 = []
-    per_stage_other = []
-    for stage in range(par.pipeline):
-        rank_dp0 = stage * par.tensor  # tp = 0 of this stage, dp = 0
-        per_stage_dp0.append(rank_files(m, par, rank_dp0, scale))
-        per_stage_other.append(rank_files(m, par, rank_dp0 + par.model_parallel, scale)
-                               if par.data > 1 else [])
-    total = model = optim = files = 0
+    """Totals over the ranks that run, one representative rank per class."""
+    total = model = optim = files = writers = max_files = largest = 0
     rank_bytes: list[int] = []
-    writers = 0
-    max_files = 0
-    largest = 0
-    for group, count in ((per_stage_dp0, par.tensor), (per_stage_other, par.tensor * (par.data - 1))):
-        if count == 0:
-            continue
-        for stage_files in group:
-            nbytes = sum(f.nbytes for f in stage_files)
-            total += nbytes * count
-            model += sum(f.nbytes for f in stage_files if f.kind == "model") * count
-            optim += sum(f.nbytes for f in stage_files if f.kind == "optimizer") * count
-            files += len(stage_files) * count
-            rank_bytes.append(nbytes)
-            writers += count if stage_files else 0
-            max_files = max(max_files, len(stage_files))
-            largest = max([largest, *(f.nbytes for f in stage_files)])
+    for rank, count in rank_classes(par):
+        stage_files = rank_files(m, par, rank, scale)
+        nbytes = sum(f.nbytes for f in stage_files)
+        total += nbytes * count
+        model += sum(f.nbytes for f in stage_files if f.kind == "model") * count
+        optim += sum(f.nbytes for f in stage_files if f.kind == "optimizer") * count
+        files += len(stage_files) * count
+        rank_bytes.append(nbytes)
+        writers += count if stage_files else 0
+        max_files = max(max_files, len(stage_files))
+        largest = max([largest, *(f.nbytes for f in stage_files)])
     return LayoutSummary(
         num_parameters=num_parameters(m),
         total_bytes=total,
@@ -205,3 +246,13 @@ def summarize(m: ModelSpec, par: Parallelism, scale: float = 1.0) -> LayoutSumma
         max_files_per_rank=max_files,
         largest_file_bytes=largest,
     )
+
+
+def dlio_reported_bytes(m: ModelSpec, par: Parallelism) -> int:
+    """The checkpoint size DLIO would report for these dimensions: its own architecture (gated MLP, untied,
+    no biases), and under ZeRO-2 the weights of every DP replica though only replica 0 writes them."""
+    dlio_model = replace(m, **ARCHITECTURE_DEFAULTS)  # type: ignore[arg-type]
+    lay = summarize(dlio_model, par)
+    if par.zero_stage != 2:
+        return lay.total_bytes
+    return lay.total_bytes + lay.model_bytes * (par.data - 1)

@@ -88,6 +88,7 @@ class SlurmOptions(BaseModel):
 
 
 def sbatch_extra_dict(value: dict[str, str | int | bool] | list[str]) -> dict[str, str | int | bool]:
+    items: list[tuple[str, str | int | bool]]
     if isinstance(value, dict):
         items = list(value.items())
     else:
@@ -95,8 +96,8 @@ def sbatch_extra_dict(value: dict[str, str | int | bool] | list[str]) -> dict[st
         for arg in value:
             if not arg.startswith("-"):
                 raise ValueError(f"sbatch_extra entry {arg!r} is not an option like '--reservation=x'")
-            key, eq, val = arg.lstrip("-").partition("=")
-            items.append((key, val if eq else True))
+            name, eq, text = arg.lstrip("-").partition("=")
+            items.append((name, text if eq else True))
     out: dict[str, str | int | bool] = {}
     for key, val in items:
         if val is False:

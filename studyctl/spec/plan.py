@@ -10,13 +10,15 @@ from typing import Any
 
 from studyctl.spec.catalog import ModelSpec
 from studyctl.spec.expand import PlannedPoint
-from studyctl.spec.layout import Parallelism, summarize
-from studyctl.spec.points import CheckpointOptions
+from studyctl.spec.layout import Parallelism, num_parameters, summarize
+from studyctl.spec.points import CheckpointOptions, cold_read_method, restore_bytes
 from studyctl.spec.sweep import Estimate, SweepFile
-from studyctl.units import GIB, MIB
+from studyctl.units import GIB, MIB, format_bytes
 
 # Resident memory of one worker rank besides its buffer (Python, mpi4py, MPICH), measured ~80 MiB.
 WORKER_BASE_BYTES = 96 * MIB
+# DLIO's resident memory per process before any tensor (Python, PyTorch, mpi4py), measured: about 0.36 GiB.
+DLIO_BASE_BYTES = int(0.36 * GIB)
 PLAN_AXES = ("model", "zero_stage", "nodes", "ranks_per_node", "tensor_parallel", "pipeline_parallel", "filesystem",
              "io_mode", "repetition")
 
@@ -33,13 +35,14 @@ def plan_row(pp: PlannedPoint, sweep: SweepFile) -> dict[str, Any]:
     """One JSON-able row; the keys the `plan --json` contract names come first."""
     p = pp.point
     opts = p.checkpoint
+    par = p.parallelism
     row: dict[str, Any] = {
         "point_id": p.point_id,
         "model": p.model.name,
         "zero_stage": p.zero_stage,
         "tensor_parallel": p.tensor_parallel,
         "pipeline_parallel": p.pipeline_parallel,
-        "data_parallel": p.data_parallel,
+        "data_parallel": par.data,
         "nodes": p.nodes,
         "ranks_per_node": p.ranks_per_node,
         "world_size": p.world_size,
@@ -47,22 +50,38 @@ def plan_row(pp: PlannedPoint, sweep: SweepFile) -> dict[str, Any]:
         "io_mode": p.io_mode,
         "repetition": p.repetition,
         "excluded": pp.excluded,
+        "exclude_kind": pp.exclusion.kind.value if pp.exclusion else None,
         "exclude_reason": pp.exclude_reason,
-        "scale": opts.scale,
-        "writes": opts.writes,
-        "reads": opts.reads,
+        "parameters": None,  # filled with the sizes (cached per cell)
+        **_settings(opts, p.io_mode),
     }
-    infeasible = pp.excluded and (pp.exclude_reason or "").startswith("infeasible")
-    if infeasible:
-        row.update(dict.fromkeys(SIZED_KEYS))
+    if pp.exclusion is not None and pp.exclusion.infeasible:
+        row.update(dict.fromkeys(SIZED_KEYS), parameters=num_parameters(p.model))
         return row
-    row.update(_sized(p.model, p.parallelism, p.nodes, p.ranks_per_node, opts, sweep.estimate))
+    row.update(_sized(p.model, par, p.nodes, p.ranks_per_node, opts, sweep.estimate))
     return row
 
 
-SIZED_KEYS = ("checkpoint_bytes", "nominal_checkpoint_bytes", "bytes_per_rank_max", "bytes_per_rank_min",
-              "files_per_checkpoint", "writer_ranks", "disk_bytes_needed", "worker_memory_per_host_bytes",
-              "dlio_memory_per_host_bytes", "estimated_seconds", "node_hours")
+@lru_cache(maxsize=4096)
+def _settings(opts: CheckpointOptions, io_mode: str) -> dict[str, Any]:
+    """How a point writes and restores, as the plan shows it per row (the same for many points)."""
+    return {
+        "scale": opts.scale,
+        "writes": opts.writes,
+        "reads": opts.reads,
+        "restore": opts.restore,
+        "rank_shift": opts.rank_shift,
+        "block_mib": opts.block_mib,
+        "cold_read": cold_read_method(io_mode, opts.cold_read),
+        "fsync": opts.fsync,
+        "naming": opts.naming,
+        "subset_world_size": opts.subset_world_size,
+    }
+
+
+SIZED_KEYS = ("checkpoint_bytes", "nominal_checkpoint_bytes", "read_bytes_per_restore", "bytes_per_rank_max",
+              "bytes_per_rank_min", "files_per_checkpoint", "writer_ranks", "disk_bytes_needed",
+              "worker_memory_per_host_bytes", "dlio_memory_per_host_bytes", "estimated_seconds", "node_hours")
 
 
 @lru_cache(maxsize=65536)
@@ -71,22 +90,30 @@ def _sized(model: ModelSpec, par: Parallelism, nodes: int, ranks_per_node: int, 
     """Size and cost fields; the same for every filesystem and repetition of a cell."""
     lay = summarize(model, par, opts.scale)
     nominal = summarize(model, par, 1.0)
-    moved = lay.total_bytes * (opts.writes + opts.reads)
+    read = restore_bytes(model, par, opts)
+    moved = lay.total_bytes * opts.writes + read * opts.reads
     seconds = estimate.overhead_s + moved / (nodes * estimate.GiBps_per_node * GIB)
     return {
+        "parameters": lay.num_parameters,
         "checkpoint_bytes": lay.total_bytes,
         "nominal_checkpoint_bytes": nominal.total_bytes,
+        "read_bytes_per_restore": read,
         "bytes_per_rank_max": lay.bytes_per_rank_max,
         "bytes_per_rank_min": lay.bytes_per_rank_min,
         "files_per_checkpoint": lay.files_per_checkpoint,
         "writer_ranks": lay.writer_ranks,
         "disk_bytes_needed": lay.total_bytes * disk_steps_needed(opts.writes, opts.reads, opts.keep),
         "worker_memory_per_host_bytes": ranks_per_node * (opts.buffer_mib * MIB + WORKER_BASE_BYTES),
-        # DLIO holds each rank's whole state in RAM, twice while restoring.
-        "dlio_memory_per_host_bytes": ranks_per_node * (2 * lay.bytes_per_rank_max + WORKER_BASE_BYTES),
+        "dlio_memory_per_host_bytes": dlio_memory_per_host(lay.bytes_per_rank_max, ranks_per_node, opts.reads > 0),
         "estimated_seconds": round(seconds, 1),
         "node_hours": nodes * seconds / 3600,
     }
+
+
+def dlio_memory_per_host(state_bytes: int, ranks_per_node: int, restores: bool) -> int:
+    """What DLIO holds per host: ~0.36 GiB per process, plus the rank's whole state once while writing and
+    twice while reading (measured)."""
+    return ranks_per_node * (DLIO_BASE_BYTES + (2 if restores else 1) * state_bytes)
 
 
 def plan_rows(points: Iterable[PlannedPoint], sweep: SweepFile) -> Iterator[dict[str, Any]]:
@@ -103,6 +130,9 @@ class PlanSummary:
     bytes_to_read: int = 0
     node_hours: float = 0.0
     max_disk_bytes_needed: dict[str, int] = field(default_factory=dict)  # per filesystem
+    max_worker_memory_per_host: int = 0
+    max_worker_memory_per_point: int = 0  # all of a point's hosts: what one machine needs when nodes are simulated
+    max_dlio_memory_per_host: int = 0
     axis_counts: dict[str, Counter] = field(default_factory=dict)
     exclude_reasons: Counter = field(default_factory=Counter)
 
@@ -119,10 +149,17 @@ class PlanSummary:
             return
         self.runnable += 1
         self.bytes_to_write += row["checkpoint_bytes"] * row["writes"]
-        self.bytes_to_read += row["checkpoint_bytes"] * row["reads"]
+        self.bytes_to_read += row["read_bytes_per_restore"] * row["reads"]
         self.node_hours += row["node_hours"]
         fs = row["filesystem"]
         self.max_disk_bytes_needed[fs] = max(self.max_disk_bytes_needed.get(fs, 0), row["disk_bytes_needed"])
+        per_host = row["worker_memory_per_host_bytes"]
+        if per_host * row["nodes"] > self.max_worker_memory_per_point:
+            self.max_worker_memory_per_point = per_host * row["nodes"]
+        if per_host > self.max_worker_memory_per_host:
+            self.max_worker_memory_per_host = per_host
+        if row["dlio_memory_per_host_bytes"] > self.max_dlio_memory_per_host:
+            self.max_dlio_memory_per_host = row["dlio_memory_per_host_bytes"]
 
 
 def summarize_plan(rows: Iterable[dict[str, Any]]) -> PlanSummary:
@@ -130,3 +167,47 @@ def summarize_plan(rows: Iterable[dict[str, Any]]) -> PlanSummary:
     for row in rows:
         summary.add(row)
     return summary
+
+
+@dataclass(frozen=True)
+class Capacity:
+    """What the machines offer, probed outside spec/ (free space and memory are I/O)."""
+
+    free_bytes: dict[str, int | None]  # per filesystem name; None: could not be read
+    free_where: dict[str, str]  # the directory whose free space was read (the path or its nearest parent)
+    host_memory_bytes: int | None
+    host_memory_source: str  # e.g. "this machine (MemTotal)", "Slurm RealMemory of partition batch"
+    hosts_share_one_machine: bool = False  # local backend: simulated nodes share this machine's memory
+
+
+def capacity_problems(summary: PlanSummary, capacity: Capacity) -> list[str]:
+    """Each way the largest point will not fit, one line each (empty when everything fits)."""
+    out = []
+    for fs, need in summary.max_disk_bytes_needed.items():
+        free = capacity.free_bytes.get(fs)
+        if free is not None and need > free:
+            out.append(f"disk: filesystem {fs} needs {format_bytes(need)} at the peak of its largest point; "
+                       f"{format_bytes(free)} free at {capacity.free_where.get(fs, '?')}")
+    memory = capacity.host_memory_bytes
+    if memory is not None and summary.runnable:
+        need = summary.max_worker_memory_per_point if capacity.hosts_share_one_machine \
+            else summary.max_worker_memory_per_host
+        where = "all simulated nodes of a point on one machine" if capacity.hosts_share_one_machine else "per host"
+        if need > memory:
+            out.append(f"memory: workers need {format_bytes(need)} ({where}); {capacity.host_memory_source} has "
+                       f"{format_bytes(memory)}")
+    return out
+
+
+def capacity_notes(summary: PlanSummary, capacity: Capacity) -> list[str]:
+    """What could not be checked, and DLIO's own memory need where it would not fit the host (ours does)."""
+    notes = [f"free space on {fs} not checked (statvfs at {capacity.free_where.get(fs, '?')} gave no capacity)"
+             for fs in summary.max_disk_bytes_needed if capacity.free_bytes.get(fs) is None]
+    memory = capacity.host_memory_bytes
+    if memory is None:
+        notes.append(f"host memory not checked: {capacity.host_memory_source}")
+    elif summary.max_dlio_memory_per_host > memory:
+        notes.append(f"DLIO itself would need {format_bytes(summary.max_dlio_memory_per_host)} per host for the "
+                     f"largest point ({capacity.host_memory_source} has {format_bytes(memory)}); studyctl's "
+                     "workers do not")
+    return notes

@@ -11,8 +11,17 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from studyctl.spec.catalog import ModelSpec
-from studyctl.spec.layout import LayoutSummary, Parallelism, layout_problems, summarize
+from studyctl.spec.catalog import ARCHITECTURE_DEFAULTS, ModelSpec
+from studyctl.spec.layout import (
+    CheckpointFile,
+    LayoutSummary,
+    Naming,
+    Parallelism,
+    layout_problems,
+    rank_classes,
+    rank_files,
+    summarize,
+)
 
 IO_MODES = ("buffered", "direct", "hybrid")
 IoMode = Literal["buffered", "direct", "hybrid"]
@@ -36,6 +45,11 @@ class CheckpointOptions(BaseModel):
     direct_fallback: bool = Field(False, description="O_DIRECT refused: run buffered, say so")
     keep: bool = False
     free_space_margin: float = Field(0.05, ge=0, le=1, description="fraction kept free")
+    naming: Naming = Field("dlio", description="file and folder names: DLIO's exactly, or DeepSpeed's")
+    fsync: bool = Field(True, description="fsync every file; false only mirrors DLIO, labelled 'no fsync'")
+    subset_world_size: int | None = Field(None, ge=1, description=(
+        "MLPerf subset mode (node-local storage): the full run's process count; this point's ranks write "
+        "the first ranks' share of that run's checkpoint"))
 
     @model_validator(mode="after")
     def _consistent(self) -> CheckpointOptions:
@@ -44,6 +58,32 @@ class CheckpointOptions(BaseModel):
         if self.writes == 0 and self.reads > 0:
             raise ValueError(f"reads {self.reads} with writes 0: a restore reads a checkpoint this point wrote")
         return self
+
+
+def cold_read_method(io_mode: str, cold_read: str) -> str:
+    """What `cold_read: auto` means for an I/O mode: O_DIRECT where the writes bypass the cache, else fadvise."""
+    if cold_read != "auto":
+        return cold_read
+    return "direct" if io_mode in ("direct", "hybrid") else "fadvise"
+
+
+def restore_files(m: ModelSpec, par: Parallelism, rank: int, opts: CheckpointOptions) -> list[CheckpointFile]:
+    """What `rank` reads on restore: its partner's files (rank + rank_shift), plus with restore 'full' what a
+    real training restore needs and DLIO skips: DP replica 0's weights (and with ZeRO 0 its optimizer)."""
+    source = (rank + opts.rank_shift) % par.ranks
+    files = rank_files(m, par, source, opts.scale, opts.naming)
+    if opts.restore == "full" and par.zero_stage < 3 and par.coords(source)[2] != 0:
+        replica0 = source % par.model_parallel
+        kinds = ("model", "optimizer") if par.zero_stage == 0 else ("model",)
+        files += [f for f in rank_files(m, par, replica0, opts.scale, opts.naming) if f.kind in kinds]
+    return files
+
+
+@lru_cache(maxsize=4096)
+def restore_bytes(m: ModelSpec, par: Parallelism, opts: CheckpointOptions) -> int:
+    """Bytes every running rank reads in one restore together (rank shift only permutes who reads what)."""
+    return sum(count * sum(f.nbytes for f in restore_files(m, par, rank, opts.model_copy(update={"rank_shift": 0})))
+               for rank, count in rank_classes(par))
 
 
 class Point(BaseModel):
@@ -68,16 +108,19 @@ class Point(BaseModel):
 
     @property
     def data_parallel(self) -> int:
-        return max(1, self.world_size // (self.tensor_parallel * self.pipeline_parallel))
+        """DP of the run the checkpoint is sized for (the full run in subset mode)."""
+        full = self.checkpoint.subset_world_size or self.world_size
+        return max(1, full // (self.tensor_parallel * self.pipeline_parallel))
 
     @property
     def parallelism(self) -> Parallelism:
+        subset = self.checkpoint.subset_world_size is not None
         return Parallelism(self.tensor_parallel, self.pipeline_parallel, self.data_parallel,
-                           self.zero_stage)
+                           self.zero_stage, self.world_size if subset else 0)
 
     def problems(self) -> list[str]:
         return layout_problems(self.model, self.world_size, self.tensor_parallel,
-                               self.pipeline_parallel, self.zero_stage)
+                               self.pipeline_parallel, self.zero_stage, self.checkpoint.subset_world_size)
 
     def layout(self) -> LayoutSummary:
         """Written bytes (scaled); call only when `problems()` is empty."""
@@ -87,7 +130,7 @@ class Point(BaseModel):
         return summarize(self.model, self.parallelism, 1.0)
 
     def canonical(self) -> dict:
-        return self.model_dump(mode="json")
+        return json.loads(self.canonical_json())
 
     def canonical_json(self, without_repetition: bool = False) -> str:
         """`json.dumps(canonical(), sort_keys=True, separators=(",", ":"))`, built from cached parts.
@@ -118,14 +161,25 @@ class Point(BaseModel):
         return hashlib.sha256(self.canonical_json(without_repetition=True).encode()).hexdigest()[:12]
 
 
+# Settings added after studies were run: left out of a point's identity while at their defaults, so a
+# point means the same id before and after (the file names a point writes are not what it measures).
+LATER_CHECKPOINT_DEFAULTS: dict[str, object] = {"naming": "dlio", "fsync": True, "subset_world_size": None}
+
+
+def _without(data: dict, defaults: dict[str, object]) -> dict:
+    return {k: v for k, v in data.items() if not (k in defaults and v == defaults[k])}
+
+
 @lru_cache(maxsize=256)
 def _model_json(model: ModelSpec) -> str:
-    return json.dumps(dataclasses.asdict(model), sort_keys=True, separators=(",", ":"))
+    return json.dumps(_without(dataclasses.asdict(model), ARCHITECTURE_DEFAULTS), sort_keys=True,
+                      separators=(",", ":"))
 
 
 @lru_cache(maxsize=1024)
 def _checkpoint_json(options: CheckpointOptions) -> str:
-    return json.dumps(options.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
+    return json.dumps(_without(options.model_dump(mode="json"), LATER_CHECKPOINT_DEFAULTS), sort_keys=True,
+                      separators=(",", ":"))
 
 
 class WorkerTask(BaseModel):

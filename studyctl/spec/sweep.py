@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import difflib
-import os
 import re
+from collections.abc import Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -22,7 +23,9 @@ from pydantic import (
 )
 
 from studyctl.errors import UserError
-from studyctl.spec.catalog import CATALOG, DTYPE_BYTES, ModelSpec, lookup
+from studyctl.spec.catalog import CATALOG, DIMENSIONS, DTYPE_BYTES, MlpKind, ModelSpec, lookup
+from studyctl.spec.filesystems import FilesystemSpec
+from studyctl.spec.layout import Naming
 from studyctl.spec.options import LocalOptions, SlurmOptions
 from studyctl.spec.points import CheckpointOptions, ColdRead, IoMode, RestoreMode
 from studyctl.spec.yamlpos import Loc, line_of, load_yaml_with_lines
@@ -32,7 +35,6 @@ ZERO_ALIASES = {"ddp": 0, "fsdp": 3, "zero0": 0, "zero1": 1, "zero2": 2, "zero3"
 NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 NAME_RULE = "1-64 letters, digits, '_', '.', '-', starting with a letter or digit"
 DEFAULT_MAX_POINTS = 1_000_000
-UNSET_VAR = re.compile(r"\$(\w+|\{[^}]*\})")
 
 
 def _plain_name(value: str) -> str:
@@ -56,22 +58,41 @@ class _Strict(BaseModel):
 
 
 class InlineModel(_Strict):
-    """A model given by its dimensions, with DLIO's key names."""
+    """A model given by its dimensions, with DLIO's key names, or a catalog model (`base`) with changes."""
 
     name: PlainName
-    num_layers: PositiveInt
-    hidden_size: PositiveInt
-    ffn_hidden_size: PositiveInt
-    num_attention_heads: PositiveInt
+    base: str | None = None
+    num_layers: PositiveInt | None = None
+    hidden_size: PositiveInt | None = None
+    ffn_hidden_size: PositiveInt | None = None
+    num_attention_heads: PositiveInt | None = None
     num_kv_heads: PositiveInt | None = None
-    vocab_size: PositiveInt
-    model_dtype: Literal[tuple(DTYPE_BYTES)] = "bf16"  # type: ignore[valid-type]
-    optimizer_dtype: Literal[tuple(DTYPE_BYTES)] = "fp32"  # type: ignore[valid-type]
+    vocab_size: PositiveInt | None = None
+    model_dtype: Literal[tuple(DTYPE_BYTES)] | None = None  # type: ignore[valid-type]
+    optimizer_dtype: Literal[tuple(DTYPE_BYTES)] | None = None  # type: ignore[valid-type]
+    mlp: MlpKind | None = None
+    tied_embeddings: bool | None = None
+    biases: bool | None = None
+    position_embeddings: Annotated[int, Field(ge=0)] | None = None
+
+    @model_validator(mode="after")
+    def _complete(self) -> InlineModel:
+        if self.base is not None and lookup(self.base) is None:
+            raise ValueError(f"base {self.base!r} is not in the catalog{_did_you_mean(self.base, CATALOG)}; "
+                             f"catalog: {', '.join(CATALOG)}")
+        if self.base is None:
+            missing = [k for k in DIMENSIONS if k != "num_kv_heads" and getattr(self, k) is None]
+            if missing:
+                raise ValueError(f"model {self.name!r} needs {', '.join(missing)} (or base: a catalog model)")
+        return self
 
     def spec(self) -> ModelSpec:
-        data = self.model_dump()
-        data["num_kv_heads"] = data["num_kv_heads"] or self.num_attention_heads
-        return ModelSpec(**data)
+        given = {k: v for k, v in self.model_dump(exclude={"base"}).items() if v is not None}
+        base = lookup(self.base) if self.base else None
+        if base is not None:
+            return replace(base, **given)
+        given.setdefault("num_kv_heads", self.num_attention_heads)
+        return ModelSpec(**given)
 
 
 def _as_list(value: Any) -> Any:
@@ -105,8 +126,14 @@ class Matrix(_Strict):
     rank_shift: list[Annotated[int, Field(ge=0)]] | None = None
     restore: list[RestoreMode] | None = None
     direct_fallback: list[bool] | None = None
+    naming: list[Naming] | None = None
+    fsync: list[bool] | None = None
+    subset_world_size: list[PositiveInt | None] | None = None
 
-    _listify = model_validator(mode="before")(classmethod(lambda cls, d: _listify(cls, d)))
+    @model_validator(mode="before")
+    @classmethod
+    def _scalars_are_one_value_axes(cls, data: Any) -> Any:
+        return _listify(cls, data)
 
     @field_validator("*", mode="after")
     @classmethod
@@ -119,7 +146,7 @@ class Matrix(_Strict):
 POINT_AXES = ("model", "zero_stage", "nodes", "ranks_per_node", "tensor_parallel", "pipeline_parallel",
               "filesystem", "io_mode")
 CHECKPOINT_AXES = ("writes", "reads", "scale", "buffer_mib", "block_mib", "cold_read", "rank_shift",
-                   "restore", "direct_fallback")
+                   "restore", "direct_fallback", "naming", "fsync", "subset_world_size")
 AXES = POINT_AXES + CHECKPOINT_AXES
 CONDITION = re.compile(r"^\s*(<=|>=|!=|==|<|>)\s*(\S.*?)\s*$")
 STRING_RULE = re.compile(r"^\s*([a-z_]+)\s*(<=|>=|!=|==|<|>)\s*([^<>=!\s].*?)\s*$")
@@ -157,36 +184,6 @@ class ExcludeRule(_Strict):
         if not match:
             raise ValueError("an exclude rule needs at least one axis")
         return match
-
-
-# A filesystem's declared kind and the mount types (/proc/self/mountinfo) that may carry it: the worker
-# refuses to measure a `kind: lustre` path that is really the root disk. `local` is any node-local
-# filesystem; `memory` is RAM (its reads are never cold).
-FILESYSTEM_KINDS: dict[str, tuple[str, ...]] = {
-    "lustre": ("lustre",), "gpfs": ("gpfs",), "nfs": ("nfs", "nfs4"), "beegfs": ("beegfs",),
-    "cephfs": ("ceph", "fuse.ceph", "fuse.ceph-fuse"), "weka": ("wekafs",), "daos": ("fuse.dfuse", "fuse.daos"),
-    "local": ("ext4", "xfs", "btrfs", "zfs", "ext3", "f2fs", "overlay", "tmpfs"),
-    "ext4": ("ext4",), "xfs": ("xfs",), "btrfs": ("btrfs",), "zfs": ("zfs",),
-    "memory": ("tmpfs", "ramfs"),
-}
-
-
-class FilesystemSpec(_Strict):
-    path: str
-    description: str | None = None
-    kind: Literal[tuple(FILESYSTEM_KINDS)] | None = None  # type: ignore[valid-type]
-
-    @field_validator("path")
-    @classmethod
-    def _expand(cls, value: str) -> str:
-        """`~` and `$VARS` expand where the sweep is loaded (the submitting user's environment)."""
-        path = os.path.expanduser(os.path.expandvars(value))
-        unset = UNSET_VAR.search(path)
-        if unset:
-            raise ValueError(f"{value!r}: environment variable {unset.group(1).strip('{}')} is not set")
-        if not os.path.isabs(path):
-            raise ValueError(f"{value!r} must be an absolute path (workers may start in another directory)")
-        return path
 
 
 class Estimate(_Strict):
@@ -309,7 +306,7 @@ def _clean_loc(loc: tuple[Any, ...]) -> Loc:
     return tuple(out)
 
 
-def _describe(err: dict[str, Any], loc: Loc) -> str:
+def _describe(err: Mapping[str, Any], loc: Loc) -> str:
     kind, value = err["type"], err.get("input")
     ctx = err.get("ctx") or {}
     if kind == "extra_forbidden":
@@ -325,7 +322,7 @@ def _describe(err: dict[str, Any], loc: Loc) -> str:
     return f"{value!r}: {err['msg'][0].lower()}{err['msg'][1:]}" if value is not None else err["msg"]
 
 
-def _error_line(path: Path, lines: dict[Loc, int], err: dict[str, Any]) -> str:
+def _error_line(path: Path, lines: dict[Loc, int], err: Mapping[str, Any]) -> str:
     loc = _clean_loc(err["loc"])
     line = line_of(lines, loc)
     where = f"{path}:{line}" if line else str(path)

@@ -95,8 +95,8 @@ def test_keep_leaves_files(tmp_path: Path) -> None:
     task = make_task(tmp_path, fs, keep=True, reads=0, writes=3)
     assert run_worker(task, 2).returncode == 0
     kept = files_under(fs)
-    assert kept and all("global_step" in str(p) for p in kept)
-    assert {p.parent.name for p in kept} == {"global_step0", "global_step1", "global_step2"}
+    assert kept and all("global_epoch1_step" in str(p) for p in kept)
+    assert {p.parent.name for p in kept} == {"global_epoch1_step1", "global_epoch1_step2", "global_epoch1_step3"}
     point_dirs = {p.parent.parent for p in kept}
     assert len(point_dirs) == 1 and point_dirs.pop().parent == fs / "wtest"
 
@@ -145,7 +145,7 @@ def small_tmpfs(tmp_path: Path):
 
 
 def test_insufficient_space_refused_up_front(tmp_path: Path, small_tmpfs: Path) -> None:
-    task = make_task(tmp_path, small_tmpfs, scale=0.05)  # ~124 MiB per checkpoint on a 16 MiB disk
+    task = make_task(tmp_path, small_tmpfs, scale=0.05)  # ~83 MiB per checkpoint on a 16 MiB disk
     proc = run_worker(task, 2)
     assert proc.returncode == 3
     err = json.loads((tmp_path / "out" / "error.json").read_text())
@@ -212,9 +212,9 @@ def test_direct_refused_and_fallback(tmp_path: Path, ramfs: Path) -> None:
 
 def test_free_space_margin_is_part_of_the_need(tmp_path: Path, small_tmpfs: Path) -> None:
     # Two checkpoints of ~5 MiB fit the 16 MiB disk, but not with a 100% margin on top: refused, numbers named.
-    task = make_task(tmp_path, small_tmpfs, scale=0.002, free_space_margin=1.0)
+    task = make_task(tmp_path, small_tmpfs, scale=0.003, free_space_margin=1.0)
     point = WorkerTask.model_validate_json(task.read_text()).point
-    need = 2 * summarize(point.model, point.parallelism, 0.002).total_bytes
+    need = 2 * summarize(point.model, point.parallelism, 0.003).total_bytes
     assert need < 16 * MIB < 2 * need
     proc = run_worker(task, 2)
     assert proc.returncode == 3, proc.stderr
@@ -230,13 +230,13 @@ def test_off_clock_failure_is_voted_and_cleaned(tmp_path: Path) -> None:
     fs = tmp_path / "fs"
     task = make_task(tmp_path, fs)
     point_id = WorkerTask.model_validate_json(task.read_text()).point_id
-    blocker = fs / "wtest" / point_id / "global_step1"
+    blocker = fs / "wtest" / point_id / "global_epoch1_step2"
     blocker.parent.mkdir(parents=True)
     blocker.write_text("not a directory")
     proc = run_worker(task, 2)
     assert proc.returncode == 3, proc.stderr
     err = WorkerError.model_validate_json((tmp_path / "out" / "error.json").read_text())
-    assert err.failure_class == "io_error" and "global_step1" in err.reason
+    assert err.failure_class == "io_error" and "global_epoch1_step2" in err.reason
     assert not (tmp_path / "out" / "result.json").exists()
     assert files_under(fs) == []
 

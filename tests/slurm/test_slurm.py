@@ -319,3 +319,13 @@ def test_slurm_options_errors_name_the_key(tmp_path: Path) -> None:
     assert proc.returncode == 2
     assert "slurm.time_limit" in proc.stderr and "did you mean 'time_limit_min'" in proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+def test_plan_checks_memory_against_the_nodes_real_memory(tmp_path: Path) -> None:
+    # 2 ranks × a 4 GiB buffer per host cannot fit the local cluster's nodes (RealMemory 4000 MiB).
+    sweep = sweep_file(tmp_path, "mem", "matrix: {zero_stage: 1, ranks_per_node: 2, buffer_mib: 4096}\n"
+                       "slurm: {partition: debug}\n")
+    proc = run_cli("plan", str(sweep), "--backend", "slurm", "--strict", subprocess_=True)
+    assert proc.returncode == 1, proc.stderr
+    assert "will not fit: memory: workers need" in proc.stderr and "(per host)" in proc.stderr
+    assert "Slurm RealMemory of the smallest node of partition debug" in proc.stderr

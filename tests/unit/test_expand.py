@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from studyctl.errors import UserError
-from studyctl.spec.expand import expand, value_matches
+from studyctl.spec.expand import Exclusion, ExclusionKind, expand, value_matches
 from studyctl.spec.sweep import load_sweep, parse_sweep
 
 BASE = {
@@ -66,6 +66,7 @@ def test_exclude_partial_match_and_conditions() -> None:
         rule3 = pt.nodes >= 4 and pt.filesystem == "b"
         assert p.excluded == (rule1 or rule2 or rule3), pt
     assert "b is small" in excluded.values()
+    assert all(p.exclusion.kind is ExclusionKind.RULE for p in points if p.excluded)
     assert any(r.startswith("exclude rule 1") for r in excluded.values())
     assert "nodes < 2 and zero_stage == 3" in excluded.values()
 
@@ -75,8 +76,10 @@ def test_infeasible_layouts_are_flagged_with_reasons() -> None:
                      repetitions=1)
     points = expand(sweep)
     assert points and all(p.excluded for p in points)
+    assert all(p.exclusion.kind is ExclusionKind.INFEASIBLE for p in points)
     reason = points[0].exclude_reason
     assert reason.startswith("infeasible")
+    assert not points[0].exclusion.reason.startswith("infeasible")
     assert "ZeRO-3 with pipeline_parallel > 1" in reason
     assert "not a multiple" in reason
 
@@ -146,3 +149,11 @@ def test_fast_canonical_json_equals_the_plain_one() -> None:
         without.pop("repetition")
         assert point.canonical_json(without_repetition=True) == json.dumps(without, sort_keys=True,
                                                                            separators=(",", ":"))
+
+
+def test_a_rule_wins_over_infeasibility_and_keeps_its_kind() -> None:
+    """A point both excluded by a rule and infeasible is shown with the user's reason, kind rule."""
+    sweep = sweep_of(matrix={"zero_stage": [3], "nodes": [1], "ranks_per_node": 2, "pipeline_parallel": [2]},
+                     exclude=[{"zero_stage": 3, "reason": "no ZeRO-3 here"}], repetitions=1)
+    points = expand(sweep)
+    assert points and all(p.exclusion == Exclusion(ExclusionKind.RULE, "no ZeRO-3 here") for p in points)

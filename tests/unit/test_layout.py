@@ -53,12 +53,12 @@ def test_small_exact_case() -> None:
 
 def test_deepspeed_file_names() -> None:
     par = Parallelism(2, 2, 2, 1)
-    names = [f.name for f in rank_files(SMALL, par, 0)]
+    names = [f.name for f in rank_files(SMALL, par, 0, naming="deepspeed")]
     assert names[0] == "layer_00-model_00-model_states.pt"
     assert names[-1] == "zero_pp_rank_0_mp_rank_00_optim_states.pt"
-    last_stage = [f.name for f in rank_files(SMALL, par, 3)]  # tp 1, pp 1 (last stage): layers 3..6
+    last_stage = [f.name for f in rank_files(SMALL, par, 3, naming="deepspeed")]  # tp 1, pp 1 (last stage): layers 3..6
     assert last_stage[:4] == [f"layer_{i:02d}-model_03-model_states.pt" for i in (3, 4, 5, 6)]
-    assert [f.name for f in rank_files(SMALL, Parallelism(1, 1, 2, 3), 1)] == [
+    assert [f.name for f in rank_files(SMALL, Parallelism(1, 1, 2, 3), 1, naming="deepspeed")] == [
         "zero_pp_rank_1_mp_rank_00_model_states.pt", "zero_pp_rank_1_mp_rank_00_optim_states.pt"]
 
 
@@ -128,3 +128,32 @@ def test_invalid_layouts_give_reasons_never_raise(world: int, tp: int, pp: int, 
         and pp <= layers and 8 % tp == 0
     assert (not problems) == valid, problems
     assert all(isinstance(p, str) and p for p in problems)
+
+
+def test_dlio_names_are_unpadded_and_step_dirs_count_from_one() -> None:
+    from studyctl.spec.layout import step_dir_name
+
+    par = Parallelism(2, 2, 2, 1)
+    names = [f.name for f in rank_files(SMALL, par, 3)]  # tp 1, pp 1: last stage, mp rank 3
+    assert names[:4] == [f"layer_{i}-model_3_model_states.pt" for i in (3, 4, 5, 6)]
+    assert names[-1] == "zero_pp_rank_0_mp_rank_3_optim_states.pt"
+    assert rank_files(SMALL, Parallelism(2, 1, 2, 1), 1)[0].name == "model_1_model_states.pt"
+    assert step_dir_name(0) == "global_epoch1_step1" and step_dir_name(0, "deepspeed") == "global_step0"
+
+
+def test_naming_changes_names_never_sizes() -> None:
+    par = Parallelism(2, 2, 2, 1)
+    for rank in range(par.world_size):
+        dlio = [f.nbytes for f in rank_files(SMALL, par, rank)]
+        assert dlio == [f.nbytes for f in rank_files(SMALL, par, rank, naming="deepspeed")]
+
+
+def test_subset_counts_only_the_running_ranks() -> None:
+    full = Parallelism(2, 2, 2, 1)
+    subset = Parallelism(2, 2, 2, 1, running=3)
+    s = summarize(SMALL, subset)
+    expected = sum(f.nbytes for r in range(3) for f in rank_files(SMALL, full, r))
+    assert s.total_bytes == expected and s.writer_ranks == 3
+    assert s.files_per_checkpoint == sum(len(rank_files(SMALL, full, r)) for r in range(3))
+    assert layout_problems(SMALL, 3, 2, 2, 1, subset_of=8) == []
+    assert "smaller than" in layout_problems(SMALL, 16, 2, 2, 1, subset_of=8)[0]

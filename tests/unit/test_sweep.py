@@ -82,7 +82,7 @@ BAD = [
     ("relative filesystem path", GOOD.replace("/tmp/x", "tmp/x"), [":8:", "filesystems.scratch.path", "absolute"]),
     ("not a mapping", "- just\n- a list\n", ["YAML mapping"]),
     ("inline model missing key", GOOD.replace("[llama_7b]", "\n  - {name: tiny, num_layers: 2, hidden_size: 64}"),
-     [":3:", "models.0", "required key is missing"]),
+     [":3:", "models.0", "needs ffn_hidden_size, num_attention_heads, vocab_size"]),
 ]
 BAD[4] = ("bad io mode", GOOD.replace("  ranks_per_node: 2", "  ranks_per_node: 2\n  io_mode: [posix]"),
           [":7:", "matrix.io_mode.0", "'posix' is not one of 'buffered', 'direct', 'hybrid'"])

@@ -1,0 +1,78 @@
+"""The MLPerf Storage view on disk: results/<study>/mlperf.html and mlperf.md from the rules' verdicts."""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from pathlib import Path
+
+import jinja2
+from pydantic import ValidationError
+
+from studyctl.analysis.mlperf import MLPERF_READS, MLPERF_WRITES, PAGE_CACHE_FACTOR, ModelVerdict, mlperf_view
+from studyctl.analysis.report import template_dir
+from studyctl.analysis.tables import find_attempts
+from studyctl.fsutil import atomic_write_text
+from studyctl.spec.catalog import MLPERF_SHAPES
+from worker.provenance import mount_of
+from worker.result import Result
+
+DEFINITIONS = [
+    ("GB", "10^9 bytes (MLPerf's unit; studyctl's own tables use GiB = 2^30 B)"),
+    ("duration", "of one checkpoint write or read: the maximum over processes of each process's own time"),
+    ("throughput", "of one checkpoint: the minimum over processes of checkpoint size / that process's time, "
+                   "i.e. checkpoint size / duration; shown as the mean over the point's checkpoints"),
+    ("procedure", f"{MLPERF_WRITES} checkpoint writes, then {MLPERF_READS} reads, each file fsynced"),
+    ("page cache", f"cleared between writing and reading unless a node wrote at least {PAGE_CACHE_FACTOR}× its "
+                   "memory (MLPerf: two invocations with drop_caches between)"),
+]
+
+
+def _env() -> jinja2.Environment:
+    return jinja2.Environment(loader=jinja2.FileSystemLoader(template_dir()),
+                              autoescape=jinja2.select_autoescape(["html", "html.j2"]),
+                              undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
+
+
+def _num(x: float | None, digits: int = 4) -> str:
+    """Significant digits, so a scaled-down point's 0.0107 GB is not shown as 0.000."""
+    return "-" if x is None else f"{x:.{digits}g}"
+
+
+def write_mlperf_report(study: str, out_dir: Path, verdicts: list[ModelVerdict]) -> tuple[Path, Path]:
+    """Render both files atomically; returns (html, md)."""
+    env = _env()
+    env.globals["num"] = _num
+    context = {
+        "study": study,
+        "generated_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "verdicts": verdicts,
+        "definitions": DEFINITIONS,
+        "shapes": [(name, *shape) for name, shape in MLPERF_SHAPES.items()],
+    }
+    html, md = out_dir / "mlperf.html", out_dir / "mlperf.md"
+    atomic_write_text(html, env.get_template("mlperf.html.j2").render(**context))
+    atomic_write_text(md, env.get_template("mlperf.md.j2").render(**context))
+    return html, md
+
+
+def load_results(study_dir: Path) -> list[Result]:
+    """Per point its newest valid result (what collect would tabulate); unreadable ones are collect's to report."""
+    chosen = []
+    for attempts in find_attempts(study_dir).values():
+        for a in attempts:
+            if a.result is None:
+                continue
+            try:
+                chosen.append(Result.model_validate_json(a.result.read_bytes()))
+                break
+            except (OSError, ValidationError):
+                continue
+    return sorted(chosen, key=lambda r: (r.point.model.name, r.point.world_size, r.point_id))
+
+
+def mlperf_for_study(study_dir: Path, study: str) -> tuple[list[ModelVerdict], Path, Path]:
+    """Judge every result of the study against MLPerf's rules and write the view beside its report."""
+    results_mount = mount_of(str(study_dir))["mount_point"]
+    verdicts = mlperf_view(load_results(study_dir), results_mount)
+    html, md = write_mlperf_report(study, study_dir, verdicts)
+    return verdicts, html, md

@@ -1,0 +1,19 @@
+"""What `plan` says about disk and memory: the lines of what will not fit, on stderr."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.console import Console
+
+
+def print_capacity(err: Console, sweep: Any, summary: Any, backend: str) -> list[str]:
+    """Print each capacity problem and note (what was not checked, DLIO's memory); return the problems."""
+    from studyctl.api import plan_capacity
+
+    problems, notes = plan_capacity(sweep, summary, backend)
+    for line in problems:
+        err.print(f"[bold yellow]will not fit:[/] {line}", highlight=False, soft_wrap=True)
+    for line in notes:
+        err.print(f"note: {line}", highlight=False, soft_wrap=True)
+    return problems

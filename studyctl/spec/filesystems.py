@@ -1,0 +1,43 @@
+"""Where a study writes: a named filesystem's path and declared kind."""
+
+from __future__ import annotations
+
+import os
+import re
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, field_validator
+
+UNSET_VAR = re.compile(r"\$(\w+|\{[^}]*\})")
+
+
+# A filesystem's declared kind and the mount types (/proc/self/mountinfo) that may carry it: the worker
+# refuses to measure a `kind: lustre` path that is really the root disk. `local` is any node-local
+# filesystem; `memory` is RAM (its reads are never cold).
+FILESYSTEM_KINDS: dict[str, tuple[str, ...]] = {
+    "lustre": ("lustre",), "gpfs": ("gpfs",), "nfs": ("nfs", "nfs4"), "beegfs": ("beegfs",),
+    "cephfs": ("ceph", "fuse.ceph", "fuse.ceph-fuse"), "weka": ("wekafs",), "daos": ("fuse.dfuse", "fuse.daos"),
+    "local": ("ext4", "xfs", "btrfs", "zfs", "ext3", "f2fs", "overlay", "tmpfs"),
+    "ext4": ("ext4",), "xfs": ("xfs",), "btrfs": ("btrfs",), "zfs": ("zfs",),
+    "memory": ("tmpfs", "ramfs"),
+}
+
+
+class FilesystemSpec(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    path: str
+    description: str | None = None
+    kind: Literal[tuple(FILESYSTEM_KINDS)] | None = None  # type: ignore[valid-type]
+
+    @field_validator("path")
+    @classmethod
+    def _expand(cls, value: str) -> str:
+        """`~` and `$VARS` expand where the sweep is loaded (the submitting user's environment)."""
+        path = os.path.expanduser(os.path.expandvars(value))
+        unset = UNSET_VAR.search(path)
+        if unset:
+            raise ValueError(f"{value!r}: environment variable {unset.group(1).strip('{}')} is not set")
+        if not os.path.isabs(path):
+            raise ValueError(f"{value!r} must be an absolute path (workers may start in another directory)")
+        return path

@@ -1,0 +1,91 @@
+"""Timed phases: the barrier, the per-rank stamps, and the vote that makes one rank's failure everyone's."""
+
+from __future__ import annotations
+
+import errno
+import time
+from collections.abc import Callable
+from typing import Any
+
+from studyctl.states import FailureClass
+from worker import io
+from worker.timing import checkpoint_timing
+
+
+class WorkerFailure(Exception):
+    """A failure the worker understood; every rank raises it together."""
+
+    def __init__(self, failure_class: FailureClass, reason: str) -> None:
+        super().__init__(reason)
+        self.failure_class = failure_class
+        self.reason = reason
+
+
+def describe_oserror(exc: OSError, path: str) -> tuple[str, str]:
+    if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        return FailureClass.IO_ERROR.value, f"no space left while writing {path} ({exc.strerror})"
+    if isinstance(exc, io.DirectIORefused):
+        return FailureClass.DIRECT_IO_REFUSED.value, str(exc.strerror)
+    return FailureClass.IO_ERROR.value, f"{exc.strerror or exc} on {path}"
+
+
+class Phase:
+    """One timed checkpoint or restore on this rank."""
+
+    def __init__(self) -> None:
+        self.bytes = 0
+        self.files = 0
+        self.error: tuple[str, str] | None = None
+        self.start = self.end = 0.0
+
+
+class Clock:
+    """Timed phases and the error vote that closes each one.
+
+    Stamps are MPI.Wtime() (monotonic, high resolution) shifted by one per-rank anchor to the epoch:
+    MPICH's Wtime is not global (MPI_WTIME_IS_GLOBAL = 0), so raw values from two nodes cannot be
+    compared, while epoch time from NTP-synchronised nodes can.
+    """
+
+    def __init__(self, comm: Any) -> None:
+        from mpi4py import MPI
+
+        self.comm = comm
+        self.wtime = MPI.Wtime
+        self.anchor = time.time() - MPI.Wtime()
+        self.pending: tuple[str, str] | None = None  # an off-clock error waiting for the next vote
+
+    def off_clock(self, work: Callable[[], object]) -> None:
+        """Work outside the timed region; an OSError is voted on at the next phase."""
+        if self.pending is None:
+            try:
+                work()
+            except OSError as exc:
+                self.pending = describe_oserror(exc, exc.filename or "the point directory")
+
+    def phase(self, phase: str, index: int, step: str, host: str, prepare: Callable[[], object],
+              work: Callable[[Phase], None]) -> Any:
+        """prepare (off the clock), Barrier, stamp, work, stamp; the allgather closes the phase and votes."""
+        self.off_clock(prepare)
+        ph = Phase()
+        ph.error, self.pending = self.pending, None
+        self.comm.Barrier()
+        ph.start = self.wtime()
+        if ph.error is None:
+            work(ph)
+        ph.end = self.wtime()
+        stamps = self.comm.allgather((self.comm.Get_rank(), host, ph.start + self.anchor, ph.end + self.anchor,
+                                      ph.bytes, ph.files, ph.error))
+        raise_first([s[6] for s in stamps])
+        return checkpoint_timing(phase, index, step, [s[:6] for s in stamps])
+
+    def vote(self) -> None:
+        """A last vote for off-clock work after the final phase."""
+        errors, self.pending = self.comm.allgather(self.pending), None
+        raise_first(errors)
+
+
+def raise_first(errors: list[tuple[str, str] | None]) -> None:
+    for error in errors:
+        if error:
+            raise WorkerFailure(FailureClass(error[0]), error[1])

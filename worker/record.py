@@ -1,0 +1,67 @@
+"""Rank 0's last step: the result file, from what every rank measured and reported."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from studyctl.fsutil import atomic_write_text
+from studyctl.spec.layout import summarize
+from studyctl.units import MIB
+from worker import provenance
+from worker.result import (
+    SCHEMA_VERSION,
+    FilesystemInfo,
+    IoInfo,
+    Provenance,
+    Result,
+    SizeInfo,
+)
+from worker.state import Run, Setup
+from worker.timing import dlio_compat, phase_summary
+
+
+def now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+@dataclass(frozen=True)
+class Gathered:
+    """What rank 0 learned from every rank after the last phase."""
+
+    hosts: list[str]
+    nodes: list[str]
+    read_bytes: int
+    host_memory: int
+
+
+def write_result(run: Run, setup: Setup, timings: list[Any], got: Gathered, started_at: str) -> dict[str, Any]:
+    """Rank 0: the result file, written atomically; returns the per-phase summary."""
+    task, point, opts, written = run.task, run.point, run.opts, run.written
+    free_after, total = provenance.free_and_total(task.filesystem_path)
+    mount = provenance.mount_of(task.filesystem_path)
+    summary = {phase: phase_summary([t for t in timings if t.phase == phase])
+               for phase in ("write", "read") if any(t.phase == phase for t in timings)}
+    record = Result(
+        schema_version=SCHEMA_VERSION, study=task.study, point_id=task.point_id, attempt=task.attempt, point=point,
+        sizes=SizeInfo(scale=opts.scale, nominal_checkpoint_bytes=summarize(point.model, run.par, 1.0).total_bytes,
+                       written_checkpoint_bytes=written.total_bytes, files_per_checkpoint=written.files_per_checkpoint,
+                       bytes_per_rank_max=written.bytes_per_rank_max, bytes_per_rank_min=written.bytes_per_rank_min,
+                       read_bytes_per_restore=got.read_bytes),
+        io=IoInfo(io_mode_requested=point.io_mode, io_mode_used=setup.io_mode,
+                  direct_fallback_reason=setup.fallback_reason, cold_read_method=setup.cold_read,
+                  restore_mode=opts.restore, rank_shift=opts.rank_shift, buffer_bytes=opts.buffer_mib * MIB,
+                  block_bytes=opts.block_mib * MIB, fsync_per_file=opts.fsync, naming=opts.naming,
+                  subset_world_size=opts.subset_world_size),
+        checkpoints=timings, summary=summary, dlio=dlio_compat(written.total_bytes, timings),
+        filesystem=FilesystemInfo(name=point.filesystem, path=task.filesystem_path, free_bytes_before=setup.free_before,
+                                  free_bytes_after=free_after, total_bytes=total, **mount),
+        provenance=Provenance(hostnames=got.hosts, node_names=sorted(set(got.nodes)), simulated_nodes=run.simulated,
+                              world_size=run.comm.Get_size(), ranks_per_node=point.ranks_per_node,
+                              slurm=provenance.slurm_info(), started_at=started_at, finished_at=now(),
+                              host_memory_bytes=got.host_memory or None, **provenance.versions()),
+    )
+    atomic_write_text(Path(task.result_path), record.model_dump_json(indent=1))
+    return summary
