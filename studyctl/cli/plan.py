@@ -39,7 +39,7 @@ def plan(
                 write(("\n" if i == 0 else ",\n") + json.dumps(row))
             write("\n]\n")
         else:
-            rows = []
+            rows: list[dict[str, Any]] = []
             for row in plan_rows(iter_points(spec), spec):
                 summary.add(row)
                 if not limit or len(rows) < limit:

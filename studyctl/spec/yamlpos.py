@@ -22,7 +22,7 @@ class _NoDuplicatesLoader(yaml.SafeLoader):
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
         seen: dict[Any, int] = {}
         for key_node, _ in node.value:
-            key = self.construct_object(key_node, deep=deep)  # type: ignore[no-untyped-call]
+            key = self.construct_object(key_node, deep=deep)
             line = key_node.start_mark.line + 1
             if isinstance(key, str | int | float | bool) and key in seen:
                 raise _DuplicateKey(key, seen[key], line)
@@ -79,10 +79,10 @@ def _index(node: yaml.Node, loc: Loc, out: dict[Loc, int]) -> None:
     out.setdefault(loc, node.start_mark.line + 1)
     if isinstance(node, yaml.MappingNode):
         for key_node, value_node in node.value:
-            key = key_node.value
-            out[(*loc, key)] = key_node.start_mark.line + 1
-            _index(value_node, (*loc, key), out)
-            out[(*loc, key)] = key_node.start_mark.line + 1
+            here = (*loc, key_node.value)
+            out[here] = key_node.start_mark.line + 1
+            _index(value_node, here, out)
+            out[here] = key_node.start_mark.line + 1
     elif isinstance(node, yaml.SequenceNode):
         for i, item in enumerate(node.value):
             _index(item, (*loc, i), out)
