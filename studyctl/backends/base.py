@@ -40,6 +40,11 @@ class Backend(ABC):
     # (and time out) alongside the new ones: we supervise them, no scheduler does.
     adopts: ClassVar[bool] = False
 
+    @classmethod
+    def from_sweep(cls, sweep: SweepFile, paths: StudyPaths) -> Backend:
+        """This backend configured from the sweep's section for it and the study's folder (what `make` calls)."""
+        raise NotImplementedError(f"{cls.__name__} is made by the factory it was registered with")
+
     def time_limit_s(self, point: Point) -> int | None:
         """The limit a launch of `point` carries; None lets the backend derive its own (or have none)."""
         return None
@@ -106,7 +111,6 @@ def make(name: str, sweep: SweepFile, paths: StudyPaths) -> Backend:
     entry = _REGISTRY[check_name(name)]
     if isinstance(entry, str):
         module, _, attr = entry.partition(":")
-        cls = getattr(importlib.import_module(module), attr)
-        backend: Backend = cls.from_sweep(sweep, paths)
-        return backend
+        cls: type[Backend] = getattr(importlib.import_module(module), attr)
+        return cls.from_sweep(sweep, paths)
     return entry(sweep, paths)
