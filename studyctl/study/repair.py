@@ -16,6 +16,7 @@ from contextlib import contextmanager
 from studyctl.attempt.outcome import read_outcome
 from studyctl.attempt.paths import StudyPaths
 from studyctl.attempt.records import Update
+from studyctl.backends import base
 from studyctl.errors import UserError
 from studyctl.spec.points import WorkerTask
 from studyctl.states import State
@@ -26,7 +27,7 @@ from studyctl.study.ledger import Ledger
 def open_ledger(paths: StudyPaths, backend: str, notes: list[str]) -> Iterator[Ledger]:
     """The study's ledger, rebuilt from the attempt directories where it lost them; `notes` say what was done.
 
-    `backend`: recorded for restored attempts (the study's backend; the directories do not say).
+    `backend`: recorded for restored attempts no backend's own records claim.
     """
     try:
         ledger = _open_checked(paths)
@@ -62,6 +63,7 @@ def _open_checked(paths: StudyPaths) -> Ledger:
 def restore_from_disk(paths: StudyPaths, ledger: Ledger, backend: str) -> int:
     """Record every attempt directory the ledger does not know; returns how many."""
     known = ledger.attempt_keys()
+    owners: dict[str, str] | None = None
     rows = []
     for point_id in paths.point_ids_on_disk():
         for number in paths.attempts_on_disk(point_id):
@@ -77,7 +79,8 @@ def restore_from_disk(paths: StudyPaths, ledger: Ledger, backend: str) -> int:
             # (adopted, never started again) or calls it LOST.
             outcome = read_outcome(files, point_id, number) or Update(point_id, number, State.SUBMITTED)
             result = str(files.result) if outcome.state is State.COMPLETED else None
-            rows.append((task.point.canonical(), backend, outcome, at, result))
+            owners = base.owners(paths) if owners is None else owners
+            rows.append((task.point.canonical(), owners.get(str(files.task), backend), outcome, at, result))
     return ledger.restore_attempts(rows) if rows else 0
 
 
