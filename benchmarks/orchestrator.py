@@ -44,7 +44,7 @@ def timed(fn: Callable[[], object], repeat: int) -> list[float]:
 def bench_plan(repeat: int) -> tuple[int, list[float]]:
     def run() -> int:
         sweep = parse_sweep(BIG_STUDY, Path("bench.yaml"))  # fresh caches each time: a cold `plan`
-        from studyctl import expand, layout, plan
+        from studyctl.spec import expand, layout, plan
 
         for fn in (expand._problems, expand._checkpoint_options, layout.summarize, plan._sized):
             fn.cache_clear()
