@@ -2,7 +2,9 @@
 
 Every command that writes the ledger opens it here. A damaged file is moved aside (kept, never deleted)
 and the ledger is rebuilt; attempts on disk the ledger does not know are restored from their files
-(result.json: COMPLETED, error.json: FAILED, neither: LOST), each with a message for the user.
+(result.json: COMPLETED, error.json: FAILED, neither: SUBMITTED, until reconciling finds its process or
+job or calls it LOST), each with a message for the user. A ledger that is busy or cannot be opened is
+not damaged: that is one line and nothing moved.
 """
 
 from __future__ import annotations
@@ -31,7 +33,9 @@ def open_ledger(paths: StudyPaths, backend: str, notes: list[str]) -> Iterator[L
     """
     try:
         ledger = _open_checked(paths)
-    except sqlite3.DatabaseError as exc:
+    except sqlite3.OperationalError as exc:  # locked, unreadable, a full disk: not damage
+        raise UserError(f"{paths.ledger}: cannot be opened ({exc})", 1) from None
+    except sqlite3.DatabaseError as exc:  # not a database, malformed
         aside = paths.ledger.with_name(f"{paths.ledger.name}.damaged-{time.strftime('%Y%m%dT%H%M%S')}")
         os.replace(paths.ledger, aside)
         for suffix in ("-wal", "-shm"):
@@ -88,8 +92,13 @@ def read_only_ledger(paths: StudyPaths) -> Ledger:
     """For commands that only read (collect): one clear line if the ledger is missing or damaged."""
     try:
         ledger = Ledger(paths.ledger, readonly=True)
+    except sqlite3.DatabaseError as exc:
+        raise UserError(f"{paths.ledger}: cannot be read ({exc}); 'studyctl sweep status {paths.name}' rebuilds it "
+                        "from the attempt directories", 1) from None
+    try:
         ledger.attempts_count()
         return ledger
     except sqlite3.DatabaseError as exc:
+        ledger.close()
         raise UserError(f"{paths.ledger}: cannot be read ({exc}); 'studyctl sweep status {paths.name}' rebuilds it "
                         "from the attempt directories", 1) from None
