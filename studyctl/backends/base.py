@@ -40,6 +40,17 @@ class Backend(ABC):
     # (and time out) alongside the new ones: we supervise them, no scheduler does.
     adopts: ClassVar[bool] = False
 
+    @classmethod
+    def from_sweep(cls, sweep: SweepFile, paths: StudyPaths) -> Backend:
+        """This backend configured from the sweep's section for it and the study's folder (what `make` calls)."""
+        raise NotImplementedError(f"{cls.__name__} is made by the factory it was registered with")
+
+    @classmethod
+    def launched_tasks(cls, paths: StudyPaths) -> set[str]:
+        """Task files of attempts this backend's own records (kept in the study directory) say it launched:
+        who owns an attempt when the ledger has lost it."""
+        return set()
+
     def time_limit_s(self, point: Point) -> int | None:
         """The limit a launch of `point` carries; None lets the backend derive its own (or have none)."""
         return None
@@ -73,17 +84,17 @@ class Backend(ABC):
 
 Factory = Callable[["SweepFile", "StudyPaths"], Backend]
 DEFAULT = "local"  # a study recorded before the ledger kept its backend ran here
-# name → "module:attribute" of a class with a `from_sweep(sweep, paths)` classmethod, imported on first use
-# (the local backend never imports submitit), or a factory registered at run time (tests' FakeBackend).
-_REGISTRY: dict[str, str | Factory] = {
+# name → "module:attribute" of a Backend class, imported on first use (the local backend never imports
+# submitit), or a class with the factory that makes it, registered at run time (tests' FakeBackend).
+_REGISTRY: dict[str, str | tuple[type[Backend], Factory]] = {
     "local": "studyctl.backends.local:LocalBackend",
     "slurm": "studyctl.backends.slurm:SlurmBackend",
 }
 
 
-def register(name: str, factory: Factory) -> None:
-    """Make `name` a backend: `factory(sweep, study_paths)` builds one."""
-    _REGISTRY[name] = factory
+def register(name: str, cls: type[Backend], factory: Factory | None = None) -> None:
+    """Make `name` a backend of class `cls`, built by `factory(sweep, study_paths)` (default `cls.from_sweep`)."""
+    _REGISTRY[name] = (cls, factory or cls.from_sweep)
 
 
 def unregister(name: str) -> None:
@@ -101,12 +112,23 @@ def check_name(name: str) -> str:
     return name
 
 
-def make(name: str, sweep: SweepFile, paths: StudyPaths) -> Backend:
-    """The backend `name`, configured from the sweep's options for it and the study's folder."""
+def _entry(name: str) -> tuple[type[Backend], Factory]:
     entry = _REGISTRY[check_name(name)]
     if isinstance(entry, str):
         module, _, attr = entry.partition(":")
-        cls = getattr(importlib.import_module(module), attr)
-        backend: Backend = cls.from_sweep(sweep, paths)
-        return backend
-    return entry(sweep, paths)
+        cls: type[Backend] = getattr(importlib.import_module(module), attr)
+        entry = _REGISTRY[name] = (cls, cls.from_sweep)
+    return entry
+
+
+def owners(paths: StudyPaths) -> dict[str, str]:
+    """Task file → name of the backend whose own records say it launched that attempt."""
+    found: dict[str, str] = {}
+    for name in names():
+        found.update(dict.fromkeys(_entry(name)[0].launched_tasks(paths), name))
+    return found
+
+
+def make(name: str, sweep: SweepFile, paths: StudyPaths) -> Backend:
+    """The backend `name`, configured from the sweep's options for it and the study's folder."""
+    return _entry(name)[1](sweep, paths)

@@ -127,9 +127,10 @@ class LocalBackend(Backend):
     def time_limit_s(self, point: Point) -> int | None:
         return self.options.timeout_s
 
-    def _start(self, launch: Launch, record_handle: RecordHandle, record_update: RecordUpdate) -> _Running:
+    def _start(self, launch: Launch, record_update: RecordUpdate) -> _Running:
         """Recorded RUNNING before the process exists: a kill -9 from here on leaves an active attempt, which
-        the next command resolves (its process found by task file, or LOST) instead of starting it twice."""
+        the next command resolves (its process found by task file, or LOST) instead of starting it twice.
+        The caller supervises the run at once, then records its PID."""
         started = time.time()
         command = worker_command(launch, self.options)
         record_update(Update(launch.point_id, launch.attempt, State.RUNNING, node_list="localhost",
@@ -139,9 +140,7 @@ class LocalBackend(Backend):
         with paths.stdout.open("wb") as out, paths.stderr.open("wb") as err:
             proc = subprocess.Popen(command, stdout=out, stderr=err, stdin=subprocess.DEVNULL, cwd=paths.dir,
                                     start_new_session=True)
-        run = _Running(launch, proc, proc.pid, started)
-        record_handle(launch, Handle(pid=run.pid))
-        return run
+        return _Running(launch, proc, proc.pid, started)
 
     def _finish(self, run: _Running, exit_code: int | None) -> Update:
         launch = run.launch
@@ -173,7 +172,8 @@ class LocalBackend(Backend):
         try:
             while queue or running:
                 while queue and len(running) < self.options.max_concurrent:
-                    running.append(self._start(queue.pop(0), record_handle, record_update))
+                    running.append(self._start(queue.pop(0), record_update))
+                    record_handle(running[-1].launch, Handle(pid=running[-1].pid))
                 still = []
                 for run in running:
                     update = self._check(run)

@@ -2,7 +2,9 @@
 
 Every command that writes the ledger opens it here. A damaged file is moved aside (kept, never deleted)
 and the ledger is rebuilt; attempts on disk the ledger does not know are restored from their files
-(result.json: COMPLETED, error.json: FAILED, neither: LOST), each with a message for the user.
+(result.json: COMPLETED, error.json: FAILED, neither: SUBMITTED, until reconciling finds its process or
+job or calls it LOST), each with a message for the user. A ledger that is busy or cannot be opened is
+not damaged: that is one line and nothing moved.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from contextlib import contextmanager
 from studyctl.attempt.outcome import read_outcome
 from studyctl.attempt.paths import StudyPaths
 from studyctl.attempt.records import Update
+from studyctl.backends import base
 from studyctl.errors import UserError
 from studyctl.spec.points import WorkerTask
 from studyctl.states import State
@@ -26,11 +29,13 @@ from studyctl.study.ledger import Ledger
 def open_ledger(paths: StudyPaths, backend: str, notes: list[str]) -> Iterator[Ledger]:
     """The study's ledger, rebuilt from the attempt directories where it lost them; `notes` say what was done.
 
-    `backend`: recorded for restored attempts (the study's backend; the directories do not say).
+    `backend`: recorded for restored attempts no backend's own records claim.
     """
     try:
         ledger = _open_checked(paths)
-    except sqlite3.DatabaseError as exc:
+    except sqlite3.OperationalError as exc:  # locked, unreadable, a full disk: not damage
+        raise UserError(f"{paths.ledger}: cannot be opened ({exc})", 1) from None
+    except sqlite3.DatabaseError as exc:  # not a database, malformed
         aside = paths.ledger.with_name(f"{paths.ledger.name}.damaged-{time.strftime('%Y%m%dT%H%M%S')}")
         os.replace(paths.ledger, aside)
         for suffix in ("-wal", "-shm"):
@@ -62,6 +67,7 @@ def _open_checked(paths: StudyPaths) -> Ledger:
 def restore_from_disk(paths: StudyPaths, ledger: Ledger, backend: str) -> int:
     """Record every attempt directory the ledger does not know; returns how many."""
     known = ledger.attempt_keys()
+    owners: dict[str, str] | None = None
     rows = []
     for point_id in paths.point_ids_on_disk():
         for number in paths.attempts_on_disk(point_id):
@@ -77,7 +83,8 @@ def restore_from_disk(paths: StudyPaths, ledger: Ledger, backend: str) -> int:
             # (adopted, never started again) or calls it LOST.
             outcome = read_outcome(files, point_id, number) or Update(point_id, number, State.SUBMITTED)
             result = str(files.result) if outcome.state is State.COMPLETED else None
-            rows.append((task.point.canonical(), backend, outcome, at, result))
+            owners = base.owners(paths) if owners is None else owners
+            rows.append((task.point.canonical(), owners.get(str(files.task), backend), outcome, at, result))
     return ledger.restore_attempts(rows) if rows else 0
 
 
@@ -85,8 +92,13 @@ def read_only_ledger(paths: StudyPaths) -> Ledger:
     """For commands that only read (collect): one clear line if the ledger is missing or damaged."""
     try:
         ledger = Ledger(paths.ledger, readonly=True)
+    except sqlite3.DatabaseError as exc:
+        raise UserError(f"{paths.ledger}: cannot be read ({exc}); 'studyctl sweep status {paths.name}' rebuilds it "
+                        "from the attempt directories", 1) from None
+    try:
         ledger.attempts_count()
         return ledger
     except sqlite3.DatabaseError as exc:
+        ledger.close()
         raise UserError(f"{paths.ledger}: cannot be read ({exc}); 'studyctl sweep status {paths.name}' rebuilds it "
                         "from the attempt directories", 1) from None

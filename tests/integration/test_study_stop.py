@@ -37,12 +37,17 @@ local: {{max_concurrent: 1, timeout_s: {timeout}, mpiexec: {mpiexec}}}
 """
 
 
-def hung_study(tmp_path: Path, zero: str = "[1, 3]", timeout: int = 600) -> tuple[Path, Path, Path]:
-    """(sweep, results, start log): every start of the stand-in mpiexec appends its task file to the log."""
+def hung_study(tmp_path: Path, zero: str = "[1, 3]", timeout: int = 600,
+               deaf: bool = False) -> tuple[Path, Path, Path]:
+    """(sweep, results, start log): every start of the stand-in mpiexec appends its task file to the log.
+
+    `deaf`: it ignores SIGTERM, so stopping it waits out the grace period and then kills it.
+    """
     log = tmp_path / "starts.log"
     mpiexec = tmp_path / "hung-mpiexec"
-    mpiexec.write_text(f"#!{sys.executable}\nimport sys, time\nopen({str(log)!r}, 'a').write(sys.argv[-1] + '\\n')\n"
-                       "time.sleep(300)\n")
+    deafness = "import signal; signal.signal(signal.SIGTERM, signal.SIG_IGN)\n" if deaf else ""
+    mpiexec.write_text(f"#!{sys.executable}\n{deafness}import sys, time\n"
+                       f"open({str(log)!r}, 'a').write(sys.argv[-1] + '\\n')\ntime.sleep(300)\n")
     mpiexec.chmod(0o755)
     (tmp_path / "fs").mkdir()
     sweep = tmp_path / "s.yaml"
@@ -96,6 +101,25 @@ def test_a_signal_stops_a_local_submit_like_ctrl_c(tmp_path: Path, sig: signal.S
     assert not pid_runs_task(pid or 0, task)
     # as long as the process needs (a sleeping stand-in goes at once), not a fixed grace period
     assert stopped_in < KILL_GRACE_S, f"stopping took {stopped_in:.1f} s"
+
+
+def test_a_second_ctrl_c_while_stopping_still_leaves_a_correct_ledger(tmp_path: Path) -> None:
+    sweep, results, log = hung_study(tmp_path, zero="1", deaf=True)
+    proc = start_submit(sweep, results)
+    try:
+        wait_for(lambda: running(results) and log.exists())
+        ((point_id, _, _, pid, _),) = attempts(results)
+        proc.send_signal(signal.SIGINT)
+        time.sleep(1.0)  # stopping: SIGTERM sent, the deaf worker still there
+        assert proc.poll() is None
+        proc.send_signal(signal.SIGINT)
+        _, stderr = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    assert proc.returncode == 130 and "Traceback" not in stderr, stderr
+    ((_, _, state, _, reason),) = attempts(results)
+    assert state is State.CANCELLED and reason == "interrupted by the user (Ctrl-C)"
+    wait_for(lambda: not pid_runs_task(pid or 0, StudyPaths(results / "s").attempt(point_id, 1).task), timeout=10)
 
 
 def test_cancel_stops_the_whole_study_even_with_its_sweep_file_broken(tmp_path: Path) -> None:

@@ -121,7 +121,7 @@ def registered(backend: B) -> Iterator[B]:
     """`backend` under its name in the registry (every command gets this one instance) for the block;
     a real backend's entry (e.g. slurm with a FakeSlurm runner) comes back afterwards."""
     before = base._REGISTRY.get(backend.name)
-    base.register(backend.name, lambda sweep, paths: backend)
+    base.register(backend.name, type(backend), lambda sweep, paths: backend)
     try:
         yield backend
     finally:

@@ -125,3 +125,18 @@ def test_cancel_scancels_recorded_and_recovered_jobs(tmp_path: Path) -> None:
         assert api.cancel("s", tmp_path / "results") == 4
     assert sorted(slurm.scancelled()) == ["3_0", "3_1", "4_0", "4_1"]
     assert {s for s, _, _ in states(paths).values()} == {State.CANCELLED}
+
+
+def test_a_lost_ledger_gives_slurm_attempts_back_to_slurm(tmp_path: Path) -> None:
+    """Rebuilt from disk, attempts in the study's manifests are Slurm's: found by job name, not rerun locally."""
+    slurm = FakeSlurm()
+    paths, _, backend, launches = slurm_study(tmp_path, slurm)
+    name = job_name("s", backend.manifests.write(launches))
+    slurm.squeue = [f"81_[0-3]|{name}"]
+    slurm.sacct = [sacct_line(f"81_{i}", name, "RUNNING") for i in range(4)]
+    paths.ledger.unlink()
+    with registered(backend):
+        rep = api.status("s", tmp_path / "results")
+    assert rep.counts == {"RUNNING": 4} and "4 attempts on disk" in rep.notes[0]
+    with Ledger(paths.ledger) as ledger:
+        assert {(a.backend, a.job_id) for a in ledger.attempts()} == {("slurm", f"81_{i}") for i in range(4)}

@@ -52,6 +52,11 @@ class SlurmBackend(Backend):
     def from_sweep(cls, sweep: SweepFile, paths: StudyPaths) -> SlurmBackend:
         return cls(sweep.slurm, paths.slurm)
 
+    @classmethod
+    def launched_tasks(cls, paths: StudyPaths) -> set[str]:
+        """Every task file in the study's manifests (each written before its sbatch)."""
+        return Manifests(paths.slurm).all_tasks()
+
     @property
     def sbatch_calls(self) -> int:
         return self.submitter.sbatch_calls

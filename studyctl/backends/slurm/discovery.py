@@ -98,6 +98,14 @@ class Manifests:
         return self._tasks[manifest]
 
 
+    def all_tasks(self) -> set[str]:
+        try:
+            ids = [p.stem for p in self.dir.glob("*.json")]
+        except OSError:
+            return set()
+        return {task for manifest in ids for task in self.tasks(manifest)}
+
+
 def recover_handles(manifests: Manifests, study: str, active: Sequence[Active],
                     runner: Runner = subprocess.run) -> list[tuple[Active, Handle]]:
     """Attempts submitted by a studyctl that died before recording job ids: find them by job name."""
