@@ -1,6 +1,12 @@
 """The result file schema: the one definition the worker writes and `collect` validates.
 
-Units are in every field name: bytes (B), seconds (s), GiB/s (GiBps, 2^30 B/s).
+Every field's definition lives here, once. Units are in every field name: bytes (B), seconds (s),
+GiB/s (GiBps, 2^30 B/s). A rank's duration is its own end − start around its I/O of one checkpoint
+(between barriers); a checkpoint's span is the last rank's end − the first rank's start.
+`mlperf_*` fields follow MLPerf Storage / DLIO exactly: per checkpoint, duration = the maximum over
+processes, throughput = the minimum over processes of DLIO's per-rank throughput, which is the global
+checkpoint size / that rank's duration (so throughput = size / the slowest rank's duration).
+Our own figures with other meanings carry other names (`aggregate_GiBps`, `rank_bandwidth_*`).
 The DLIO-compatible block keeps DLIO's names; DLIO's "GB" there means GiB, as in DLIO.
 """
 
@@ -8,7 +14,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field
 
 from studyctl.spec.points import Point
 
@@ -21,26 +27,32 @@ class _Strict(BaseModel):
 
 
 class RankTiming(_Strict):
+    """One rank's share of one checkpoint."""
+
     rank: int
-    host: str
+    host: str  # the node the rank ran on (a simulated node name on the local backend)
     start_s: float  # MPI.Wtime anchored to the epoch per rank; seconds since the earliest rank start
-    end_s: float
-    bytes: int
-    files: int
-    duration_s: float
-    bandwidth_GiBps: float  # 0 for a rank that moved no bytes
+    end_s: float  # same clock as start_s
+    bytes: int  # this rank's own bytes (0 for a rank with nothing to write, e.g. ZeRO-0 beyond replica 0)
+    files: int  # files this rank wrote or read
+    duration_s: float  # end_s - start_s
+    bandwidth_GiBps: float  # this rank's own bytes / duration_s / 2^30; 0 for a rank that moved no bytes
 
 
 class CheckpointTiming(_Strict):
+    """One checkpoint write or one restore, over all ranks."""
+
     phase: Phase
     index: int  # 0-based checkpoint (write) or restore (read) number
     step_dir: str  # relative to the point directory, e.g. "global_step3"
     bytes: int  # written (or read) by all ranks in this checkpoint
-    files: int
-    duration_max_s: float  # slowest rank's own duration (MLPerf's duration)
-    span_s: float  # max end - min start over ranks
+    files: int  # over all ranks
+    duration_max_s: float  # the slowest rank's own duration: MLPerf's checkpoint duration (max over processes)
+    span_s: float  # max end - min start over ranks: the time the job as a whole was checkpointing
     aggregate_GiBps: float  # bytes / span_s / 2^30
-    rank_bandwidth_min_GiBps: float  # over ranks that moved bytes (MLPerf's throughput)
+    # min / max over ranks that moved bytes of a rank's OWN bytes / its duration (bandwidth_GiBps). Not MLPerf's
+    # throughput, which divides the global size by each rank's duration: bytes / duration_max_s / 2^30.
+    rank_bandwidth_min_GiBps: float
     rank_bandwidth_max_GiBps: float
     ranks: list[RankTiming]
 
@@ -48,20 +60,29 @@ class CheckpointTiming(_Strict):
 class PhaseSummary(_Strict):
     """Statistics over the checkpoints of one phase of this point."""
 
-    checkpoints: int
-    bytes_per_checkpoint: int
-    aggregate_GiBps_mean: float
+    checkpoints: int  # checkpoints of this phase
+    bytes_per_checkpoint: int  # the first checkpoint's bytes (every checkpoint of a phase moves the same)
+    aggregate_GiBps_mean: float  # mean over checkpoints of aggregate_GiBps (a mean of rates, not bytes / time)
     aggregate_GiBps_stdev: float  # sample stdev (n-1); 0 for one checkpoint
-    aggregate_GiBps_min: float
+    aggregate_GiBps_min: float  # over checkpoints
     aggregate_GiBps_max: float
     duration_s_mean: float  # mean over checkpoints of duration_max_s
-    duration_s_stdev: float
-    mlperf_duration_max_s: float  # max over checkpoints of the slowest rank's duration
-    mlperf_throughput_min_GiBps: float  # min over checkpoints of rank_bandwidth_min_GiBps
+    duration_s_stdev: float  # sample stdev (n-1) of duration_max_s; 0 for one checkpoint
+    # max over checkpoints of duration_max_s (was named mlperf_duration_max_s before it got MLPerf's meaning)
+    duration_max_s: float = Field(validation_alias=AliasChoices("duration_max_s", "mlperf_duration_max_s"))
+    # min over checkpoints of rank_bandwidth_min_GiBps (was mlperf_throughput_min_GiBps; not MLPerf's throughput)
+    rank_bandwidth_min_GiBps: float = Field(
+        validation_alias=AliasChoices("rank_bandwidth_min_GiBps", "mlperf_throughput_min_GiBps"))
+    # MLPerf / DLIO, per checkpoint then the mean over checkpoints: duration = max over processes of a rank's
+    # duration; throughput = min over processes of the global checkpoint size / that rank's duration, in GiB/s.
+    # None in results written before these fields existed.
+    mlperf_duration_s_mean: float | None = None
+    mlperf_throughput_GiBps_mean: float | None = None
 
 
 class DlioCompat(_Strict):
-    """DLIO's summary.json metrics computed DLIO's way (rank 0 only, mean of rates), in GiB."""
+    """DLIO's summary.json metrics computed DLIO's way, in GiB: per checkpoint rank 0's duration and the global
+    checkpoint size / it; then the mean (population stdev) over checkpoints of those rates and durations."""
 
     checkpoint_size_GB: float
     save_checkpoint_io_mean_GB_per_second: float | None = None

@@ -55,3 +55,26 @@ def ratio_ci(mean_a: float, se_a: float, mean_b: float, se_b: float, df: int) ->
     rel = math.sqrt((se_a / mean_a) ** 2 + (se_b / mean_b) ** 2)
     half = t_quantile_975(max(df, 1)) * rel * r
     return r, r - half, r + half
+
+
+def total_over_total(amounts: Sequence[float], times: Sequence[float]) -> dict[str, float]:
+    """Σamount / Σtime over repetitions (e.g. bytes over seconds), with a 95% interval.
+
+    The interval is the ratio estimator's: se = sqrt(Σ(a_i − R·t_i)² / (n(n−1))) / mean(t), Student t
+    with n − 1 df; NaN with one repetition. Pooling totals (not averaging rates) keeps a slow
+    repetition's weight equal to the time it took, as a training job experiences it.
+    """
+    pairs = [(float(a), float(t)) for a, t in zip(amounts, times, strict=True)
+             if not (math.isnan(a) or math.isnan(t))]
+    n = len(pairs)
+    total_t = math.fsum(t for _, t in pairs)
+    if n == 0 or total_t <= 0:
+        return {"n": n, "value": math.nan, "se": math.nan, "ci95": math.nan, "ci95_low": math.nan,
+                "ci95_high": math.nan}
+    r = math.fsum(a for a, _ in pairs) / total_t
+    if n == 1:
+        se = half = math.nan
+    else:
+        se = math.sqrt(math.fsum((a - r * t) ** 2 for a, t in pairs) / (n * (n - 1))) / (total_t / n)
+        half = t_quantile_975(n - 1) * se
+    return {"n": n, "value": r, "se": se, "ci95": half, "ci95_low": r - half, "ci95_high": r + half}
