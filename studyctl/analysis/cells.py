@@ -121,3 +121,15 @@ def independent(frame: pd.DataFrame, axes: list[str]) -> list[str]:
                 len(frame[[*rest, axis]].astype(str).drop_duplicates()):
             keep = rest
     return keep
+
+
+def with_fallbacks_shown(frame: pd.DataFrame) -> pd.DataFrame:
+    """io_mode as shown: a point that fell back reads "direct → ran buffered", never plain "direct"."""
+    if "io_mode_used" not in frame or "io_mode" not in frame:
+        return frame
+    fell = frame["io_mode_used"].notna() & (frame["io_mode_used"] != frame["io_mode"])
+    if not fell.any():
+        return frame
+    out = frame.copy()
+    out.loc[fell, "io_mode"] = out.loc[fell, "io_mode"] + " → ran " + out.loc[fell, "io_mode_used"]
+    return out

@@ -230,7 +230,7 @@ def collect(study_dir: Path, statuses: Sequence[PointStatus] | None = None,
     completed, failed = _state_counts(statuses)
     result = CollectResult(paths.name, paths.root, False, len(tables.infos), len(tables.summary), completed, failed,
                            written + ratio_files, plots, skipped,
-                           [r["label"] for s in sections for r in s["rows"]], html, md, tables.problems,
+                           [f"{r['label']} — {r['cell']}" for s in sections for r in s["rows"]], html, md, tables.problems,
                            tables.failures, tables.files_read, tables.files_cached)
     _save_manifest(manifest_path, stamp, result)
     return result

@@ -73,7 +73,8 @@ def ratio_table(summary: pd.DataFrame, spec: RatioSpec) -> pd.DataFrame:
             "n", "n_base", "flags", "flags_base", "cell", "label"]
     out = merged[cols].rename(columns={"_value": spec.axis, HEADLINE: f"{HEADLINE}_value"})
     out.insert(1, "baseline", spec.baseline)
-    return out.sort_values([spec.axis, "phase", "cell"]).reset_index(drop=True)
+    order = out.assign(_phase=out["phase"].map({"write": 0, "read": 1}))
+    return order.sort_values([spec.axis, "_phase", "cell"]).drop(columns="_phase").reset_index(drop=True)
 
 
 def _label(spec: RatioSpec, r: dict) -> str:

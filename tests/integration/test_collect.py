@@ -374,3 +374,40 @@ def test_import_dlio_per_rank_files(tmp_path: Path) -> None:
     summary = pd.read_csv(study / "tables" / "summary.csv")
     assert set(summary["tool"]) == {"studyctl", "dlio"}
     assert res.report_html.exists() and "dlio" in res.report_html.read_text()
+
+
+def dlio_run(root: Path, name: str, phase_key: str, start: str, durations: tuple[float, ...],
+             dlio_mean: float) -> Path:
+    """A DLIO output folder with per-rank files (2 ranks) for one phase, as a write-only or read-only invocation."""
+    run = root / name
+    run.mkdir(parents=True)
+    prefix = "save_" if phase_key == "save_ckpt" else "load_"
+    (run / "summary.json").write_text(json.dumps({
+        "num_accelerators": 2, "num_hosts": 1, "workload": "llama_7b", "start": start,
+        "metric": {"checkpoint_size_GB": 8.0, f"{prefix}checkpoint_io_mean_GB_per_second": dlio_mean}}))
+    for rank in range(2):
+        records = {f"{phase_key}{i + 1}": {"start": f"2026-11-22T10:0{i}:00", "end": f"2026-11-22T10:0{i}:0{int(d)}",
+                                           "duration": d - rank, "throughput": 8.0 / (d - rank)}
+                   for i, d in enumerate(durations)}
+        (run / f"{rank}_per_epoch_stats.json").write_text(json.dumps({"1": records}))
+    return run
+
+
+def test_import_several_dlio_runs_all_kept_and_labelled(tmp_path: Path) -> None:
+    write = dlio_run(tmp_path / "dlio", "write-run", "save_ckpt", "2026-11-22T10:00:00", (4.0, 8.0), 1.6)
+    read = dlio_run(tmp_path / "dlio", "read-run", "load_ckpt", "2026-11-22T11:00:00", (2.0, 2.0), 4.1)
+    study = tmp_path / "results" / "mixed"
+    write_result(study, make_point(), [3.0], [3.0])
+    res = collect(study, import_dlio=[write, read])
+    summary = pd.read_csv(study / "tables" / "summary.csv")
+    dlio = summary[summary["tool"] == "dlio"].set_index("phase")
+    assert set(dlio.index) == {"write", "read"}  # the write invocation and the read invocation, both kept
+    assert dlio.loc["write", "bytes_over_time_GiBps"] == pytest.approx(16.0 / 12.0)  # 2 × 8 GiB in 4 + 8 s
+    assert dlio.loc["read", "bytes_over_time_GiBps"] == pytest.approx(4.0)
+    assert all("DLIO, warm reads, no fsync" in f for f in dlio["flags"])
+    html = res.report_html.read_text()
+    for text in ("write-run", "read-run", "2026-11-22T11:00:00", "1.600", "4.100", "1.333",
+                 "DLIO, warm reads, no fsync"):
+        assert text in html, text
+    with pytest.raises(UserError, match="given twice"):
+        collect(study, import_dlio=[write, write], force=True)

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from studyctl.analysis.cells import with_fallbacks_shown
 from studyctl.analysis.plots.bars import axis_bars
 from studyctl.analysis.plots.ranks import rank_spread
 from studyctl.analysis.plots.scaling import BANDWIDTH, DURATION, EFFICIENCY, checkpoint_size, scaling_plot
@@ -52,6 +53,7 @@ def make_plots(summary: pd.DataFrame, ranks: pd.DataFrame, out_dir: Path) -> tup
     """Every plot the data supports; the second list says which were skipped and why."""
     if summary.empty:
         return [], ["all plots: no completed results yet, nothing to plot"]
+    summary = with_fallbacks_shown(summary)
     made: list[Plot] = []
     skipped: list[str] = []
     for model in sorted(summary["model"].astype(str).unique()):

@@ -25,7 +25,14 @@ def forest(rows: pd.DataFrame, title: str, xlabel: str, path: Path, threshold: f
         if not math.isnan(r.ratio_ci95_low):
             ax.plot([r.ratio_ci95_low, r.ratio_ci95_high], [y, y], color=colour, linewidth=2, alpha=0.7)
         ax.plot([r.ratio], [y], marker="o" if r.phase == "write" else "s", color=colour, markersize=7)
+        right = r.ratio if math.isnan(r.ratio_ci95_high) else r.ratio_ci95_high
+        ax.annotate(f" {r.ratio:.2f}×", (right, y), va="center", fontsize=8, color=colour)
     ax.axvline(1.0, color="grey", linewidth=1)
+    values = [*rows["ratio"], *rows["ratio_ci95_low"].dropna(), *rows["ratio_ci95_high"].dropna(), 1.0,
+              *([1 - threshold] if threshold is not None else [])]
+    lo, hi = min(values), max(values)
+    pad = (hi - lo) * 0.08 or 0.1
+    ax.set_xlim(lo - pad, hi + 2 * pad)
     if threshold is not None:
         ax.axvline(1 - threshold, color="#d62728", linestyle=(0, (4, 2)), linewidth=1)
     ax.set_yticks(ys)
