@@ -228,9 +228,9 @@ def collect(study_dir: Path, statuses: Sequence[PointStatus] | None = None,
     html, md = render_report(paths, _description(paths), tables, plots, skipped, statuses, written,
                              {"ratios": sections, "dlio_runs": [asdict(r) for r in runs]})
     completed, failed = _state_counts(statuses)
+    ratio_lines = [f"{r['label']} — {r['cell']}" for s in sections for r in s["rows"]]
     result = CollectResult(paths.name, paths.root, False, len(tables.infos), len(tables.summary), completed, failed,
-                           written + ratio_files, plots, skipped,
-                           [f"{r['label']} — {r['cell']}" for s in sections for r in s["rows"]], html, md, tables.problems,
+                           written + ratio_files, plots, skipped, ratio_lines, html, md, tables.problems,
                            tables.failures, tables.files_read, tables.files_cached)
     _save_manifest(manifest_path, stamp, result)
     return result
