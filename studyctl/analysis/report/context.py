@@ -13,7 +13,16 @@ from typing import Any
 import pandas as pd
 
 import studyctl
-from studyctl.analysis.cells import DERIVED, IDENTITY, axis_label, constant, describe_cell, varying
+from studyctl.analysis.cells import (
+    DERIVED,
+    IDENTITY,
+    axis_label,
+    constant,
+    describe_cell,
+    independent,
+    varying,
+    with_fallbacks_shown,
+)
 from studyctl.analysis.plots import Plot
 from studyctl.analysis.report.coverage import coverage
 from studyctl.analysis.status import PointStatus
@@ -61,7 +70,9 @@ def _best(summary: pd.DataFrame, phase: str) -> str | None:
     ci = r[f"{HEADLINE}_ci95"]
     band = f" [{r[f'{HEADLINE}_ci95_low']:.2f}, {r[f'{HEADLINE}_ci95_high']:.2f}] 95% CI" if not _missing(ci) \
         else " (no CI: one repetition)"
-    where = describe_cell(r.to_dict(), varying(summary, ("phase", *DERIVED))) if len(summary) > 1 else ""
+    shown = with_fallbacks_shown(summary)
+    axes = independent(shown, varying(shown, ("phase", *DERIVED)))
+    where = describe_cell(shown.loc[r.name].to_dict(), axes) if len(summary) > 1 else ""
     flags = f" — flags: {r['flags']}" if r.get("flags") else ""
     return f"{r[HEADLINE]:.2f} GiB/s{band}, n = {int(r['n'])} — {where}{flags}"
 
@@ -124,8 +135,9 @@ def build_context(study_dir: Path, study: str, description: str | None, tables: 
     """Everything the templates read; `extras`: ratio tables and imported DLIO runs."""
     cov = coverage(study, tables, statuses)
     prov, filesystems = provenance(list(tables.infos.values()))
-    summary = tables.summary
-    axes = varying(summary, ("phase", *DERIVED)) if not summary.empty else []
+    summary = with_fallbacks_shown(tables.summary)
+    # a column per varying setting; one that the others determine (what ran, a zipped axis) adds no row identity
+    axes = independent(summary, varying(summary, ("phase", *DERIVED))) if not summary.empty else []
     return {
         "study": study, "description": description, "version": studyctl.__version__,
         "generated_at": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),

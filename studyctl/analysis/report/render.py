@@ -34,7 +34,7 @@ def _pct(x: Any) -> str:
 
 
 def _size(n: Any) -> str:
-    return "–" if _missing(n) else format_bytes(n)
+    return "–" if _missing(n) else format_bytes(n, 1)
 
 
 def _value(x: Any) -> str:
