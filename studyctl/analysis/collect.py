@@ -52,6 +52,7 @@ class CollectResult:
     failures: list[Failure] = field(default_factory=list)  # worker error records (error.json)
     files_read: int = 0  # result files parsed and validated this time
     files_cached: int = 0  # result files taken from the parse cache
+    left_out: list[str] = field(default_factory=list)  # results of points the sweep now excludes: not cells
 
     @property
     def tables_dir(self) -> Path:
@@ -67,6 +68,8 @@ class CollectResult:
         lines += [f"  unusable result: point {p.point_id} attempt {p.attempt}: {p.reason}" for p in self.problems]
         lines += [f"  worker error: point {f.point_id} attempt {f.attempt}: {f.failure_class}: {f.reason}"
                   for f in self.failures]
+        if self.left_out:
+            lines.append(f"  left out: {len(self.left_out)} result(s) of points the sweep now excludes")
         if self.failed:
             lines.append(f"  rerun the failed points: studyctl sweep resubmit {self.study}")
         lines += [f"  plot skipped: {s}" for s in self.skipped_plots]
@@ -163,7 +166,8 @@ def _from_manifest(paths: StudyPaths, m: dict[str, Any], statuses: Sequence[Poin
                          [Path(p) for p in m["tables"]],
                          [Plot(p["kind"], p["title"], Path(p["path"])) for p in m["plots"]], m["skipped_plots"],
                          m["ratios"], Path(m["report_html"]), Path(m["report_md"]),
-                         [Problem(**p) for p in m["problems"]], [Failure(**f) for f in m["failures"]], 0, m["files"])
+                         [Problem(**p) for p in m["problems"]], [Failure(**f) for f in m["failures"]], 0, m["files"],
+                         m["left_out"])
 
 
 def _save_manifest(path: Path, stamp: str, r: CollectResult) -> None:
@@ -172,7 +176,8 @@ def _save_manifest(path: Path, stamp: str, r: CollectResult) -> None:
         "plots": [{"kind": p.kind, "title": p.title, "path": str(p.path)} for p in r.plots],
         "skipped_plots": r.skipped_plots, "ratios": r.ratios, "report_html": str(r.report_html),
         "report_md": str(r.report_md), "problems": [asdict(p) for p in r.problems],
-        "failures": [asdict(f) for f in r.failures], "files": r.files_read + r.files_cached})
+        "failures": [asdict(f) for f in r.failures], "files": r.files_read + r.files_cached,
+        "left_out": r.left_out})
 
 
 def _remove_stale_plots(plots_dir: Path, keep: list[Plot]) -> None:
@@ -217,7 +222,8 @@ def collect(study_dir: Path, statuses: Sequence[PointStatus] | None = None,
     if manifest is not None:
         return _from_manifest(paths, manifest, statuses)
     extra, runs = import_runs(dlio) if dlio else (None, [])
-    tables = build_tables(paths.root, extra, paths.tables_cache)
+    excluded = frozenset(s.point_id for s in statuses or () if s.excluded)
+    tables = build_tables(paths.root, extra, paths.tables_cache, excluded)
     specs = [parse_ratio(text, tables.summary) for text in ratios]  # refused before anything is written
     tables.problems.extend(_missing_results(tables, statuses))
     written = write_tables(tables, paths.tables)
@@ -231,7 +237,7 @@ def collect(study_dir: Path, statuses: Sequence[PointStatus] | None = None,
     ratio_lines = [f"{r['label']} — {r['cell']}" for s in sections for r in s["rows"]]
     result = CollectResult(paths.name, paths.root, False, len(tables.infos), len(tables.summary), completed, failed,
                            written + ratio_files, plots, skipped, ratio_lines, html, md, tables.problems,
-                           tables.failures, tables.files_read, tables.files_cached)
+                           tables.failures, tables.files_read, tables.files_cached, tables.left_out)
     _save_manifest(manifest_path, stamp, result)
     return result
 

@@ -47,6 +47,7 @@ class Tables:
     infos: dict[str, dict[str, Any]] = field(default_factory=dict)  # point_id → provenance of its result
     files_read: int = 0
     files_cached: int = 0
+    left_out: list[str] = field(default_factory=list)  # valid results of points the sweep now excludes
 
 
 def summarize_points(checkpoints: pd.DataFrame) -> pd.DataFrame:
@@ -143,9 +144,14 @@ def _ranks_frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
 
 
 def build_tables(study_dir: Path, extra_checkpoints: pd.DataFrame | None = None,
-                 cache_dir: Path | None = None) -> Tables:
-    """All four tables from the study's result files (plus imported rows, e.g. DLIO's)."""
+                 cache_dir: Path | None = None, excluded: frozenset[str] = frozenset()) -> Tables:
+    """All four tables from the study's result files (plus imported rows, e.g. DLIO's).
+
+    `excluded`: points the sweep excludes today; a result they left from before is not a cell.
+    """
     loaded = load_rows(StudyPaths(Path(study_dir)), cache_dir)
+    left_out = sorted(r["info"]["point_id"] for r in loaded.rows if r["info"]["point_id"] in excluded)
+    loaded.rows = [r for r in loaded.rows if r["info"]["point_id"] not in excluded]
     checkpoints = pd.DataFrame.from_records([c for r in loaded.rows for c in r["checkpoints"]])
     if extra_checkpoints is not None and not extra_checkpoints.empty:
         parts = [checkpoints, extra_checkpoints] if not checkpoints.empty else [extra_checkpoints]
@@ -153,7 +159,8 @@ def build_tables(study_dir: Path, extra_checkpoints: pd.DataFrame | None = None,
     points = summarize_points(checkpoints)
     summary = summarize_cells(points)
     return Tables(checkpoints, points, summary, _ranks_frame(loaded.rows), loaded.problems, loaded.failures,
-                  {r["info"]["point_id"]: r["info"] for r in loaded.rows}, loaded.files_read, loaded.files_cached)
+                  {r["info"]["point_id"]: r["info"] for r in loaded.rows}, loaded.files_read, loaded.files_cached,
+                  left_out)
 
 
 def _atomic_frame(frame: pd.DataFrame, paths: list[Path]) -> None:

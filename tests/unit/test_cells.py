@@ -103,3 +103,18 @@ def test_ratio_errors_name_axes_and_values(tmp_path: Path) -> None:
         parse_ratio("io_mode=hybrid", summary)
     assert err.value.exit_code == 2
     assert isinstance(ratio_table(summary, parse_ratio("io_mode=buffered", summary)), pd.DataFrame)
+
+
+def test_points_the_sweep_excludes_are_not_cells(tmp_path: Path) -> None:
+    from studyctl.analysis.collect import collect
+    from studyctl.analysis.status import PointStatus
+
+    study = tmp_path / "excl"
+    kept, dropped = make_point(nodes=1), make_point(nodes=2)
+    write_result(study, kept, [2.0], [2.0])
+    write_result(study, dropped, [3.0], [3.0])  # measured before the sweep excluded it
+    res = collect(study, [PointStatus(kept.point_id, "COMPLETED", 1),
+                          PointStatus(dropped.point_id, "EXCLUDED", 1, excluded_reason="nodes > 1 ruled out")])
+    assert res.points == 1 and res.left_out == [dropped.point_id]
+    assert set(pd.read_csv(study / "tables" / "summary.csv")["nodes"]) == {1}
+    assert "left out: 1 result(s)" in "\n".join(res.summary_lines())

@@ -8,7 +8,6 @@ tell apart, becomes a facet (a row of panels). Every plot styles its series thro
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -158,7 +157,3 @@ def flagged_hollow(flags: Any) -> bool:
 
 def panel_grid(n_rows: int, n_cols: int, width: float = 5.6, height: float = 4.0) -> tuple[plt.Figure, Any]:
     return plt.subplots(n_rows, n_cols, figsize=(width * n_cols, height * n_rows + 0.4), squeeze=False)
-
-
-def product(*lists: Sequence[Any]) -> list[tuple[Any, ...]]:
-    return list(itertools.product(*lists))

@@ -16,8 +16,6 @@ import studyctl
 from studyctl.analysis.cells import (
     DERIVED,
     IDENTITY,
-    axis_label,
-    constant,
     describe_cell,
     independent,
     varying,
@@ -141,9 +139,9 @@ def build_context(study_dir: Path, study: str, description: str | None, tables: 
     return {
         "study": study, "description": description, "version": studyctl.__version__,
         "generated_at": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-        "axes": axes, "axis_titles": {a: axis_label(a, "").strip() if a != "zero_stage" else "ZeRO" for a in axes},
+        "axes": axes, "axis_titles": {a: "ZeRO" if a == "zero_stage" else a for a in axes},
         "summary": summary_records(summary, axes), "settings": settings(summary) if not summary.empty else [],
-        "constant_model": constant(summary, "model"),
+        "left_out": list(tables.left_out),
         "plots": plot_entries(plots, study_dir), "skipped_plots": list(skipped_plots), "coverage": cov,
         "excluded_reasons": Counter(r.reason for r in cov["excluded"]).most_common(),
         "problems": list(tables.problems), "provenance": prov, "filesystems": filesystems,
