@@ -96,18 +96,22 @@ class DlioCompat(_Strict):
 
 
 class FilesystemInfo(_Strict):
-    name: str
-    path: str
+    """Where the checkpoints went, from /proc/self/mountinfo and statvfs on rank 0."""
+
+    name: str  # the sweep's filesystem key
+    path: str  # the directory written in
     mount_point: str
-    fstype: str
-    source: str
+    fstype: str  # e.g. ext4, lustre; tmpfs means memory, not storage
+    source: str  # the mounted device or server
     mount_options: str
-    free_bytes_before: int
-    free_bytes_after: int
+    free_bytes_before: int  # before the first write
+    free_bytes_after: int  # after the last restore
     total_bytes: int
 
 
 class SlurmInfo(_Strict):
+    """The Slurm job as its environment named it (SLURM_* variables); None fields were not set."""
+
     job_id: str | None = None
     array_job_id: str | None = None
     array_task_id: str | None = None
@@ -120,49 +124,55 @@ class Provenance(_Strict):
     hostnames: list[str]  # per rank, rank order
     node_names: list[str]  # distinct nodes (SLURMD_NODENAME when present), sorted
     simulated_nodes: bool  # local backend: nodes are rank groups on one machine
-    world_size: int
+    world_size: int  # MPI ranks that ran
     ranks_per_node: int
-    slurm: SlurmInfo | None = None
+    slurm: SlurmInfo | None = None  # None outside Slurm
     python_version: str
     mpi4py_version: str
-    mpi_library_version: str
-    kernel: str
+    mpi_library_version: str  # MPI.Get_library_version(), first line
+    kernel: str  # uname release
     studyctl_version: str
     started_at: str  # ISO 8601 UTC
-    finished_at: str
+    finished_at: str  # ISO 8601 UTC
 
 
 class IoInfo(_Strict):
-    io_mode_requested: str
+    """How the I/O was done: what was asked and what ran."""
+
+    io_mode_requested: str  # the point's io_mode
     io_mode_used: str  # differs only when direct_fallback was allowed and O_DIRECT refused
-    direct_fallback_reason: str | None = None
-    cold_read_method: Literal["direct", "fadvise", "none"]
-    restore_mode: Literal["rank", "full"]
-    rank_shift: int
-    buffer_bytes: int
-    block_bytes: int
-    fsync_per_file: bool
+    direct_fallback_reason: str | None = None  # why O_DIRECT was refused, when it was
+    cold_read_method: Literal["direct", "fadvise", "none"]  # how restores avoided the page cache (none: warm)
+    restore_mode: Literal["rank", "full"]  # rank: re-read own files (DLIO); full: every DP replica reads weights
+    rank_shift: int  # rank r restored rank r+shift's files
+    buffer_bytes: int  # the one reused buffer per rank
+    block_bytes: int  # bytes per write/read call
+    fsync_per_file: bool  # every written file fsynced before the rank's end stamp
 
 
 class SizeInfo(_Strict):
-    scale: float
+    """The checkpoint's sizes from the planner (DLIO's layout rules)."""
+
+    scale: float  # every tensor shrunk by this factor; files, ranks and layout kept
     nominal_checkpoint_bytes: int  # the full-size model's checkpoint
     written_checkpoint_bytes: int  # what each checkpoint actually wrote (scaled)
     files_per_checkpoint: int
-    bytes_per_rank_max: int
+    bytes_per_rank_max: int  # over ranks that write
     bytes_per_rank_min: int
     read_bytes_per_restore: int  # larger than written with restore "full"
 
 
 class Result(_Strict):
+    """One attempt of one point, written atomically by rank 0 as result.json."""
+
     schema_version: Literal[1]
     study: str
-    point_id: str
-    attempt: int
-    point: Point
+    point_id: str  # hash of `point` (its canonical form)
+    attempt: int  # 1, 2, ... as the ledger numbered it
+    point: Point  # every setting measured
     sizes: SizeInfo
     io: IoInfo
-    checkpoints: list[CheckpointTiming]
+    checkpoints: list[CheckpointTiming]  # every write, then every restore
     summary: dict[Phase, PhaseSummary]
     dlio: DlioCompat
     filesystem: FilesystemInfo

@@ -72,3 +72,28 @@ def test_wide_interval_is_flagged(tmp_path: Path) -> None:
         write_result(study, make_point(rep=rep), [bw], [bw], nbytes=8 << 30)
     flags = build_tables(study).summary["flags"]
     assert all("95% CI ±" in f for f in flags)
+
+
+def test_results_with_the_old_mlperf_names_still_validate(tmp_path: Path) -> None:
+    """mlperf_duration_max_s / mlperf_throughput_min_GiBps were renamed (they were not MLPerf's figures)."""
+    import json
+
+    study = tmp_path / "old"
+    path = write_result(study, make_point(), [2.0], [2.0])
+    data = json.loads(path.read_text())
+    for summary in data["summary"].values():
+        summary["mlperf_duration_max_s"] = summary.pop("duration_max_s")
+        summary["mlperf_throughput_min_GiBps"] = summary.pop("rank_bandwidth_min_GiBps")
+        del summary["mlperf_duration_s_mean"], summary["mlperf_throughput_GiBps_mean"]
+    path.write_text(json.dumps(data))
+    tables = build_tables(study)
+    assert not tables.problems and len(tables.summary) == 2
+
+
+def test_mlperf_throughput_is_global_size_over_the_slowest_rank(tmp_path: Path) -> None:
+    study = tmp_path / "mlperf"
+    write_result(study, make_point(), [2.0], [2.0], spread=0.5)  # ranks' durations differ
+    cps = build_tables(study).checkpoints
+    row = cps[cps["phase"] == "write"].iloc[0]
+    assert row["mlperf_throughput_GiBps"] == pytest.approx(row["bytes"] / (1 << 30) / row["duration_s"])
+    assert row["mlperf_throughput_GiBps"] != pytest.approx(row["rank_bandwidth_min_GiBps"])
