@@ -4,9 +4,9 @@ Matching: cells match on every setting the two studies share, per phase. A setti
 each study and different values (io_mode, model, nodes, filesystem, anything) is what is being
 compared: it is left out of the match and becomes the comparison's label ("io_mode buffered → direct").
 
-Ratio: B/A of total bytes / total time. Its 95% interval is the delta method on the two estimates'
-standard errors, r · (1 ± t · sqrt((se_a/a)² + (se_b/b)²)), df = min(n_a, n_b) − 1 (conservative next
-to Welch's); NaN when a side has one repetition. A cell regressed when the ratio is below 1 − threshold;
+Ratio: B/A of total bytes / total time. Its 95% interval comes from the two estimates' standard errors
+on the log scale, r · exp(± t · sqrt((se_a/a)² + (se_b/b)²)), df = min(n_a, n_b) − 1 (`stats.ratio_ci`);
+NaN when a side has one repetition. A cell regressed when the ratio is below 1 − threshold;
 `significant` says the whole interval is below 1.
 """
 

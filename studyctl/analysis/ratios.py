@@ -1,8 +1,9 @@
 """In-study ratios: each value of one axis against a baseline value, matched on every other setting.
 
 `--ratio io_mode=buffered` gives, per phase and per combination of every other setting, the headline
-(total bytes / total time) of direct and of hybrid over that of buffered, with a 95% interval by the
-delta method on the two cells' standard errors (df = min(n) − 1): "direct / buffered write: 1.70× [1.50, 1.90]".
+(total bytes / total time) of direct and of hybrid over that of buffered, with a 95% interval from the
+two cells' standard errors (`stats.ratio_ci`, log scale, df = min(n) − 1):
+"direct / buffered write: 1.70× [1.50, 1.90]".
 """
 
 from __future__ import annotations

@@ -42,9 +42,11 @@ def describe(values: Sequence[float]) -> dict[str, float]:
 
 
 def ratio_ci(mean_a: float, se_a: float, mean_b: float, se_b: float, df: int) -> tuple[float, float, float]:
-    """B/A with a delta-method 95% interval: r · (1 ± t · sqrt((se_a/a)² + (se_b/b)²)).
+    """B/A with a 95% interval on the log scale: r · exp(± t · sqrt((se_a/a)² + (se_b/b)²)).
 
-    df is the caller's choice; compare passes min(n_a, n_b) - 1, conservative next to Welch's df.
+    The delta method's relative error, applied to log r: the interval stays positive and is as wide
+    below r as a factor as above it (a symmetric r ± half goes negative with three noisy repetitions).
+    df is the caller's choice; ratios and compare pass min(n_a, n_b) - 1, conservative next to Welch's.
     The interval is NaN when either side has one repetition (no standard error).
     """
     if not mean_a or math.isnan(mean_a) or math.isnan(mean_b):
@@ -53,8 +55,8 @@ def ratio_ci(mean_a: float, se_a: float, mean_b: float, se_b: float, df: int) ->
     if math.isnan(se_a) or math.isnan(se_b) or not mean_b:
         return r, math.nan, math.nan
     rel = math.sqrt((se_a / mean_a) ** 2 + (se_b / mean_b) ** 2)
-    half = t_quantile_975(max(df, 1)) * rel * r
-    return r, r - half, r + half
+    factor = math.exp(t_quantile_975(max(df, 1)) * rel)
+    return r, r / factor, r * factor
 
 
 def total_over_total(amounts: Sequence[float], times: Sequence[float]) -> dict[str, float]:

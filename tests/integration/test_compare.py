@@ -111,9 +111,9 @@ def test_ratio_ci_hand_computed_and_filesystem_left_out(tmp_path: Path) -> None:
     se_a = math.sqrt(sum((0.5 - r_a * t) ** 2 for t in times) / 2) / (sum(times) / 2)
     ratio = 2.0 / r_a
     assert row["ratio"] == pytest.approx(ratio)
-    half = 12.706 * (se_a / r_a) * ratio  # t(df = 1); se_b = 0
-    assert row["ratio_ci95_low"] == pytest.approx(ratio - half, abs=1e-3)
-    assert row["ratio_ci95_high"] == pytest.approx(ratio + half, abs=1e-3)
+    factor = math.exp(12.706 * (se_a / r_a))  # t(df = 1); se_b = 0; the interval is on the log scale
+    assert row["ratio_ci95_low"] == pytest.approx(ratio / factor, rel=1e-3)
+    assert row["ratio_ci95_high"] == pytest.approx(ratio * factor, rel=1e-3)
     assert not res.any_regressed
 
 

@@ -46,7 +46,9 @@ def test_total_over_total_edge_cases() -> None:
 def test_ratio_ci() -> None:
     r, lo, hi = ratio_ci(2.0, 0.1, 1.0, 0.05, 9)
     assert r == 0.5 and lo < 0.5 < hi
-    half = t_quantile_975(9) * math.sqrt((0.1 / 2) ** 2 + (0.05 / 1) ** 2) * 0.5
-    assert (lo, hi) == pytest.approx((0.5 - half, 0.5 + half))
+    factor = math.exp(t_quantile_975(9) * math.sqrt((0.1 / 2) ** 2 + (0.05 / 1) ** 2))
+    assert (lo, hi) == pytest.approx((0.5 / factor, 0.5 * factor))
+    r, lo, hi = ratio_ci(1.0, 0.5, 1.0, 0.5, 2)  # very noisy: wide, but never below 0
+    assert 0 < lo < 1 < hi and lo * hi == pytest.approx(1.0)
     r, lo, hi = ratio_ci(2.0, math.nan, 3.0, 0.1, 1)
     assert r == 1.5 and math.isnan(lo) and math.isnan(hi)
