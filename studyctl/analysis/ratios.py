@@ -70,8 +70,10 @@ def ratio_table(summary: pd.DataFrame, spec: RatioSpec) -> pd.DataFrame:
     shown = independent(merged, varying(merged, (spec.axis, "phase", *MEASURED, *DERIVED)))
     merged["cell"] = [describe_cell(r, shown) for r in merged.to_dict("records")]
     merged["label"] = [_label(spec, r) for r in merged.to_dict("records")]
+    merged["flags_either"] = ["; ".join(dict.fromkeys(f for side in (a, b) for f in str(side or "").split("; ") if f))
+                              for a, b in zip(merged["flags"], merged["flags_base"], strict=True)]
     cols = ["_value", "phase", *shown, "ratio", "ratio_ci95_low", "ratio_ci95_high", HEADLINE, f"{HEADLINE}_base",
-            "n", "n_base", "flags", "flags_base", "cell", "label"]
+            "n", "n_base", "flags", "flags_base", "flags_either", "cell", "label"]
     out = merged[cols].rename(columns={"_value": spec.axis, HEADLINE: f"{HEADLINE}_value"})
     out.insert(1, "baseline", spec.baseline)
     order = out.assign(_phase=out["phase"].map({"write": 0, "read": 1}))

@@ -79,4 +79,5 @@ def total_over_total(amounts: Sequence[float], times: Sequence[float]) -> dict[s
     else:
         se = math.sqrt(math.fsum((a - r * t) ** 2 for a, t in pairs) / (n * (n - 1))) / (total_t / n)
         half = t_quantile_975(n - 1) * se
-    return {"n": n, "value": r, "se": se, "ci95": half, "ci95_low": r - half, "ci95_high": r + half}
+    low = max(r - half, 0.0) if not math.isnan(half) else math.nan  # a rate is never negative
+    return {"n": n, "value": r, "se": se, "ci95": half, "ci95_low": low, "ci95_high": r + half}

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pandas as pd
 from matplotlib import pyplot as plt
+from matplotlib import ticker
 from matplotlib.lines import Line2D
 
 from studyctl.analysis.plots.style import COLOURS, save
@@ -18,7 +19,7 @@ def forest(rows: pd.DataFrame, title: str, xlabel: str, path: Path, threshold: f
            limit: int = 60) -> Path:
     """`rows`: label, phase, ratio, ratio_ci95_low, ratio_ci95_high, and optionally `highlight` (bool)."""
     rows = rows.head(limit).reset_index(drop=True)
-    fig, ax = plt.subplots(figsize=(9.0, 1.2 + 0.34 * max(len(rows), 2)))
+    fig, ax = plt.subplots(figsize=(9.5, 1.2 + 0.34 * max(len(rows), 2)))
     ys = list(range(len(rows)))[::-1]
     for y, r in zip(ys, rows.itertuples(), strict=True):
         colour = "#d62728" if getattr(r, "highlight", False) else PHASE_COLOUR.get(r.phase, "#333333")
@@ -30,14 +31,15 @@ def forest(rows: pd.DataFrame, title: str, xlabel: str, path: Path, threshold: f
     ax.axvline(1.0, color="grey", linewidth=1)
     values = [*rows["ratio"], *rows["ratio_ci95_low"].dropna(), *rows["ratio_ci95_high"].dropna(), 1.0,
               *([1 - threshold] if threshold is not None else [])]
-    lo, hi = min(values), max(values)
-    pad = (hi - lo) * 0.08 or 0.1
-    ax.set_xlim(lo - pad, hi + 2 * pad)
+    ax.set_xscale("log", base=2)  # ratios multiply: 2× and 0.5× are as far from 1
+    ax.set_xlim(min(values) / 1.15, max(values) * 1.35)
+    ax.xaxis.set_major_formatter(ticker.FuncFormatter(lambda v, _: f"{v:.2g}×"))
+    ax.xaxis.set_minor_formatter(ticker.NullFormatter())
     if threshold is not None:
         ax.axvline(1 - threshold, color="#d62728", linestyle=(0, (4, 2)), linewidth=1)
     ax.set_yticks(ys)
     ax.set_yticklabels([f"{r.label} · {r.phase}" for r in rows.itertuples()], fontsize=8.5)
-    ax.set_xlabel(xlabel)
+    ax.set_xlabel(f"{xlabel} (log₂ scale)")
     ax.set_title(title)
     ax.grid(True, axis="x", alpha=0.3)
     handles = [Line2D([], [], color=PHASE_COLOUR["write"], marker="o", label="write"),

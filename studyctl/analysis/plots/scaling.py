@@ -54,7 +54,8 @@ def _draw_series(ax: Any, key: dict[str, Any], g: pd.DataFrame, enc: Any, m: Mea
     style = enc.style(key)
     scale = 100.0 if m.percent else 1.0
     ys = g[m.column] * scale
-    yerr = g[m.ci].fillna(0) if m.ci else None
+    # the interval below a value stops at 0: a bandwidth or a time is never negative
+    yerr = [g[m.ci].fillna(0).clip(upper=ys), g[m.ci].fillna(0)] if m.ci else None
     hollow = any(flagged_hollow(f) for f in g.get("flags", []))
     ax.errorbar(g["nodes"], ys, yerr=yerr, capsize=3, markersize=6, linewidth=1.8,
                 markerfacecolor="white" if hollow else style["color"], **style)

@@ -75,6 +75,15 @@ def _best(summary: pd.DataFrame, phase: str) -> str | None:
     return f"{r[HEADLINE]:.2f} GiB/s{band}, n = {int(r['n'])} — {where}{flags}"
 
 
+def _sizes_by_model(summary: pd.DataFrame, col: str) -> str:
+    """"llama_7b 87.86 GiB; llama3-8b 104.70 GiB" (distinct sizes as shown; ZeRO stages may differ)."""
+    parts = []
+    for model, g in summary.groupby("model", sort=True):
+        shown = list(dict.fromkeys(format_bytes(v) for v in sorted(g[col].dropna())))
+        parts.append(f"{model} {', '.join(shown[:4])}{' …' if len(shown) > 4 else ''}")
+    return "; ".join(parts)
+
+
 def overview(tables: Tables) -> list[tuple[str, str]]:
     """Facts about what was measured, for the report's opening: sizes, scale, repetitions, best figures."""
     pts, summary = tables.points, tables.summary
@@ -88,8 +97,7 @@ def overview(tables: Tables) -> list[tuple[str, str]]:
     for col, title in (("nominal_checkpoint_bytes", "checkpoint size, nominal (full size)"),
                        ("bytes", "checkpoint size, written")):
         if col in summary:
-            sizes = sorted({int(v) for v in summary[col].dropna()})
-            rows.append((title, ", ".join(format_bytes(v) for v in sizes[:6]) + (" …" if len(sizes) > 6 else "")))
+            rows.append((title, _sizes_by_model(summary, col)))
     n = summary["n"]
     rows.append(("repetitions per cell", f"{int(n.min())}–{int(n.max())}" if n.min() != n.max() else str(int(n.min()))))
     rows.append(("checkpoints per point", ", ".join(str(v) for v in sorted(set(pts["checkpoints"])))))
