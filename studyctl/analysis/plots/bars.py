@@ -18,6 +18,23 @@ from studyctl.analysis.tables import HEADLINE
 HATCHES = ("", "//", "..", "xx", "\\\\", "++")
 
 
+def _bar_values(sub: pd.DataFrame, groups: pd.DataFrame, group_cols: list[str], bar: dict[str, str]
+                ) -> tuple[list[int], list[float], list[float]]:
+    """Per group position, the one summary row of this bar (every column equal, nothing averaged)."""
+    xs, ys, errs = [], [], []
+    for j, (_, grow) in enumerate(groups.iterrows()):
+        match = sub
+        for col in group_cols:
+            match = match[match[col].astype(str) == str(grow[col])]
+        for col, value in bar.items():
+            match = match[match[col].astype(str) == value]
+        if len(match) == 1:
+            xs.append(j)
+            ys.append(float(match[HEADLINE].iloc[0]))
+            errs.append(float(match[f"{HEADLINE}_ci95"].fillna(0).iloc[0]))
+    return xs, ys, errs
+
+
 def axis_bars(summary: pd.DataFrame, axis: str, path: Path, limit: int = 16) -> tuple[Path | None, str | None]:
     values = sorted(summary[axis].astype(str).unique()) if axis in summary else []
     if len(values) < 2:
@@ -36,20 +53,12 @@ def axis_bars(summary: pd.DataFrame, axis: str, path: Path, limit: int = 16) -> 
     for ax, phase in zip(axes[:, 0], cols, strict=True):
         sub = data[data["phase"] == phase]
         for i, bar in enumerate(bars):
-            xs, ys, errs = [], [], []
-            for j, (_, grow) in enumerate(groups.iterrows()):
-                match = sub
-                for col in [*others, "nodes"]:
-                    match = match[match[col].astype(str) == str(grow[col])]
-                for col, value in zip(bar_keys, bar, strict=True):
-                    match = match[match[col].astype(str) == value]
-                if len(match) == 1:
-                    xs.append(j + (i - (len(bars) - 1) / 2) * step)
-                    ys.append(float(match[HEADLINE].iloc[0]))
-                    errs.append(float(match[f"{HEADLINE}_ci95"].fillna(0).iloc[0]))
+            xs, ys, errs = _bar_values(sub, groups, [*others, "nodes"], dict(zip(bar_keys, bar, strict=True)))
             label = " ".join(axis_label(k, v) for k, v in zip(bar_keys, bar, strict=True))
-            ax.bar(xs, ys, step, yerr=errs, capsize=2, label=label, color=COLOURS[i % len(COLOURS)], alpha=0.85,
-                   hatch=HATCHES[i % len(HATCHES)], edgecolor="black", linewidth=0.4)
+            below = [min(e, y) for e, y in zip(errs, ys, strict=True)]  # an interval stops at 0
+            ax.bar([x + (i - (len(bars) - 1) / 2) * step for x in xs], ys, step, yerr=[below, errs], capsize=2,
+                   label=label, color=COLOURS[i % len(COLOURS)], alpha=0.85, hatch=HATCHES[i % len(HATCHES)],
+                   edgecolor="black", linewidth=0.4)
         ax.set_xticks(range(len(groups)))
         ax.set_xticklabels([describe_cell(dict(g), [*others, "nodes"]).replace(", ", "\n")
                             for _, g in groups.iterrows()], fontsize=8)

@@ -100,9 +100,9 @@ def scaling_plot(summary: pd.DataFrame, model: str, m: Measure, path: Any, only_
             drawn, flat = _panel(axes[row][col], sub, enc, m, title)
             ideal_drawn, fixed = ideal_drawn or drawn, fixed or flat
     handles, labels = enc.legend()
-    if ideal_drawn:
+    if ideal_drawn or m.percent:
         handles.append(Line2D([], [], **IDEAL))
-        labels.append("ideal: ∝ ranks moving bytes")
+        labels.append("ideal: 100% (∝ ranks moving bytes)" if m.percent else "ideal: ∝ ranks moving bytes")
     if m.ideal and fixed:
         handles.append(Line2D([], [], color="none"))
         labels.append("no ideal line: ranks moving\nbytes fixed (e.g. ZeRO-0)")
