@@ -43,6 +43,10 @@ def colour_fraction(img: np.ndarray, hex_colour: str, tol: float = 0.08) -> floa
 def test_report_screenshot_shows_the_plots(small_study: Path, tmp_path: Path) -> None:
     study = copy_study(small_study, tmp_path)
     out = collect_study(study)
+    html = out.report_html.read_text()
+    for text in ("scale</th><td>0.004", "checkpoint size, nominal (full size)",
+                 "checkpoint size, written", "projected<br>full-size (s)", "best write (total bytes / total time)"):
+        assert text in html, text
     img = screenshot(out.report_html, tmp_path / "shot.png", tmp_path / "profile", height=4000)
     assert img.shape[0] >= 4000
     non_white = (img < 0.95).any(axis=-1).mean()
