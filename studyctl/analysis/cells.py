@@ -87,14 +87,6 @@ def varying(frame: pd.DataFrame, exclude: tuple[str, ...] = ()) -> list[str]:
             if c not in exclude and frame[c].astype(str).nunique(dropna=False) > 1]
 
 
-def constant(frame: pd.DataFrame, column: str) -> Any:
-    """The one value of a column that does not vary (None if it is absent or varies)."""
-    if column not in frame.columns or frame.empty:
-        return None
-    values = frame[column].drop_duplicates()
-    return _json_value(values.iloc[0]) if len(values) == 1 else None
-
-
 def axis_label(axis: str, value: Any) -> str:
     """`io_mode direct`, `block_mib 4`, `tool DLIO, warm reads, no fsync`: one way to name a series."""
     value = _json_value(value)

@@ -58,6 +58,8 @@ def test_adequacy_flags(tmp_path: Path) -> None:
     assert "warm reads: simulated nodes share one page cache" in shifted["read"] and shifted["write"] == ""
     full = flags_of(tmp_path, "full", restore="full", nbytes=4 << 30)
     assert "warm reads: simulated nodes share one page cache" in full["read"]
+    direct = flags_of(tmp_path, "direct", rank_shift=2, cold_read="direct", nbytes=4 << 30)
+    assert direct["read"] == ""  # O_DIRECT reads bypass the shared page cache
     real_nodes = flags_of(tmp_path, "real", rank_shift=2, nbytes=4 << 30, simulated=False)
     assert real_nodes["read"] == ""
     memory = flags_of(tmp_path, "mem", fstype="tmpfs", nbytes=4 << 30)
