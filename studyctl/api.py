@@ -1,4 +1,4 @@
-"""The one library the CLI calls: plan, submit, resubmit, status, cancel, collect, compare.
+"""The one library the CLI calls: plan, submit, resubmit, status, cancel, collect, compare, mlperf.
 
 Results carry what the caller needs to know about the backend that ran (e.g. `SubmitReport.runs_to_completion`:
 show progress while it runs, or say how to follow the queued points); nothing here names a backend.
@@ -6,18 +6,21 @@ show progress while it runs, or say how to follow the queued points); nothing he
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from studyctl.analysis import reporting
-from studyctl.analysis.reporting import CollectOutcome, parse_threshold
+from studyctl.analysis.collect import CollectResult
+from studyctl.analysis.compare import CompareResult
+from studyctl.analysis.status import PointStatus
 from studyctl.attempt.paths import StudyPaths
 from studyctl.backends.base import names as backend_names
+from studyctl.errors import UserError
 from studyctl.spec.expand import iter_points
 from studyctl.spec.plan import plan_rows
 from studyctl.spec.sweep import SweepFile, load_sweep
+from studyctl.states import EXCLUDED
 from studyctl.study.cancel import cancel
 from studyctl.study.resubmit import resubmit
 from studyctl.study.status import StatusReport, read_points, status
@@ -27,9 +30,9 @@ from studyctl.study.submit import SubmitReport, submit
 if TYPE_CHECKING:
     from studyctl.analysis.mlperf import ModelVerdict
 
-__all__ = ["CollectOutcome", "Plan", "StatusReport", "StudyPaths", "SubmitReport", "backend_names", "cancel",
-           "collect_study", "compare_studies", "find_study", "mlperf_report", "parse_threshold", "plan",
-           "plan_capacity", "resubmit", "status", "submit"]
+__all__ = ["CollectResult", "CompareResult", "Plan", "StatusReport", "StudyPaths", "SubmitReport", "backend_names",
+           "cancel", "collect", "compare", "find_study", "mlperf_report", "parse_threshold", "plan", "plan_capacity",
+           "point_statuses", "resubmit", "status", "submit"]
 
 
 @dataclass(frozen=True)
@@ -46,16 +49,66 @@ def plan(sweep_path: Path) -> Plan:
     return Plan(load_sweep(sweep_path))
 
 
-def collect_study(study_ref: str | Path, results: Path = Path("results"), import_dlio: Path | None = None,
-                  force: bool = False) -> CollectOutcome:
-    """Tables, plots and report from a study's result files; the ledger is only read, never reconciled."""
-    paths = find_study(study_ref, results)
-    statuses = reporting.point_statuses(read_points(paths))
-    return reporting.collect_study(paths, statuses, import_dlio, force)
+def plan_capacity(sweep: Any, summary: Any, backend: str) -> tuple[list[str], list[str]]:
+    """Will the largest point fit the filesystems' free space and the hosts' memory? (problems, notes)"""
+    from studyctl.backends.capacity import probe
+    from studyctl.spec.plan import capacity_notes, capacity_problems
+
+    capacity = probe(sweep, backend)
+    return capacity_problems(summary, capacity), capacity_notes(summary, capacity)
 
 
-def compare_studies(a: str | Path, b: str | Path, results: Path = Path("results"), threshold: str = "5%") -> Any:
-    return reporting.compare_studies(find_study(a, results), find_study(b, results), threshold)
+def _label(cfg: dict[str, Any]) -> str:
+    ckpt = cfg.get("checkpoint") or {}
+    return (f"{cfg['model']['name']} ZeRO-{cfg['zero_stage']} TP{cfg['tensor_parallel']}×PP"
+            f"{cfg['pipeline_parallel']} {cfg['nodes']}×{cfg['ranks_per_node']} {cfg['filesystem']} "
+            f"{cfg['io_mode']} rep {cfg['repetition']}" + (f" scale {ckpt['scale']}" if ckpt.get("scale") else ""))
+
+
+def point_statuses(study: StudyPaths) -> list[PointStatus]:
+    """Every point's state as the ledger last recorded it: read-only (no reconcile, no sacct, no deletes)."""
+    out = []
+    for p in read_points(study):
+        if p.excluded:
+            out.append(PointStatus(p.point_id, EXCLUDED, p.attempts, excluded_reason=p.exclude_reason,
+                                   label=_label(p.config)))
+        else:
+            out.append(PointStatus(p.point_id, p.state.value, p.attempts,
+                                   failure_reason=p.latest.reason if p.latest else None, label=_label(p.config)))
+    return out
+
+
+def collect(study_ref: str | Path, results: Path = Path("results"), import_dlio: Sequence[Path] = (),
+            ratios: Sequence[str] = (), force: bool = False) -> CollectResult:
+    """Tables, plots, ratios and report of a study, with the ledger's point states as last recorded.
+
+    States are not refreshed here (`studyctl sweep status` does that): collect never polls a scheduler.
+    """
+    from studyctl.analysis.collect import collect as collect_files
+
+    study = find_study(study_ref, results)
+    return collect_files(study.root, point_statuses(study), list(import_dlio), ratios=list(ratios), force=force)
+
+
+def parse_threshold(text: str) -> float:
+    raw = text.strip()
+    try:
+        value = float(raw[:-1]) / 100 if raw.endswith("%") else float(raw)
+    except ValueError:
+        raise UserError(f"--threshold: {text!r} is not a fraction or a percentage (e.g. 5% or 0.05)") from None
+    if not 0 <= value < 1:
+        raise UserError(f"--threshold: {text!r} must be between 0% and 100%")
+    return value
+
+
+def compare(study_a: str | Path, study_b: str | Path, results: Path = Path("results"),
+            threshold: str = "5%") -> CompareResult:
+    """B against A on the settings they share; UserError (exit 2) when nothing is comparable."""
+    from studyctl.analysis.compare import compare as compare_dirs
+
+    limit = parse_threshold(threshold)
+    a, b = find_study(study_a, results), find_study(study_b, results)
+    return compare_dirs(a.root, b.root, limit)
 
 
 def mlperf_report(study_ref: str | Path, results: Path = Path("results")) -> tuple[list[ModelVerdict], Path, Path]:
@@ -64,12 +117,3 @@ def mlperf_report(study_ref: str | Path, results: Path = Path("results")) -> tup
 
     study = find_study(study_ref, results)
     return mlperf_for_study(study.root, study.name)
-
-
-def plan_capacity(sweep: Any, summary: Any, backend: str) -> tuple[list[str], list[str]]:
-    """Will the largest point fit the filesystems' free space and the hosts' memory? (problems, notes)"""
-    from studyctl.backends.capacity import probe
-    from studyctl.spec.plan import capacity_notes, capacity_problems
-
-    capacity = probe(sweep, backend)
-    return capacity_problems(summary, capacity), capacity_notes(summary, capacity)

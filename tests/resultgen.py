@@ -19,28 +19,32 @@ GIB = 1 << 30
 
 
 def make_point(model: str = "gpt2-125m", zero: int = 1, nodes: int = 1, rpn: int = 2, fs: str = "scratch",
-               io_mode: str = "buffered", rep: int = 0, writes: int = 2, reads: int = 2) -> Point:
+               io_mode: str = "buffered", rep: int = 0, writes: int = 2, reads: int = 2, **options: Any) -> Point:
+    """A point; `options` sets any checkpoint option (block_mib=1, rank_shift=2, restore="full", ...)."""
+    ckpt = {"scale": 0.01, "writes": writes, "reads": reads, "buffer_mib": 4, "block_mib": 4, **options}
     return Point(model=lookup(model), zero_stage=zero, nodes=nodes, ranks_per_node=rpn, filesystem=fs,
-                 io_mode=io_mode, repetition=rep,
-                 checkpoint=CheckpointOptions(scale=0.01, writes=writes, reads=reads, buffer_mib=4,
-                                              block_mib=4))
+                 io_mode=io_mode, repetition=rep, checkpoint=CheckpointOptions(**ckpt))
 
 
 def _checkpoint(point: Point, phase: str, index: int, gibps: float, nbytes: int,
-                spread: float) -> dict[str, Any]:
-    """One checkpoint whose aggregate bandwidth is exactly `gibps`; ranks vary by ±spread."""
+                spread: float, writers: int | None = None) -> dict[str, Any]:
+    """One checkpoint whose aggregate bandwidth is exactly `gibps`; ranks vary by ±spread.
+
+    `writers`: how many ranks move bytes (default all; ZeRO-0 writes from the first data-parallel replica only).
+    """
     world = point.world_size
+    movers = writers or world
     span = nbytes / GIB / gibps
-    per_rank = nbytes // world
+    per_rank = nbytes // movers
     ranks = []
     for r in range(world):
-        rb = per_rank + (nbytes - per_rank * world if r == 0 else 0)
+        rb = (per_rank + (nbytes - per_rank * movers if r == 0 else 0)) if r < movers else 0
         factor = 1.0 - spread * (r / max(1, world - 1))  # rank 0 fastest, last rank slowest
         duration = span * factor
         ranks.append({"rank": r, "host": f"node{r // point.ranks_per_node}", "start_s": span - duration,
                       "end_s": span, "bytes": rb, "files": 2, "duration_s": duration,
-                      "bandwidth_GiBps": rb / GIB / duration})
-    bws = [x["bandwidth_GiBps"] for x in ranks]
+                      "bandwidth_GiBps": rb / GIB / duration if rb else 0.0})
+    bws = [x["bandwidth_GiBps"] for x in ranks if x["bytes"]]
     return {"phase": phase, "index": index, "step_dir": f"global_step{index}", "bytes": nbytes,
             "files": 2 * world,
             "duration_max_s": max(x["duration_s"] for x in ranks), "span_s": span, "aggregate_GiBps": gibps,
@@ -56,16 +60,25 @@ def _phase_summary(cps: list[dict[str, Any]]) -> dict[str, Any]:
             "aggregate_GiBps_min": min(agg), "aggregate_GiBps_max": max(agg),
             "duration_s_mean": statistics.fmean(dur),
             "duration_s_stdev": statistics.stdev(dur) if len(dur) > 1 else 0.0,
-            "mlperf_duration_max_s": max(dur),
-            "mlperf_throughput_min_GiBps": min(c["rank_bandwidth_min_GiBps"] for c in cps)}
+            "duration_max_s": max(dur),
+            "rank_bandwidth_min_GiBps": min(c["rank_bandwidth_min_GiBps"] for c in cps),
+            "mlperf_duration_s_mean": statistics.fmean(dur),
+            "mlperf_throughput_GiBps_mean": statistics.fmean(c["bytes"] / GIB / c["duration_max_s"] for c in cps)}
 
 
 def result_dict(point: Point, write_gibps: list[float], read_gibps: list[float] | None = None,
                 attempt: int = 1, study: str = "gen", nbytes: int = 256 << 20, spread: float = 0.2,
-                mount_options: str = "rw,relatime", cluster: str | None = None) -> dict[str, Any]:
-    """A result as the worker would write it; one checkpoint per listed bandwidth."""
-    cps = [_checkpoint(point, "write", i, g, nbytes, spread) for i, g in enumerate(write_gibps)]
-    cps += [_checkpoint(point, "read", i, g, nbytes, spread) for i, g in enumerate(read_gibps or [])]
+                mount_options: str = "rw,relatime", cluster: str | None = None, io_mode_used: str | None = None,
+                fstype: str = "ext4", writers: int | None = None, simulated: bool = True) -> dict[str, Any]:
+    """A result as the worker would write it; one checkpoint per listed bandwidth.
+
+    `io_mode_used` other than the point's: the worker fell back (direct_fallback); `fstype` "tmpfs": memory.
+    """
+    cps = [_checkpoint(point, "write", i, g, nbytes, spread, writers) for i, g in enumerate(write_gibps)]
+    cps += [_checkpoint(point, "read", i, g, nbytes, spread, writers) for i, g in enumerate(read_gibps or [])]
+    used = io_mode_used or point.io_mode
+    opts = point.checkpoint
+    cold = opts.cold_read if opts.cold_read != "auto" else ("fadvise" if used == "buffered" else "direct")
     summary = {ph: _phase_summary([c for c in cps if c["phase"] == ph]) for ph in ("write", "read")
                if any(c["phase"] == ph for c in cps)}
     hosts = [f"node{r // point.ranks_per_node}" for r in range(point.world_size)]
@@ -77,18 +90,17 @@ def result_dict(point: Point, write_gibps: list[float], read_gibps: list[float] 
                   "bytes_per_rank_max": nbytes // point.world_size,
                   "bytes_per_rank_min": nbytes // point.world_size,
                   "read_bytes_per_restore": nbytes},
-        "io": {"io_mode_requested": point.io_mode, "io_mode_used": point.io_mode,
-               "direct_fallback_reason": None,
-               "cold_read_method": "fadvise" if point.io_mode == "buffered" else "direct",
-               "restore_mode": "rank",
-               "rank_shift": 0, "buffer_bytes": 4 << 20, "block_bytes": 4 << 20, "fsync_per_file": True},
+        "io": {"io_mode_requested": point.io_mode, "io_mode_used": used,
+               "direct_fallback_reason": None if used == point.io_mode else "O_DIRECT refused: EINVAL at open",
+               "cold_read_method": cold, "restore_mode": opts.restore, "rank_shift": opts.rank_shift,
+               "buffer_bytes": opts.buffer_mib << 20, "block_bytes": opts.block_mib << 20, "fsync_per_file": True},
         "checkpoints": cps, "summary": summary,
         "dlio": {"checkpoint_size_GB": nbytes / GIB,
                  "save_checkpoint_io_mean_GB_per_second": statistics.fmean(write_gibps)},
         "filesystem": {"name": point.filesystem, "path": f"/mnt/{point.filesystem}", "mount_point": "/mnt",
-                       "fstype": "ext4", "source": "/dev/sda1", "mount_options": mount_options,
+                       "fstype": fstype, "source": "/dev/sda1", "mount_options": mount_options,
                        "free_bytes_before": 10 * GIB, "free_bytes_after": 10 * GIB, "total_bytes": 100 * GIB},
-        "provenance": {"hostnames": hosts, "node_names": sorted(set(hosts)), "simulated_nodes": True,
+        "provenance": {"hostnames": hosts, "node_names": sorted(set(hosts)), "simulated_nodes": simulated,
                        "world_size": point.world_size, "ranks_per_node": point.ranks_per_node,
                        "slurm": {"cluster": cluster} if cluster else None, "python_version": "3.11.2",
                        "mpi4py_version": "4.0.0", "mpi_library_version": "MPICH Version: 4.2.0",
@@ -138,4 +150,25 @@ def scaling_study(study_dir: Path, reps: int = 3, nodes: tuple[int, ...] = (1, 2
                             r = [1.2 * base * jitter * (1 - 0.02 * i) for i in range(reads)]
                             write_result(study_dir, p, w, r)
                             made.append(p)
+    return made
+
+
+def axis_study(study_dir: Path, axis: str, values: tuple[Any, ...], reps: int = 3, nodes: tuple[int, ...] = (1, 2),
+               speed: dict[Any, float] | None = None, **point_kw: Any) -> list[Point]:
+    """Points that differ in one setting (a Point field or any checkpoint option), `reps` each, 1 and 2 nodes.
+
+    Bandwidth = speed[value] × nodes (× a small repetition jitter), so ratios between values are known.
+    """
+    made = []
+    for i, value in enumerate(values):
+        factor = (speed or {}).get(value, 1.0 + i)
+        for n in nodes:
+            for rep in range(reps):
+                kw = {**point_kw, "nodes": n, "rep": rep}
+                kw[axis] = value
+                p = make_point(**kw)
+                jitter = 1 + 0.03 * math.sin(3 * rep + n)
+                bw = [factor * n * jitter] * p.checkpoint.writes
+                write_result(study_dir, p, bw, [2 * x for x in bw[: p.checkpoint.reads]])
+                made.append(p)
     return made

@@ -1,6 +1,12 @@
 """The result file schema: the one definition the worker writes and `collect` validates.
 
-Units are in every field name: bytes (B), seconds (s), GiB/s (GiBps, 2^30 B/s).
+Every field's definition lives here, once. Units are in every field name: bytes (B), seconds (s),
+GiB/s (GiBps, 2^30 B/s). A rank's duration is its own end − start around its I/O of one checkpoint
+(between barriers); a checkpoint's span is the last rank's end − the first rank's start.
+`mlperf_*` fields follow MLPerf Storage / DLIO exactly: per checkpoint, duration = the maximum over
+processes, throughput = the minimum over processes of DLIO's per-rank throughput, which is the global
+checkpoint size / that rank's duration (so throughput = size / the slowest rank's duration).
+Our own figures with other meanings carry other names (`aggregate_GiBps`, `rank_bandwidth_*`).
 The DLIO-compatible block keeps DLIO's names; DLIO's "GB" there means GiB, as in DLIO.
 """
 
@@ -8,7 +14,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field
 
 from studyctl.spec.points import Point
 
@@ -21,26 +27,32 @@ class _Strict(BaseModel):
 
 
 class RankTiming(_Strict):
+    """One rank's share of one checkpoint."""
+
     rank: int
-    host: str
+    host: str  # the node the rank ran on (a simulated node name on the local backend)
     start_s: float  # MPI.Wtime anchored to the epoch per rank; seconds since the earliest rank start
-    end_s: float
-    bytes: int
-    files: int
-    duration_s: float
-    bandwidth_GiBps: float  # 0 for a rank that moved no bytes
+    end_s: float  # same clock as start_s
+    bytes: int  # this rank's own bytes (0 for a rank with nothing to write, e.g. ZeRO-0 beyond replica 0)
+    files: int  # files this rank wrote or read
+    duration_s: float  # end_s - start_s
+    bandwidth_GiBps: float  # this rank's own bytes / duration_s / 2^30; 0 for a rank that moved no bytes
 
 
 class CheckpointTiming(_Strict):
+    """One checkpoint write or one restore, over all ranks."""
+
     phase: Phase
     index: int  # 0-based checkpoint (write) or restore (read) number
     step_dir: str  # relative to the point directory, e.g. "global_epoch1_step3" (DLIO naming)
     bytes: int  # written (or read) by all ranks in this checkpoint
-    files: int
-    duration_max_s: float  # slowest rank's own duration (MLPerf's duration)
-    span_s: float  # max end - min start over ranks
+    files: int  # over all ranks
+    duration_max_s: float  # the slowest rank's own duration: MLPerf's checkpoint duration (max over processes)
+    span_s: float  # max end - min start over ranks: the time the job as a whole was checkpointing
     aggregate_GiBps: float  # bytes / span_s / 2^30
-    rank_bandwidth_min_GiBps: float  # over ranks that moved bytes (MLPerf's throughput)
+    # min / max over ranks that moved bytes of a rank's OWN bytes / its duration (bandwidth_GiBps). Not MLPerf's
+    # throughput, which divides the global size by each rank's duration: bytes / duration_max_s / 2^30.
+    rank_bandwidth_min_GiBps: float
     rank_bandwidth_max_GiBps: float
     ranks: list[RankTiming]
 
@@ -48,20 +60,29 @@ class CheckpointTiming(_Strict):
 class PhaseSummary(_Strict):
     """Statistics over the checkpoints of one phase of this point."""
 
-    checkpoints: int
-    bytes_per_checkpoint: int
-    aggregate_GiBps_mean: float
+    checkpoints: int  # checkpoints of this phase
+    bytes_per_checkpoint: int  # the first checkpoint's bytes (every checkpoint of a phase moves the same)
+    aggregate_GiBps_mean: float  # mean over checkpoints of aggregate_GiBps (a mean of rates, not bytes / time)
     aggregate_GiBps_stdev: float  # sample stdev (n-1); 0 for one checkpoint
-    aggregate_GiBps_min: float
+    aggregate_GiBps_min: float  # over checkpoints
     aggregate_GiBps_max: float
     duration_s_mean: float  # mean over checkpoints of duration_max_s
-    duration_s_stdev: float
-    mlperf_duration_max_s: float  # max over checkpoints of the slowest rank's duration
-    mlperf_throughput_min_GiBps: float  # min over checkpoints of rank_bandwidth_min_GiBps
+    duration_s_stdev: float  # sample stdev (n-1) of duration_max_s; 0 for one checkpoint
+    # max over checkpoints of duration_max_s (was named mlperf_duration_max_s before it got MLPerf's meaning)
+    duration_max_s: float = Field(validation_alias=AliasChoices("duration_max_s", "mlperf_duration_max_s"))
+    # min over checkpoints of rank_bandwidth_min_GiBps (was mlperf_throughput_min_GiBps; not MLPerf's throughput)
+    rank_bandwidth_min_GiBps: float = Field(
+        validation_alias=AliasChoices("rank_bandwidth_min_GiBps", "mlperf_throughput_min_GiBps"))
+    # MLPerf / DLIO, per checkpoint then the mean over checkpoints: duration = max over processes of a rank's
+    # duration; throughput = min over processes of the global checkpoint size / that rank's duration, in GiB/s.
+    # None in results written before these fields existed.
+    mlperf_duration_s_mean: float | None = None
+    mlperf_throughput_GiBps_mean: float | None = None
 
 
 class DlioCompat(_Strict):
-    """DLIO's summary.json metrics computed DLIO's way (rank 0 only, mean of rates), in GiB."""
+    """DLIO's summary.json metrics computed DLIO's way, in GiB: per checkpoint rank 0's duration and the global
+    checkpoint size / it; then the mean (population stdev) over checkpoints of those rates and durations."""
 
     checkpoint_size_GB: float
     save_checkpoint_io_mean_GB_per_second: float | None = None
@@ -75,18 +96,22 @@ class DlioCompat(_Strict):
 
 
 class FilesystemInfo(_Strict):
-    name: str
-    path: str
+    """Where the checkpoints went, from /proc/self/mountinfo and statvfs on rank 0."""
+
+    name: str  # the sweep's filesystem key
+    path: str  # the directory written in
     mount_point: str
-    fstype: str
-    source: str
+    fstype: str  # e.g. ext4, lustre; tmpfs means memory, not storage
+    source: str  # the mounted device or server
     mount_options: str
-    free_bytes_before: int
-    free_bytes_after: int
+    free_bytes_before: int  # before the first write
+    free_bytes_after: int  # after the last restore
     total_bytes: int
 
 
 class SlurmInfo(_Strict):
+    """The Slurm job as its environment named it (SLURM_* variables); None fields were not set."""
+
     job_id: str | None = None
     array_job_id: str | None = None
     array_task_id: str | None = None
@@ -99,52 +124,58 @@ class Provenance(_Strict):
     hostnames: list[str]  # per rank, rank order
     node_names: list[str]  # distinct nodes (SLURMD_NODENAME when present), sorted
     simulated_nodes: bool  # local backend: nodes are rank groups on one machine
-    world_size: int
+    world_size: int  # MPI ranks that ran
     ranks_per_node: int
-    slurm: SlurmInfo | None = None
+    slurm: SlurmInfo | None = None  # None outside Slurm
     python_version: str
     mpi4py_version: str
-    mpi_library_version: str
-    kernel: str
+    mpi_library_version: str  # MPI.Get_library_version(), first line
+    kernel: str  # uname release
     studyctl_version: str
     started_at: str  # ISO 8601 UTC
-    finished_at: str
+    finished_at: str  # ISO 8601 UTC
     host_memory_bytes: int | None = None  # the smallest host's physical memory (MLPerf's page-cache rule)
 
 
 class IoInfo(_Strict):
-    io_mode_requested: str
+    """How the I/O was done: what was asked and what ran."""
+
+    io_mode_requested: str  # the point's io_mode
     io_mode_used: str  # differs only when direct_fallback was allowed and O_DIRECT refused
-    direct_fallback_reason: str | None = None
-    cold_read_method: Literal["direct", "fadvise", "none"]
-    restore_mode: Literal["rank", "full"]
-    rank_shift: int
-    buffer_bytes: int
-    block_bytes: int
-    fsync_per_file: bool  # false mirrors DLIO (which never fsyncs): every figure is "no fsync"
+    direct_fallback_reason: str | None = None  # why O_DIRECT was refused, when it was
+    cold_read_method: Literal["direct", "fadvise", "none"]  # how restores avoided the page cache (none: warm)
+    restore_mode: Literal["rank", "full"]  # rank: re-read own files (DLIO); full: every DP replica reads weights
+    rank_shift: int  # rank r restored rank r+shift's files
+    buffer_bytes: int  # the one reused buffer per rank
+    block_bytes: int  # bytes per write/read call
+    fsync_per_file: bool  # every written file fsynced before the rank's end stamp; false mirrors DLIO: "no fsync"
     naming: Literal["dlio", "deepspeed"] = "dlio"  # file and folder names written
     subset_world_size: int | None = None  # MLPerf subset mode: the full run this point wrote a share of
 
 
 class SizeInfo(_Strict):
-    scale: float
+    """The checkpoint's sizes from the planner (DLIO's layout rules)."""
+
+    scale: float  # every tensor shrunk by this factor; files, ranks and layout kept
     nominal_checkpoint_bytes: int  # the full-size model's checkpoint
     written_checkpoint_bytes: int  # what each checkpoint actually wrote (scaled)
     files_per_checkpoint: int
-    bytes_per_rank_max: int
+    bytes_per_rank_max: int  # over ranks that write
     bytes_per_rank_min: int
     read_bytes_per_restore: int  # larger than written with restore "full"
 
 
 class Result(_Strict):
+    """One attempt of one point, written atomically by rank 0 as result.json."""
+
     schema_version: Literal[1]
     study: str
-    point_id: str
-    attempt: int
-    point: Point
+    point_id: str  # hash of `point` (its canonical form)
+    attempt: int  # 1, 2, ... as the ledger numbered it
+    point: Point  # every setting measured
     sizes: SizeInfo
     io: IoInfo
-    checkpoints: list[CheckpointTiming]
+    checkpoints: list[CheckpointTiming]  # every write, then every restore
     summary: dict[Phase, PhaseSummary]
     dlio: DlioCompat
     filesystem: FilesystemInfo

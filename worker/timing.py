@@ -1,7 +1,7 @@
 """From per-rank stamps to the figures we report (pure functions).
 
 Aggregate bandwidth = bytes / (max end − min start): the time the job as a whole was checkpointing.
-MLPerf's rule: duration = slowest rank, throughput = slowest rank's rate. DLIO's numbers are
+MLPerf's rule: duration = slowest rank, throughput = min over ranks of global size / rank duration. DLIO's numbers are
 recomputed its way (rank 0's records, mean of per-checkpoint rates) only for comparison.
 """
 
@@ -52,9 +52,16 @@ def phase_summary(timings: Sequence[CheckpointTiming]) -> PhaseSummary:
         aggregate_GiBps_mean=statistics.fmean(rates), aggregate_GiBps_stdev=_stdev(rates),
         aggregate_GiBps_min=min(rates), aggregate_GiBps_max=max(rates),
         duration_s_mean=statistics.fmean(durations), duration_s_stdev=_stdev(durations),
-        mlperf_duration_max_s=max(durations),
-        mlperf_throughput_min_GiBps=min(t.rank_bandwidth_min_GiBps for t in timings),
+        duration_max_s=max(durations),
+        rank_bandwidth_min_GiBps=min(t.rank_bandwidth_min_GiBps for t in timings),
+        mlperf_duration_s_mean=statistics.fmean(durations),
+        mlperf_throughput_GiBps_mean=statistics.fmean(mlperf_throughput_GiBps(t) for t in timings),
     )
+
+
+def mlperf_throughput_GiBps(t: CheckpointTiming) -> float:
+    """MLPerf's throughput of one checkpoint: min over processes of global size / the rank's duration."""
+    return t.bytes / t.duration_max_s / GIB if t.duration_max_s > 0 else 0.0
 
 
 def dlio_compat(checkpoint_bytes: int, timings: Sequence[CheckpointTiming]) -> DlioCompat:

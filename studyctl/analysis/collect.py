@@ -1,7 +1,8 @@
-"""`collect`: a study's result files → tables, plots and a report, skipping work when nothing changed.
+"""`collect`: a study's result files (and statuses handed in) → tables, plots, ratios and a report.
 
-The public entry point the CLI calls. The steps live in their own modules: `tables` (find, validate,
-cache, tabulate), `stats` (pure statistics), `dlio_import`, `plots`, `report`.
+A function of the files: it never reads the ledger, polls a scheduler or deletes results. Work is
+skipped when nothing it depends on changed (a manifest under tables/.cache). Bad input (a ratio
+naming no axis, an unreadable DLIO folder) is refused before anything is written.
 """
 
 from __future__ import annotations
@@ -9,24 +10,25 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any
 
 import studyctl
-from studyctl.analysis.plots import make_plots
-from studyctl.analysis.report import PointStatus, render_report
-from studyctl.analysis.tables import (
-    CACHE_VERSION,
-    Failure,
-    Problem,
-    Tables,
-    build_tables,
-    write_tables,
-)
+from studyctl.analysis.dlio_import import DlioRun, import_runs
+from studyctl.analysis.plots import Plot, make_plots
+from studyctl.analysis.ratios import RatioSpec, parse_ratio, ratio_table
+from studyctl.analysis.report import render_report
+from studyctl.analysis.results import CACHE_VERSION, Failure, Problem
+from studyctl.analysis.status import PointStatus
+from studyctl.analysis.tables import Tables, build_tables, write_frame, write_tables
+from studyctl.attempt.paths import StudyPaths, attempt_number
 from studyctl.fsutil import atomic_write_json
+from studyctl.states import NOT_FAILED, State
 
-__all__ = ["CollectResult", "Failure", "PointStatus", "Problem", "Tables", "build_tables", "collect"]
-MANIFEST_VERSION = 1
+__all__ = ["CollectResult", "DlioRun", "Failure", "PointStatus", "Problem", "Tables", "build_tables", "collect"]
+MANIFEST_VERSION = 2
 
 
 @dataclass
@@ -38,156 +40,204 @@ class CollectResult:
     unchanged: bool
     points: int = 0  # points with a valid result in the tables
     cells: int = 0  # summary rows (cell × phase)
+    completed: int | None = None  # from the statuses handed in (None: no statuses)
+    failed: int | None = None
     tables: list[Path] = field(default_factory=list)
-    plots: list[Path] = field(default_factory=list)
+    plots: list[Plot] = field(default_factory=list)
     skipped_plots: list[str] = field(default_factory=list)
+    ratios: list[str] = field(default_factory=list)  # one line per ratio, e.g. "direct / buffered write: 1.70× [..]"
     report_html: Path | None = None
     report_md: Path | None = None
     problems: list[Problem] = field(default_factory=list)  # invalid, truncated or missing results
     failures: list[Failure] = field(default_factory=list)  # worker error records (error.json)
     files_read: int = 0  # result files parsed and validated this time
     files_cached: int = 0  # result files taken from the parse cache
+    left_out: list[str] = field(default_factory=list)  # results of points the sweep now excludes: not cells
 
     @property
     def tables_dir(self) -> Path:
-        return self.study_dir / "tables"
+        return StudyPaths(self.study_dir).tables
 
     def summary_lines(self) -> list[str]:
         """Plain lines for the CLI."""
         how = (" (nothing new since the last collect)" if self.unchanged else
                f"; validated {self.files_read} result files, {self.files_cached} unchanged from cache")
-        lines = [f"study {self.study}: {self.points} points collected into {self.cells} cell×phase rows{how}"]
-        for p in self.problems:
-            lines.append(f"  unusable result: point {p.point_id} attempt {p.attempt}: {p.reason}")
-        for f in self.failures:
-            lines.append(f"  worker error: point {f.point_id} attempt {f.attempt}: "
-                         f"{f.failure_class}: {f.reason}")
+        states = "" if self.completed is None else f"{self.completed} completed, {self.failed} failed; "
+        lines = [f"study {self.study}: {states}{self.points} points collected into {self.cells} cell×phase "
+                 f"rows{how}"]
+        lines += [f"  unusable result: point {p.point_id} attempt {p.attempt}: {p.reason}" for p in self.problems]
+        lines += [f"  worker error: point {f.point_id} attempt {f.attempt}: {f.failure_class}: {f.reason}"
+                  for f in self.failures]
+        if self.left_out:
+            lines.append(f"  left out: {len(self.left_out)} result(s) of points the sweep now excludes")
+        if self.failed:
+            lines.append(f"  rerun the failed points: studyctl sweep resubmit {self.study}")
         lines += [f"  plot skipped: {s}" for s in self.skipped_plots]
+        lines += [f"ratio: {r}" for r in self.ratios]
         lines.append(f"tables: {self.tables_dir}")
-        lines += [f"plot: {p}" for p in self.plots]
+        lines += [f"plot: {p.path}" for p in self.plots]
         lines.append(f"report: {self.report_html}")
         lines.append(f"report (Markdown): {self.report_md}")
         return lines
 
 
-def _fingerprint(study_dir: Path, statuses: list[PointStatus] | None, import_dlio: Path | None) -> str:
-    """Everything the outputs depend on: result/error files (mtime, size), statuses, DLIO input, code."""
-    h = hashlib.sha256(f"{studyctl.__version__}/{CACHE_VERSION}/{MANIFEST_VERSION}\n".encode())
-    h.update("".join(_file_stamps(study_dir)).encode())
-    h.update(repr(sorted(statuses, key=lambda s: s.point_id) if statuses is not None else None).encode())
-    if import_dlio is not None:
-        h.update(str(import_dlio.resolve()).encode())
-        for p in sorted(import_dlio.glob("*.json")):
-            st = p.stat()
-            h.update(f"{p.name}/{st.st_mtime_ns}/{st.st_size}\n".encode())
-    sweep = study_dir / "sweep.yaml"
-    if sweep.exists():
-        h.update(f"sweep/{sweep.stat().st_mtime_ns}".encode())
-    return h.hexdigest()
-
-
-def _file_stamps(study_dir: Path) -> list[str]:
+def _file_stamps(paths: StudyPaths) -> list[str]:
     """"point/attempt/file/mtime/size" per result and error file; plain os calls (10k points: ~0.2 s)."""
     out = []
     try:
-        points = sorted(e.name for e in os.scandir(study_dir / "points") if e.is_dir())
+        point_ids = sorted(e.name for e in os.scandir(paths.points) if e.is_dir())
     except OSError:
         return out
-    root = os.fspath(study_dir / "points")
-    for pid in points:
-        pdir = os.path.join(root, pid)
-        for attempt in sorted(os.listdir(pdir)):
-            if not attempt.startswith("attempt-"):
+    for pid in point_ids:
+        for name in sorted(os.listdir(paths.point(pid))):
+            number = attempt_number(name)
+            if number is None:
                 continue
-            for name in ("result.json", "error.json"):
+            files = paths.attempt(pid, number)
+            for path in (files.result, files.error):
                 try:
-                    st = os.stat(os.path.join(pdir, attempt, name))
+                    st = os.stat(path)
                 except OSError:
                     continue
-                out.append(f"{pid}/{attempt}/{name}/{st.st_mtime_ns}/{st.st_size}\n")
+                out.append(f"{pid}/{name}/{path.name}/{st.st_mtime_ns}/{st.st_size}\n")
     return out
 
 
-def _description(study_dir: Path) -> str | None:
+def _fingerprint(paths: StudyPaths, statuses: Sequence[PointStatus] | None, dlio: Sequence[Path],
+                 ratios: Sequence[str]) -> str:
+    """Everything the outputs depend on: result/error files, statuses, DLIO input, ratios, code version."""
+    h = hashlib.sha256(f"{studyctl.__version__}/{CACHE_VERSION}/{MANIFEST_VERSION}\n".encode())
+    h.update("".join(_file_stamps(paths)).encode())
+    h.update(repr(sorted(statuses, key=lambda s: s.point_id) if statuses is not None else None).encode())
+    h.update(repr(list(ratios)).encode())
+    for run in dlio:
+        h.update(str(run.resolve()).encode())
+        for p in sorted(run.glob("*.json")):
+            st = p.stat()
+            h.update(f"{p.name}/{st.st_mtime_ns}/{st.st_size}\n".encode())
+    if paths.sweep_copy.exists():
+        h.update(f"sweep/{paths.sweep_copy.stat().st_mtime_ns}".encode())
+    return h.hexdigest()
+
+
+def _description(paths: StudyPaths) -> str | None:
     """The sweep's description, if the study directory keeps a copy of the sweep (optional)."""
     try:
         import yaml
 
-        data = yaml.safe_load((study_dir / "sweep.yaml").read_text())
+        data = yaml.safe_load(paths.sweep_copy.read_text())
         text = data.get("description") if isinstance(data, dict) else None
         return str(text) if text else None
     except (OSError, ValueError, ImportError, AttributeError):
         return None
 
 
-def _missing_results(tables: Tables, statuses: list[PointStatus] | None) -> list[Problem]:
-    """Points the ledger calls COMPLETED with no usable result file."""
+def _missing_results(tables: Tables, statuses: Sequence[PointStatus] | None) -> list[Problem]:
+    """Points the statuses call COMPLETED with no usable result file."""
     if statuses is None:
         return []
     have = set(tables.infos) | {p.point_id for p in tables.problems}
     return [Problem(s.point_id, s.attempts or None, "", "ledger says COMPLETED but there is no result file")
-            for s in statuses if s.state == "COMPLETED" and s.point_id not in have]
+            for s in statuses if s.state == State.COMPLETED.value and s.point_id not in have]
 
 
-def _load_manifest(path: Path, stamp: str) -> dict | None:
+def _state_counts(statuses: Sequence[PointStatus] | None) -> tuple[int | None, int | None]:
+    if statuses is None:
+        return None, None
+    return (sum(1 for s in statuses if s.state == State.COMPLETED.value and not s.excluded),
+            sum(1 for s in statuses if s.state not in NOT_FAILED and not s.excluded))
+
+
+def _load_manifest(path: Path, stamp: str) -> dict[str, Any] | None:
     try:
         manifest = json.loads(path.read_text())
     except (OSError, ValueError):
         return None
     if manifest.get("stamp") != stamp:
         return None
-    outputs = [manifest["report_html"], manifest["report_md"], *manifest["tables"], *manifest["plots"]]
+    outputs = [manifest["report_html"], manifest["report_md"], *manifest["tables"],
+               *(p["path"] for p in manifest["plots"])]
     return manifest if all(os.path.exists(p) for p in outputs) else None
 
 
-def _from_manifest(study: str, study_dir: Path, m: dict) -> CollectResult:
-    return CollectResult(study, study_dir, True, m["points"], m["cells"], [Path(p) for p in m["tables"]],
-                         [Path(p) for p in m["plots"]], m["skipped_plots"], Path(m["report_html"]),
-                         Path(m["report_md"]), [Problem(**p) for p in m["problems"]],
-                         [Failure(**f) for f in m["failures"]], 0, m["files"])
+def _from_manifest(paths: StudyPaths, m: dict[str, Any], statuses: Sequence[PointStatus] | None) -> CollectResult:
+    completed, failed = _state_counts(statuses)
+    return CollectResult(paths.name, paths.root, True, m["points"], m["cells"], completed, failed,
+                         [Path(p) for p in m["tables"]],
+                         [Plot(p["kind"], p["title"], Path(p["path"])) for p in m["plots"]], m["skipped_plots"],
+                         m["ratios"], Path(m["report_html"]), Path(m["report_md"]),
+                         [Problem(**p) for p in m["problems"]], [Failure(**f) for f in m["failures"]], 0, m["files"],
+                         m["left_out"])
 
 
-def _remove_stale_plots(plots_dir: Path, keep: list[Path]) -> None:
-    keep_names = {p.name for p in keep}
+def _save_manifest(path: Path, stamp: str, r: CollectResult) -> None:
+    atomic_write_json(path, {
+        "stamp": stamp, "points": r.points, "cells": r.cells, "tables": [str(p) for p in r.tables],
+        "plots": [{"kind": p.kind, "title": p.title, "path": str(p.path)} for p in r.plots],
+        "skipped_plots": r.skipped_plots, "ratios": r.ratios, "report_html": str(r.report_html),
+        "report_md": str(r.report_md), "problems": [asdict(p) for p in r.problems],
+        "failures": [asdict(f) for f in r.failures], "files": r.files_read + r.files_cached,
+        "left_out": r.left_out})
+
+
+def _remove_stale_plots(plots_dir: Path, keep: list[Plot]) -> None:
+    keep_names = {p.path.name for p in keep}
     for old in plots_dir.glob("*.png") if plots_dir.is_dir() else ():
         if old.name not in keep_names:
             old.unlink(missing_ok=True)
 
 
-def collect(study_dir: Path, statuses: list[PointStatus] | None = None, import_dlio: Path | None = None,
-            *, force: bool = False) -> CollectResult:
-    """Tables (CSV + Parquet), plots (PNG) and report (HTML + Markdown) for `results/<study>/`.
+def _ratio_outputs(tables: Tables, specs: list[RatioSpec], paths: StudyPaths
+                   ) -> tuple[list[Path], list[Plot], list[dict[str, Any]]]:
+    from studyctl.analysis.plots.forest import forest
 
-    `statuses` (from the ledger) feed the report's coverage section; without them the report says
-    what the files alone show. Invalid results are listed in `problems`, never fatal.
+    written, plots, sections = [], [], []
+    for spec in specs:
+        table = ratio_table(tables.summary, spec)
+        written += write_frame(table, paths.tables, spec.name)
+        title = f"{spec.axis}: each value / {spec.baseline}, every other setting equal (95% CI)"
+        if not table.empty:
+            rows = table.assign(label=table["cell"].where(table["cell"] != "all points", "")
+                                .radd(table[spec.axis] + " / " + spec.baseline + " "))
+            plots.append(Plot("ratio", title, forest(rows, title, f"ratio to {spec.axis} = {spec.baseline}",
+                                                     paths.plots / f"{spec.name}.png")))
+        sections.append({"title": title, "axis": spec.axis, "baseline": spec.baseline,
+                         "rows": table.to_dict("records")})
+    return written, plots, sections
+
+
+def collect(study_dir: Path, statuses: Sequence[PointStatus] | None = None,
+            import_dlio: Sequence[Path] | Path | None = None, *, ratios: Sequence[str] = (),
+            force: bool = False) -> CollectResult:
+    """Tables (CSV + Parquet), plots (PNG), ratios and report (HTML + Markdown) for `results/<study>/`.
+
+    `statuses` (the ledger's view, handed in) feed the report's coverage section; without them the
+    report says what the files alone show. Invalid results are listed in `problems`, never fatal.
     """
-    study_dir = Path(study_dir)
-    study = study_dir.name
-    cache_dir = study_dir / "tables" / ".cache"
-    manifest_path = cache_dir / "outputs.json"
-    stamp = _fingerprint(study_dir, statuses, import_dlio)
+    paths = StudyPaths(Path(study_dir))
+    dlio = [Path(p) for p in ([import_dlio] if isinstance(import_dlio, (str, Path)) else import_dlio or [])]
+    manifest_path = paths.tables_cache / "outputs.json"
+    stamp = _fingerprint(paths, statuses, dlio, ratios)
     manifest = None if force else _load_manifest(manifest_path, stamp)
     if manifest is not None:
-        return _from_manifest(study, study_dir, manifest)
-
-    extra = None
-    if import_dlio is not None:
-        from studyctl.analysis.dlio_import import import_dlio as load_dlio
-
-        extra = load_dlio(import_dlio)
-    tables = build_tables(study_dir, extra, cache_dir)
+        return _from_manifest(paths, manifest, statuses)
+    extra, runs = import_runs(dlio) if dlio else (None, [])
+    excluded = frozenset(s.point_id for s in statuses or () if s.excluded)
+    tables = build_tables(paths.root, extra, paths.tables_cache, excluded)
+    specs = [parse_ratio(text, tables.summary) for text in ratios]  # refused before anything is written
     tables.problems.extend(_missing_results(tables, statuses))
-    written = write_tables(tables, study_dir / "tables")
-    plots, skipped = make_plots(tables.summary, tables.ranks, study_dir / "plots")
-    _remove_stale_plots(study_dir / "plots", plots)
-    html, md = render_report(study_dir, study, _description(study_dir), tables, plots, skipped, statuses,
-                             written)
-    result = CollectResult(study, study_dir, False, len(tables.infos), len(tables.summary), written, plots,
-                           skipped, html, md, tables.problems, tables.failures, tables.files_read,
-                           tables.files_cached)
-    atomic_write_json(manifest_path, {
-        "stamp": stamp, "points": result.points, "cells": result.cells, "tables": [str(p) for p in written],
-        "plots": [str(p) for p in plots], "skipped_plots": skipped, "report_html": str(html),
-        "report_md": str(md), "problems": [asdict(p) for p in result.problems],
-        "failures": [asdict(f) for f in result.failures], "files": tables.files_read + tables.files_cached})
+    written = write_tables(tables, paths.tables)
+    plots, skipped = make_plots(tables.summary, tables.ranks, paths.plots)
+    ratio_files, ratio_plots, sections = _ratio_outputs(tables, specs, paths)
+    plots += ratio_plots
+    _remove_stale_plots(paths.plots, plots)
+    html, md = render_report(paths, _description(paths), tables, plots, skipped, statuses, written,
+                             {"ratios": sections, "dlio_runs": [asdict(r) for r in runs]})
+    completed, failed = _state_counts(statuses)
+    ratio_lines = [f"{r['label']} — {r['cell']}" for s in sections for r in s["rows"]]
+    result = CollectResult(paths.name, paths.root, False, len(tables.infos), len(tables.summary), completed, failed,
+                           written + ratio_files, plots, skipped, ratio_lines, html, md, tables.problems,
+                           tables.failures, tables.files_read, tables.files_cached, tables.left_out)
+    _save_manifest(manifest_path, stamp, result)
     return result
+

@@ -10,7 +10,8 @@ from pydantic import ValidationError
 
 from studyctl.analysis.mlperf import MLPERF_READS, MLPERF_WRITES, PAGE_CACHE_FACTOR, ModelVerdict, mlperf_view
 from studyctl.analysis.report import template_dir
-from studyctl.analysis.tables import find_attempts
+from studyctl.analysis.results import find_attempts
+from studyctl.attempt.paths import StudyPaths
 from studyctl.fsutil import atomic_write_text
 from studyctl.spec.catalog import MLPERF_SHAPES
 from worker.provenance import mount_of
@@ -58,7 +59,7 @@ def write_mlperf_report(study: str, out_dir: Path, verdicts: list[ModelVerdict])
 def load_results(study_dir: Path) -> list[Result]:
     """Per point its newest valid result (what collect would tabulate); unreadable ones are collect's to report."""
     chosen = []
-    for attempts in find_attempts(study_dir).values():
+    for attempts in find_attempts(StudyPaths(study_dir)).values():
         for a in attempts:
             if a.result is None:
                 continue

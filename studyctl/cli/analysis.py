@@ -13,13 +13,17 @@ from studyctl.cli.common import ResultsOpt, guard, out
 def collect(
     study_ref: Annotated[str, typer.Argument(metavar="STUDY")],
     results: ResultsOpt = Path("results"),
-    import_dlio: Annotated[Path | None, typer.Option(help="a DLIO output dir (summary.json) to add")] = None,
+    import_dlio: Annotated[list[Path] | None, typer.Option(
+        help="a DLIO output dir (summary.json) to add; repeat for several runs")] = None,
+    ratio: Annotated[list[str] | None, typer.Option(
+        help="AXIS=BASELINE, e.g. io_mode=buffered: each other value's ratio to the baseline, 95% CI; repeatable")
+    ] = None,
 ) -> None:
     """Tables (CSV/Parquet), scaling plots (PNG) and a report (HTML/Markdown) from a study's results."""
     from studyctl import api
 
     def run() -> None:
-        res = api.collect_study(study_ref, results, import_dlio)
+        res = api.collect(study_ref, results, import_dlio or [], ratio or [])
         for line in res.summary_lines():
             out.print(line, highlight=False)
 
@@ -32,11 +36,11 @@ def compare(
     results: ResultsOpt = Path("results"),
     threshold: Annotated[str, typer.Option(help="regression threshold, e.g. 5% or 0.05")] = "5%",
 ) -> None:
-    """B against A, cell by cell; exit code 1 if any cell regressed beyond the threshold."""
+    """B against A on shared settings; exit 0 no regression, 1 a cell regressed, 2 bad input or nothing comparable."""
     from studyctl import api
 
     def run() -> int:
-        res = api.compare_studies(study_a, study_b, results, threshold)
+        res = api.compare(study_a, study_b, results, threshold)
         for line in res.summary_lines():
             out.print(line, highlight=False)
         return 1 if res.any_regressed else 0

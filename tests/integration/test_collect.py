@@ -14,8 +14,9 @@ import pytest
 from studyctl.analysis.collect import build_tables
 from studyctl.analysis.dlio_import import import_dlio
 from studyctl.analysis.stats import describe, ratio_ci, t_quantile_975
-from studyctl.api import collect_study
+from studyctl.api import collect as collect_study
 from studyctl.errors import UserError
+from studyctl.units import GIB
 from tests.conftest import run_small_study
 
 
@@ -61,21 +62,25 @@ def test_tables_from_real_results(small_study: Path, tmp_path: Path) -> None:
     cell = summary.iloc[0]
     reps = points[(points["cell_key"] == cell["cell_key"]) & (points["phase"] == cell["phase"])]
     assert len(reps) == 2
-    assert cell["aggregate_GiBps_mean"] == pytest.approx(reps["aggregate_GiBps"].mean())
-    assert cell["aggregate_GiBps_stdev"] == pytest.approx(reps["aggregate_GiBps"].std(ddof=1))
-    half = 12.706 * reps["aggregate_GiBps"].std(ddof=1) / math.sqrt(2)
-    assert cell["aggregate_GiBps_ci95"] == pytest.approx(half)
+    gib, secs = reps["total_bytes"] / GIB, reps["total_time_s"]
+    headline = gib.sum() / secs.sum()  # total bytes / total time over both repetitions' checkpoints
+    assert cell["bytes_over_time_GiBps"] == pytest.approx(headline)
+    se = math.sqrt(((gib - headline * secs) ** 2).sum() / 2) / secs.mean()  # ratio estimator, n = 2
+    assert cell["bytes_over_time_GiBps_ci95"] == pytest.approx(12.706 * se)
+    cps = checkpoints[(checkpoints["cell_key"] == cell["cell_key"]) & (checkpoints["phase"] == cell["phase"])]
+    assert cell["mean_of_rates_GiBps"] == pytest.approx(cps["aggregate_GiBps"].mean())
     base = summary[summary["nodes"] == 1]
     assert (base["scaling_efficiency"] == 1.0).all()
-    assert {"aggregate_GiBps_mean", "duration_s_mean", "per_node_GiBps", "bytes"} <= set(summary.columns)
+    assert {"bytes_over_time_GiBps", "mean_of_rates_GiBps", "duration_s_mean", "per_node_GiBps", "bytes",
+            "nominal_checkpoint_bytes", "projected_full_size_s", "flags"} <= set(summary.columns)
     for plot in out.plots:
-        assert_png_has_content(plot)
-    names = {p.name for p in out.plots}
+        assert_png_has_content(plot.path)
+    names = {p.path.name for p in out.plots}
     assert {"bandwidth_gpt2-125m.png", "duration_gpt2-125m.png", "efficiency_gpt2-125m.png",
             "rank_spread.png", "io_mode.png"} <= names
     html = out.report_html.read_text()
     for plot in out.plots:
-        assert f'src="plots/{plot.name}"' in html
+        assert f'src="plots/{plot.path.name}"' in html
     first = next(study.glob("points/*/attempt-1/result.json"))
     fstype = json.loads(first.read_text())["filesystem"]["fstype"]
     assert "Provenance" in html and f">{fstype}<" in html and "MPICH" in html
@@ -108,12 +113,12 @@ def test_edge_cases_corrupt_invalid_one_repetition(small_study: Path, tmp_path: 
     assert "does not match the result schema" in reasons[invalid.parent.parent.name]
     assert len(tables.points["point_id"].unique()) == 13
     singles = tables.summary[tables.summary["n"] == 1]
-    assert len(singles) > 0 and singles["aggregate_GiBps_ci95"].isna().all()
+    assert len(singles) > 0 and singles["bytes_over_time_GiBps_ci95"].isna().all()
     out = collect_study(study)
     html = out.report_html.read_text()
     assert "Unusable result files" in html and "not valid JSON" in html
     for plot in out.plots:
-        assert_png_has_content(plot)
+        assert_png_has_content(plot.path)
 
 
 def test_failed_points_and_missing_read_phase(tmp_path: Path) -> None:
@@ -139,7 +144,7 @@ def test_failed_points_and_missing_read_phase(tmp_path: Path) -> None:
     md = out.report_md.read_text()
     assert "disk on fire" in md and "bandwidth_gpt2-125m.png" in md
     for plot in out.plots:
-        assert_png_has_content(plot)
+        assert_png_has_content(plot.path)
 
 
 def test_import_dlio(tmp_path: Path, small_study: Path) -> None:
@@ -158,13 +163,15 @@ def test_import_dlio(tmp_path: Path, small_study: Path) -> None:
     assert (frame["tool"] == "dlio").all()
     assert frame["nodes"].iloc[0] == 1 and frame["world_size"].iloc[0] == 8
     study = copy_study(small_study, tmp_path)
-    out = collect_study(study, import_dlio=run)
+    out = collect_study(study, import_dlio=[run])
     summary = pd.read_csv(study / "tables" / "summary.csv")
     dlio = summary[summary["tool"] == "dlio"]
     assert set(dlio["phase"]) == {"write", "read"}
-    # no start/end stamps: size / the slowest rank's duration, per checkpoint, then the mean
-    expected = (87.86 / 44.0 + 87.86 / 43.0) / 2
-    assert dlio[dlio["phase"] == "write"]["aggregate_GiBps_mean"].iloc[0] == pytest.approx(expected)
+    # no start/end stamps: a checkpoint's time is the slowest rank's duration; total bytes / total time
+    write = dlio[dlio["phase"] == "write"].iloc[0]
+    assert write["bytes_over_time_GiBps"] == pytest.approx(2 * 87.86 / (44.0 + 43.0), rel=1e-4)
+    assert write["mean_of_rates_GiBps"] == pytest.approx((87.86 / 44.0 + 87.86 / 43.0) / 2, rel=1e-4)
+    assert "DLIO, warm reads, no fsync" in write["flags"]
     assert out.report_html.exists()
     with pytest.raises(UserError, match=r"no summary\.json"):
         import_dlio(tmp_path)
@@ -172,7 +179,6 @@ def test_import_dlio(tmp_path: Path, small_study: Path) -> None:
 
 # ------------------------------------------------------------------ generated result files (no MPI)
 from studyctl.analysis.collect import PointStatus, collect  # noqa: E402
-from studyctl.analysis.tables import summarize_cells  # noqa: E402
 from tests.resultgen import make_point, scaling_study, write_error, write_result  # noqa: E402
 
 NBYTES = 256 << 20  # resultgen's default: 0.25 GiB per checkpoint
@@ -197,23 +203,30 @@ def test_summary_stats_match_hand_computed_values(tmp_path: Path) -> None:
     summary = pd.read_parquet(study / "tables" / "summary.parquet")
     w1 = summary[(summary["nodes"] == 1) & (summary["phase"] == "write")].iloc[0]
     assert w1["n"] == 3 and w1["checkpoints"] == 6
-    assert w1["aggregate_GiBps_mean"] == pytest.approx(4.0)
-    assert w1["aggregate_GiBps_stdev"] == pytest.approx(2.0)
-    assert w1["aggregate_GiBps_ci95"] == pytest.approx(4.303 * 2.0 / math.sqrt(3), abs=1e-3)
-    assert w1["aggregate_GiBps_ci95_low"] == pytest.approx(4.0 - 4.9687, abs=1e-3)
-    assert (w1["aggregate_GiBps_min"], w1["aggregate_GiBps_max"]) == pytest.approx((2.0, 6.0))
-    # duration: 0.25 GiB at 1 and 3 GiB/s → (0.25 + 0.0833)/2; at 4 → 0.0625; at 5 and 7 → (0.05 + 0.0357)/2
+    # 0.25 GiB per checkpoint; repetitions at 1 and 3, 4 and 4, 5 and 7 GiB/s: times per repetition
+    times = [0.25 / 1 + 0.25 / 3, 0.25 / 4 * 2, 0.25 / 5 + 0.25 / 7]
+    headline = 1.5 / sum(times)  # total bytes / total time: 2.757 GiB/s, not the mean of rates (4.0)
+    assert w1["bytes_over_time_GiBps"] == pytest.approx(headline)
+    assert w1["mean_of_rates_GiBps"] == pytest.approx(4.0)
+    se = math.sqrt(sum((0.5 - headline * t) ** 2 for t in times) / (3 * 2)) / (sum(times) / 3)
+    assert w1["bytes_over_time_GiBps_ci95"] == pytest.approx(4.303 * se, rel=1e-4)
+    assert w1["bytes_over_time_GiBps_ci95_low"] == pytest.approx(max(0.0, headline - 4.303 * se), abs=1e-4)
+    assert (w1["bytes_over_time_GiBps_rep_min"], w1["bytes_over_time_GiBps_rep_max"]) == \
+        pytest.approx((0.5 / times[0], 0.5 / times[2]))
+    # duration: the slowest rank's time per checkpoint, mean over checkpoints, then over repetitions
     durs = [(0.25 + 0.25 / 3) / 2, 0.0625, (0.05 + 0.25 / 7) / 2]
     assert w1["duration_s_mean"] == pytest.approx(sum(durs) / 3)
-    assert w1["per_node_GiBps"] == pytest.approx(4.0)
+    assert w1["per_node_GiBps"] == pytest.approx(headline)
     w2 = summary[(summary["nodes"] == 2) & (summary["phase"] == "write")].iloc[0]
-    assert w2["aggregate_GiBps_stdev"] == 0 and w2["aggregate_GiBps_ci95"] == 0
+    assert w2["bytes_over_time_GiBps"] == pytest.approx(6.0) and w2["bytes_over_time_GiBps_ci95"] == 0
     assert w2["per_node_GiBps"] == pytest.approx(3.0)
-    assert w1["scaling_efficiency"] == pytest.approx(1.0) and w2["scaling_efficiency"] == pytest.approx(0.75)
-    assert w2["baseline_nodes"] == 1
+    # every rank writes (ZeRO-1): 2 → 4 ranks moving bytes, so the ideal doubles
+    assert w2["ideal_GiBps"] == pytest.approx(2 * headline) and w2["baseline_nodes"] == 1
+    assert w1["scaling_efficiency"] == pytest.approx(1.0)
+    assert w2["scaling_efficiency"] == pytest.approx(6.0 / (2 * headline))
     r1 = summary[(summary["nodes"] == 1) & (summary["phase"] == "read")].iloc[0]
-    assert r1["aggregate_GiBps_mean"] == pytest.approx(8.0)
-    assert r1["aggregate_GiBps_stdev"] == pytest.approx(4.0)
+    assert r1["bytes_over_time_GiBps"] == pytest.approx(2 * headline)
+    assert r1["mean_of_rates_GiBps"] == pytest.approx(8.0)
     # tidy tables: one row per point × checkpoint × phase, units in the names, CSV = Parquet
     cps = pd.read_csv(study / "tables" / "checkpoints.csv")
     assert len(cps) == 6 * 4
@@ -288,14 +301,15 @@ def test_one_repetition_missing_read_phase_single_node_count(tmp_path: Path) -> 
     res = collect(study)
     summary = pd.read_csv(study / "tables" / "summary.csv")
     assert set(summary["phase"]) == {"write"} and (summary["n"] == 1).all()
-    assert summary["aggregate_GiBps_stdev"].isna().all() and summary["aggregate_GiBps_ci95"].isna().all()
+    assert summary["bytes_over_time_GiBps_rep_stdev"].isna().all()
+    assert summary["bytes_over_time_GiBps_ci95"].isna().all()
     assert (summary["scaling_efficiency"] == 1.0).all()
-    names = {p.name for p in res.plots}
+    names = {p.path.name for p in res.plots}
     assert {"bandwidth_gpt2-125m.png", "duration_gpt2-125m.png", "rank_spread.png"} <= names
     assert any("single node count" in s for s in res.skipped_plots)
-    assert any("one I/O mode" in s for s in res.skipped_plots)
+    assert any("one io_mode" in s for s in res.skipped_plots)
     for plot in res.plots:
-        assert_png_has_content(plot)
+        assert_png_has_content(plot.path)
     html = res.report_html.read_text()
     assert "single node count" in html
 
@@ -329,24 +343,12 @@ def test_plots_cover_filesystems_io_modes_and_look_non_blank(tmp_path: Path) -> 
     scaling_study(study, reps=3, nodes=(1, 2, 4, 8), filesystems=("lustre", "nvme"),
                   models=("gpt2-125m", "llama_7b"))
     res = collect(study)
-    names = {p.name for p in res.plots}
+    names = {p.path.name for p in res.plots}
     assert {"bandwidth_gpt2-125m.png", "bandwidth_llama_7b.png", "duration_llama_7b.png",
             "efficiency_llama_7b.png", "rank_spread.png", "io_mode.png"} <= names
     assert not res.skipped_plots
     for plot in res.plots:
-        assert_png_has_content(plot)
-
-
-def test_scaling_efficiency_series_keep_everything_but_nodes() -> None:
-    points = pd.DataFrame({
-        "tool": "studyctl", "model": "m", "zero_stage": [1, 1, 3, 3], "nodes": [1, 2, 2, 4],
-        "filesystem": "fs", "io_mode": "buffered", "phase": "write", "aggregate_GiBps": [2.0, 3.0, 4.0, 4.0],
-        "duration_s": 1.0, "cell_key": ["a", "b", "c", "d"], "checkpoints": 1, "bytes": 1, "attempt": 1,
-        "point_id": list("abcd")})
-    s = summarize_cells(points).set_index(["zero_stage", "nodes"])
-    assert s.loc[(1, 2), "scaling_efficiency"] == pytest.approx(0.75)  # 1.5 per node vs 2.0
-    assert s.loc[(3, 4), "scaling_efficiency"] == pytest.approx(0.5)  # its own baseline: 2 nodes
-    assert s.loc[(3, 4), "baseline_nodes"] == 2
+        assert_png_has_content(plot.path)
 
 
 def test_import_dlio_per_rank_files(tmp_path: Path) -> None:
@@ -372,3 +374,40 @@ def test_import_dlio_per_rank_files(tmp_path: Path) -> None:
     summary = pd.read_csv(study / "tables" / "summary.csv")
     assert set(summary["tool"]) == {"studyctl", "dlio"}
     assert res.report_html.exists() and "dlio" in res.report_html.read_text()
+
+
+def dlio_run(root: Path, name: str, phase_key: str, start: str, durations: tuple[float, ...],
+             dlio_mean: float) -> Path:
+    """A DLIO output folder with per-rank files (2 ranks) for one phase, as a write-only or read-only invocation."""
+    run = root / name
+    run.mkdir(parents=True)
+    prefix = "save_" if phase_key == "save_ckpt" else "load_"
+    (run / "summary.json").write_text(json.dumps({
+        "num_accelerators": 2, "num_hosts": 1, "workload": "llama_7b", "start": start,
+        "metric": {"checkpoint_size_GB": 8.0, f"{prefix}checkpoint_io_mean_GB_per_second": dlio_mean}}))
+    for rank in range(2):
+        records = {f"{phase_key}{i + 1}": {"start": f"2026-11-22T10:0{i}:00", "end": f"2026-11-22T10:0{i}:0{int(d)}",
+                                           "duration": d - rank, "throughput": 8.0 / (d - rank)}
+                   for i, d in enumerate(durations)}
+        (run / f"{rank}_per_epoch_stats.json").write_text(json.dumps({"1": records}))
+    return run
+
+
+def test_import_several_dlio_runs_all_kept_and_labelled(tmp_path: Path) -> None:
+    write = dlio_run(tmp_path / "dlio", "write-run", "save_ckpt", "2026-11-22T10:00:00", (4.0, 8.0), 1.6)
+    read = dlio_run(tmp_path / "dlio", "read-run", "load_ckpt", "2026-11-22T11:00:00", (2.0, 2.0), 4.1)
+    study = tmp_path / "results" / "mixed"
+    write_result(study, make_point(), [3.0], [3.0])
+    res = collect(study, import_dlio=[write, read])
+    summary = pd.read_csv(study / "tables" / "summary.csv")
+    dlio = summary[summary["tool"] == "dlio"].set_index("phase")
+    assert set(dlio.index) == {"write", "read"}  # the write invocation and the read invocation, both kept
+    assert dlio.loc["write", "bytes_over_time_GiBps"] == pytest.approx(16.0 / 12.0)  # 2 × 8 GiB in 4 + 8 s
+    assert dlio.loc["read", "bytes_over_time_GiBps"] == pytest.approx(4.0)
+    assert all("DLIO, warm reads, no fsync" in f for f in dlio["flags"])
+    html = res.report_html.read_text()
+    for text in ("write-run", "read-run", "2026-11-22T11:00:00", "1.600", "4.100", "1.333",
+                 "DLIO, warm reads, no fsync"):
+        assert text in html, text
+    with pytest.raises(UserError, match="given twice"):
+        collect(study, import_dlio=[write, write], force=True)

@@ -5,18 +5,19 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from studyctl.analysis.reporting import parse_threshold
+from studyctl.api import parse_threshold
 from tests.cli import CliRun, run_cli
 
 from .test_collect import copy_study
 
 
 def slow_down(study: Path, factor: float) -> None:
-    """Edit result files as if the storage were `factor` times as fast (bandwidths scaled)."""
+    """Edit result files as if the storage were `factor` times as fast (times and bandwidths scaled)."""
     for path in study.glob("points/*/attempt-*/result.json"):
         data = json.loads(path.read_text())
         for c in data["checkpoints"]:
             c["aggregate_GiBps"] *= factor
+            c["span_s"] /= factor
         path.write_text(json.dumps(data))
 
 
@@ -41,7 +42,7 @@ def test_compare_exit_codes(small_study: Path, tmp_path: Path) -> None:
     slower = run_compare(results, "base", "slower", "--threshold", "10%")
     assert slower.returncode == 1
     assert "REGRESSED" in slower.stdout and "16 cell(s) regressed" in slower.stdout
-    assert (c / "compare" / "base" / "overlay.png").stat().st_size > 10_000
+    assert (c / "compare" / "base" / "ratio.png").stat().st_size > 10_000
     faster = run_compare(results, "slower", "base")
     assert faster.returncode == 0 and "faster" in faster.stdout
 
@@ -81,18 +82,14 @@ def test_compare_flags_regressions_both_ways(tmp_path: Path) -> None:
     b = tmp_path / "slower"
     scaling_study(a, reps=3, nodes=(1, 2, 4), zeros=(1,))
     scaling_study(b, reps=3, nodes=(1, 2, 4), zeros=(1,))
-    for path in b.glob("points/*/attempt-*/result.json"):  # B: every checkpoint 20% slower
-        data = json.loads(path.read_text())
-        for c in data["checkpoints"]:
-            c["aggregate_GiBps"] *= 0.8
-        path.write_text(json.dumps(data))
+    slow_down(b, 0.8)  # B: every checkpoint 20% slower
     same = compare(a, a, 0.05)
     assert not same.any_regressed and len(same.matched) == 12 and (same.matched["ratio"] == 1.0).all()
     worse = compare(a, b, 0.05)
     assert worse.any_regressed and len(worse.regressed) == 12
     assert worse.matched["ratio"].to_numpy() == pytest.approx([0.8] * 12)
     assert worse.matched["significant"].all()
-    overlay = b / "compare" / "base" / "overlay.png"
+    overlay = b / "compare" / "base" / "ratio.png"
     assert overlay in worse.outputs
     assert_png_has_content(overlay)
     assert "REGRESSED" in (b / "compare" / "base" / "comparison.txt").read_text()
@@ -102,16 +99,21 @@ def test_compare_flags_regressions_both_ways(tmp_path: Path) -> None:
 
 
 def test_ratio_ci_hand_computed_and_filesystem_left_out(tmp_path: Path) -> None:
-    a = two_rep_study(tmp_path, "lustre", "lustre", (1.0, 3.0))  # 1 node: mean 2, stdev √2
-    b = two_rep_study(tmp_path, "weka", "weka", (2.0, 2.0))  # mean 2, stdev 0
+    a = two_rep_study(tmp_path, "lustre", "lustre", (1.0, 3.0))  # 1 node: repetitions at 1 and 3 GiB/s
+    b = two_rep_study(tmp_path, "weka", "weka", (2.0, 2.0))  # 2 GiB/s, no spread
     res = compare(a, b, 0.05)
     assert res.differing == {"filesystem": ("lustre", "weka")} and "filesystem" not in res.match_keys
+    assert res.label == "filesystem lustre → weka"
     row = res.matched[(res.matched["nodes"] == 1) & (res.matched["phase"] == "write")].iloc[0]
-    assert row["ratio"] == pytest.approx(1.0)
-    rel = math.sqrt(2) / math.sqrt(2) / 2.0  # se_a / mean_a = (√2/√2)/2; se_b = 0
-    half = 12.706 * rel  # t(df = 1)
-    assert row["ratio_ci95_low"] == pytest.approx(1 - half, abs=1e-3)
-    assert row["ratio_ci95_high"] == pytest.approx(1 + half, abs=1e-3)
+    # A: 0.5 GiB per repetition in 0.5 s and 1/6 s → total bytes / total time = 1 / (2/3) = 1.5 GiB/s
+    times = (0.5, 0.5 / 3)
+    r_a = 1.0 / sum(times)
+    se_a = math.sqrt(sum((0.5 - r_a * t) ** 2 for t in times) / 2) / (sum(times) / 2)
+    ratio = 2.0 / r_a
+    assert row["ratio"] == pytest.approx(ratio)
+    factor = math.exp(12.706 * (se_a / r_a))  # t(df = 1); se_b = 0; the interval is on the log scale
+    assert row["ratio_ci95_low"] == pytest.approx(ratio / factor, rel=1e-3)
+    assert row["ratio_ci95_high"] == pytest.approx(ratio * factor, rel=1e-3)
     assert not res.any_regressed
 
 

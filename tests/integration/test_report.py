@@ -12,10 +12,9 @@ from pathlib import Path
 import matplotlib.image as mpimg
 import numpy as np
 
-from studyctl.analysis.plots import COLOURS
-from studyctl.api import collect_study
-
-from .test_collect import copy_study
+from studyctl.analysis.plots.style import COLOURS
+from studyctl.api import collect as collect_study
+from tests.integration.test_collect import copy_study
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -43,6 +42,10 @@ def colour_fraction(img: np.ndarray, hex_colour: str, tol: float = 0.08) -> floa
 def test_report_screenshot_shows_the_plots(small_study: Path, tmp_path: Path) -> None:
     study = copy_study(small_study, tmp_path)
     out = collect_study(study)
+    html = out.report_html.read_text()
+    for text in ("scale</th><td>0.004", "checkpoint size, nominal (full size)",
+                 "checkpoint size, written", "projected<br>full-size (s)", "best write (total bytes / total time)"):
+        assert text in html, text
     img = screenshot(out.report_html, tmp_path / "shot.png", tmp_path / "profile", height=4000)
     assert img.shape[0] >= 4000
     non_white = (img < 0.95).any(axis=-1).mean()
@@ -86,7 +89,6 @@ def test_wheel_ships_templates(tmp_path: Path) -> None:
 
 # ------------------------------------------------------------------ generated studies (no MPI)
 from studyctl.analysis.collect import PointStatus, collect  # noqa: E402
-from studyctl.analysis.plots import palette  # noqa: E402
 from studyctl.analysis.report import template_dir  # noqa: E402
 from tests.resultgen import make_point, scaling_study, write_error, write_result  # noqa: E402
 
@@ -114,7 +116,7 @@ def test_report_has_plots_failures_commands_and_provenance(tmp_path: Path) -> No
     html = res.report_html.read_text()
     md = res.report_md.read_text()
     for plot in res.plots:
-        assert f'src="plots/{plot.name}"' in html and f"](plots/{plot.name})" in md
+        assert f'src="plots/{plot.path.name}"' in html and f"](plots/{plot.path.name})" in md
     failed_id = statuses[-4].point_id
     for text in (html, md):
         assert f"studyctl sweep resubmit demo --point {failed_id}" in text
@@ -144,9 +146,8 @@ def test_generated_report_screenshot_is_plot_rich(tmp_path: Path) -> None:
     assert img.shape[:2] == (4000, 1280)
     non_white = (img < 0.95).any(axis=-1).mean()
     assert non_white > 0.08, "the page is (almost) blank"
-    pal = palette(["lustre", "nvme"])
-    for fs in ("lustre", "nvme"):  # both filesystems' palette colours are on screen: the plots rendered
-        assert colour_fraction(img, pal.colour[fs]) > 0.001, fs
+    for colour in COLOURS[:2]:  # the first two series colours are on screen: the plots rendered
+        assert colour_fraction(img, colour) > 0.001, colour
 
 
 def test_templates_found_in_checkout() -> None:

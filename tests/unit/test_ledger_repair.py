@@ -99,4 +99,4 @@ def test_collect_refuses_a_damaged_ledger_in_one_line(tmp_path: Path) -> None:
         _, results, _ = completed_study(tmp_path, sup)
     lose_ledger(results, "damaged")
     with pytest.raises(UserError, match=r"ledger.sqlite: cannot be read .*'studyctl sweep status s' rebuilds it"):
-        api.collect_study("s", results)
+        api.collect("s", results)

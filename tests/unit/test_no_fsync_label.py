@@ -1,22 +1,21 @@
-"""A point that did not fsync (checkpoint.fsync: false, as DLIO) is labelled "no fsync" in every table."""
+"""A point that did not fsync (checkpoint.fsync: false, as DLIO) is its own cell, flagged "no fsync" everywhere."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
+from studyctl.analysis.cells import axis_label
 from studyctl.analysis.tables import build_tables
-from tests.resultgen import make_point, result_dict
+from tests.resultgen import make_point, write_result
 
 
-def test_no_fsync_points_are_their_own_labelled_cells(tmp_path: Path) -> None:
+def test_no_fsync_points_are_their_own_flagged_cells(tmp_path: Path) -> None:
     study = tmp_path / "s"
-    for fsync, point in ((True, make_point()), (False, make_point(rep=1))):
-        data = result_dict(point, [2.0, 2.0], [3.0], study="s")
-        data["io"]["fsync_per_file"] = fsync
-        path = study / "points" / point.point_id / "attempt-1" / "result.json"
-        path.parent.mkdir(parents=True)
-        path.write_text(json.dumps(data))
-    tables = build_tables(study)
-    assert set(tables.points["io_mode"]) == {"buffered", "buffered, no fsync"}
-    assert set(tables.summary["io_mode"]) == {"buffered", "buffered, no fsync"}  # not averaged together
+    for rep in range(3):
+        write_result(study, make_point(rep=rep), [2.0, 2.0], [3.0])
+        write_result(study, make_point(rep=rep, fsync=False), [2.0, 2.0], [3.0])
+    summary = build_tables(study).summary
+    assert set(summary["fsync"]) == {True, False} and len(summary) == 2 * 2  # 2 cells × 2 phases, never pooled
+    for _, row in summary.iterrows():
+        assert ("no fsync" in row["flags"]) is (not row["fsync"])
+    assert axis_label("fsync", False) == "no fsync" and axis_label("fsync", True) == "fsync"

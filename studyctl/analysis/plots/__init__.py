@@ -1,0 +1,73 @@
+"""Plots (matplotlib Agg, PNG), each a declared `Plot` (kind, title, path): functions of the tables alone.
+
+One module per plot family: `scaling` (bandwidth, time, efficiency vs nodes), `bars` (one axis side by
+side), `ranks` (per-rank spread), `forest` (ratios). The report lists `Plot` objects; it never reads
+meaning back out of file names.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+from studyctl.analysis.cells import with_fallbacks_shown
+from studyctl.analysis.plots.bars import axis_bars
+from studyctl.analysis.plots.ranks import rank_spread
+from studyctl.analysis.plots.scaling import BANDWIDTH, DURATION, EFFICIENCY, checkpoint_size, scaling_plot
+
+
+@dataclass(frozen=True)
+class Plot:
+    kind: str  # bandwidth | duration | efficiency | rank_spread | axis_bars | ratio | compare
+    title: str
+    path: Path
+
+
+def _safe(name: str) -> str:
+    return "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in name)
+
+
+def _model_plots(summary: pd.DataFrame, model: str, out_dir: Path) -> tuple[list[Plot], list[str]]:
+    data = summary[summary["model"] == model]
+    safe = _safe(model)
+    made = [Plot("bandwidth", f"{model}: total bytes / total time vs nodes (95% CI; dotted: ideal scaling)",
+                 scaling_plot(summary, model, BANDWIDTH, out_dir / f"bandwidth_{safe}.png"))]
+    skipped = []
+    if "write" in set(data["phase"]):
+        size = checkpoint_size(data.loc[data["phase"] == "write", "bytes"])
+        made.append(Plot("duration", f"{model}: time to checkpoint ({size} written), slowest rank, 95% CI",
+                         scaling_plot(summary, model, DURATION, out_dir / f"duration_{safe}.png", "write")))
+    else:
+        skipped.append(f"time to checkpoint for {model}: no write phase")
+    if data["nodes"].nunique() > 1:
+        made.append(Plot("efficiency", f"{model}: scaling efficiency (measured / ideal)",
+                         scaling_plot(summary, model, EFFICIENCY, out_dir / f"efficiency_{safe}.png")))
+    else:
+        skipped.append(f"scaling efficiency for {model}: a single node count ({int(data['nodes'].iloc[0])})")
+    return made, skipped
+
+
+def make_plots(summary: pd.DataFrame, ranks: pd.DataFrame, out_dir: Path) -> tuple[list[Plot], list[str]]:
+    """Every plot the data supports; the second list says which were skipped and why."""
+    if summary.empty:
+        return [], ["all plots: no completed results yet, nothing to plot"]
+    summary = with_fallbacks_shown(summary)
+    made: list[Plot] = []
+    skipped: list[str] = []
+    for model in sorted(summary["model"].astype(str).unique()):
+        m, s = _model_plots(summary, model, out_dir)
+        made += m
+        skipped += s
+    path, reason = rank_spread(ranks, out_dir / "rank_spread.png")
+    if path:
+        made.append(Plot("rank_spread", "Per-rank write bandwidth spread (stragglers)", path))
+    else:
+        skipped.append(str(reason))
+    path, reason = axis_bars(summary, "io_mode", out_dir / "io_mode.png")
+    if path:
+        made.append(Plot("axis_bars", "I/O mode side by side, every other axis held equal", path))
+    else:
+        skipped.append(str(reason))
+    return made, skipped
