@@ -11,6 +11,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict
 
 from studyctl.spec.points import Point
+from worker.strategy_result import StrategyInfo
 
 SCHEMA_VERSION = 1
 Phase = Literal["write", "read"]
@@ -117,7 +118,7 @@ class IoInfo(_Strict):
     io_mode_used: str  # differs only when direct_fallback was allowed and O_DIRECT refused
     direct_fallback_reason: str | None = None
     cold_read_method: Literal["direct", "fadvise", "none"]
-    restore_mode: Literal["rank", "full"]
+    restore_mode: Literal["rank", "full", "broadcast"]
     rank_shift: int
     buffer_bytes: int
     block_bytes: int
@@ -149,6 +150,7 @@ class Result(_Strict):
     dlio: DlioCompat
     filesystem: FilesystemInfo
     provenance: Provenance
+    strategy: StrategyInfo | None = None  # absent in results from before strategies
 
 
 class WorkerError(_Strict):
