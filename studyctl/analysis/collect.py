@@ -23,6 +23,7 @@ from studyctl.analysis.tables import (
     build_tables,
     write_tables,
 )
+from studyctl.analysis.training_plots import training_plots
 from studyctl.fsutil import atomic_write_json
 
 __all__ = ["CollectResult", "Failure", "PointStatus", "Problem", "Tables", "build_tables", "collect"]
@@ -179,6 +180,8 @@ def collect(study_dir: Path, statuses: list[PointStatus] | None = None, import_d
     tables.problems.extend(_missing_results(tables, statuses))
     written = write_tables(tables, study_dir / "tables")
     plots, skipped = make_plots(tables.summary, tables.ranks, study_dir / "plots")
+    more, why = training_plots(tables.training, study_dir / "plots")
+    plots, skipped = plots + more, skipped + why
     _remove_stale_plots(study_dir / "plots", plots)
     html, md = render_report(study_dir, study, _description(study_dir), tables, plots, skipped, statuses,
                              written)

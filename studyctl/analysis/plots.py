@@ -59,10 +59,10 @@ def _missing(x: Any) -> bool:
 
 
 SERIES_KEYS = ["filesystem", "zero_stage", "io_mode", "tensor_parallel", "pipeline_parallel",
-               "ranks_per_node", "scale", "block_bytes", "tool"]
+               "ranks_per_node", "scale", "block_bytes", "strategy", "restore_mode", "tool"]
 SHORT = {"filesystem": "", "zero_stage": "ZeRO-", "io_mode": "", "tensor_parallel": "TP",
          "pipeline_parallel": "PP", "ranks_per_node": "rpn ", "scale": "scale ", "block_bytes": "block ",
-         "tool": ""}
+         "strategy": "", "restore_mode": "restore ", "tool": ""}
 
 
 def _series(summary: pd.DataFrame) -> list[tuple[dict[str, Any], pd.DataFrame]]:

@@ -93,7 +93,9 @@ PLOT_TITLES = {"bandwidth": "Aggregate bandwidth vs nodes (95% CI; dotted: ideal
                "duration": "Time to checkpoint vs nodes (slowest rank, 95% CI)",
                "efficiency": "Scaling efficiency (per-node bandwidth vs the smallest node count)",
                "rank_spread": "Per-rank bandwidth spread (stragglers)",
-               "io_mode": "I/O mode comparison"}
+               "io_mode": "I/O mode comparison",
+               "overhead": "Checkpoint overhead vs nodes per strategy (share of training time)",
+               "restore_time": "Restore time per restore mode"}
 
 
 def plot_entries(plots: Sequence[Path], base: Path) -> list[dict[str, str]]:

@@ -26,20 +26,21 @@ import pandas as pd
 from pydantic import ValidationError
 
 from studyctl.analysis.stats import describe
+from studyctl.analysis.training_cost import load_training, strategy_rows, training_table
 from studyctl.fsutil import atomic_write_bytes, atomic_write_json
 from worker.result import Result, WorkerError
 
-CACHE_VERSION = 2
+CACHE_VERSION = 3
 ATTEMPT_DIR = re.compile(r"^attempt-(\d+)$")
 # What makes a cell: the point's configuration minus its repetition (plus how it was measured).
 CELL_COLUMNS = ["tool", "model", "zero_stage", "tensor_parallel", "pipeline_parallel", "nodes",
                 "ranks_per_node", "world_size", "filesystem", "io_mode", "scale", "block_bytes",
-                "cold_read_method", "restore_mode"]
+                "cold_read_method", "restore_mode", "strategy"]
 # A series: a cell minus its node count; scaling efficiency compares along it.
 SERIES_DROP = ("nodes", "world_size")
 MEASURES = ("index", "bytes", "files", "duration_s", "span_s", "aggregate_GiBps", "rank_bandwidth_min_GiBps",
             "rank_bandwidth_max_GiBps")
-TABLE_NAMES = ("checkpoints", "points", "summary", "ranks")
+TABLE_NAMES = ("checkpoints", "points", "summary", "ranks", "training")
 
 
 @dataclass
@@ -73,6 +74,7 @@ class Tables:
     infos: dict[str, dict[str, Any]] = field(default_factory=dict)  # point_id → provenance of its result
     files_read: int = 0
     files_cached: int = 0
+    training: pd.DataFrame = field(default_factory=pd.DataFrame)  # per point: what checkpoints cost training
 
 
 # ------------------------------------------------------------------ finding files
@@ -123,6 +125,7 @@ def _rows_from_result(r: Result, path: Path) -> dict[str, Any]:
         "io_mode_used": r.io.io_mode_used, "repetition": p.repetition, "scale": r.sizes.scale,
         "block_bytes": r.io.block_bytes, "cold_read_method": r.io.cold_read_method,
         "restore_mode": r.io.restore_mode, "nominal_checkpoint_bytes": r.sizes.nominal_checkpoint_bytes,
+        "strategy": r.strategy.strategy if r.strategy else "sync",
     }
     checkpoints, ranks = [], []
     for c in r.checkpoints:
@@ -145,7 +148,7 @@ def _rows_from_result(r: Result, path: Path) -> dict[str, Any]:
             "simulated_nodes": prov.simulated_nodes, "filesystem": fs.name, "fs_path": fs.path,
             "fstype": fs.fstype, "mount_point": fs.mount_point, "mount_options": fs.mount_options,
             "fs_source": fs.source, "fs_total_bytes": fs.total_bytes}
-    return {"checkpoints": checkpoints, "ranks": ranks, "info": info}
+    return {"checkpoints": checkpoints, "ranks": ranks, "info": info, "training": strategy_rows(r, base)}
 
 
 def io_label(io_mode: str, fsync: bool) -> str:
@@ -335,8 +338,9 @@ def build_tables(study_dir: Path, extra_checkpoints: pd.DataFrame | None = None,
         checkpoints = pd.concat(parts, ignore_index=True)
     points = summarize_points(checkpoints)
     summary = summarize_cells(points)
+    training = training_table([t for r in rows for t in r["training"]], load_training(study_dir))
     return Tables(checkpoints, points, summary, _ranks_frame(rows), problems, failures,
-                  {r["info"]["point_id"]: r["info"] for r in rows}, read, cached)
+                  {r["info"]["point_id"]: r["info"] for r in rows}, read, cached, training)
 
 
 def _atomic_frame(frame: pd.DataFrame, paths: list[Path]) -> None:
