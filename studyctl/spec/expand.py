@@ -15,7 +15,6 @@ from pydantic import ValidationError
 
 from studyctl.errors import UserError
 from studyctl.spec.catalog import ModelSpec
-from studyctl.spec.layout import Parallelism
 from studyctl.spec.points import CheckpointOptions, Point
 from studyctl.spec.strategies import strategy_problems
 from studyctl.spec.sweep import CHECKPOINT_AXES, CONDITION, POINT_AXES, ZERO_ALIASES, SweepFile
@@ -207,9 +206,7 @@ def _strategy_problems(fields: dict[str, Any], sweep: SweepFile) -> tuple[str, .
     opts: CheckpointOptions = fields["checkpoint"]
     if opts.strategy == "sync":
         return ()
-    world = fields["nodes"] * fields["ranks_per_node"]
-    par = Parallelism(fields["tensor_parallel"], fields["pipeline_parallel"],
-                      world // (fields["tensor_parallel"] * fields["pipeline_parallel"]), fields["zero_stage"])
+    par = Point.model_construct(**fields, filesystem="", repetition=0).parallelism  # the point's own rule
     return tuple(strategy_problems(fields["model"], par, fields["nodes"], fields["ranks_per_node"], opts,
                                    sweep.estimate))
 
