@@ -29,7 +29,7 @@ def broadcast_split(point: Point, par: Parallelism, rank: int) -> tuple[int, lis
                                                                           list[CheckpointFile]]:
     """(group colour, files this rank reads itself, files its group broadcasts) for restore broadcast."""
     opts = point.checkpoint
-    source = (rank + opts.rank_shift) % par.world_size
+    source = (rank + opts.rank_shift) % par.ranks
     kinds = replicated_kinds(par.zero_stage)
     own = [f for f in rank_files(point.model, par, source, opts.scale, opts.naming) if f.kind not in kinds]
     colour = source % par.model_parallel
