@@ -139,3 +139,19 @@ def test_plan_refuses_snapshots_that_do_not_fit_and_answers_the_inverse_question
     assert not any(pp.excluded for pp in fits)
     asyn = plan_row(next(pp for pp in fits if pp.point.checkpoint.strategy == "async"), sweep)
     assert asyn["snapshot_memory_per_host_bytes"] == 2 * asyn["bytes_per_rank_max"]
+
+
+def test_plan_prints_the_bandwidth_that_keeps_overhead_under_the_target(tmp_path: Path) -> None:
+    from tests.cli import run_cli
+
+    data = _sweep(training={"step_s": 0.2, "interval_min": 30, "node_mtbf_h": 1000, "target_overhead": 0.1})
+    data["filesystems"] = {"shared": {"path": str(tmp_path)}, "shm": {"path": "/dev/shm", "kind": "memory"}}
+    path = tmp_path / "s.yaml"
+    path.write_text(yaml.safe_dump(data))
+    proc = run_cli("plan", str(path))
+    assert proc.returncode == 0, proc.stderr
+    text = " ".join(proc.stdout.split())
+    row = plan_row(expand(parse_sweep(data, path))[0], parse_sweep(data, path))
+    assert "to keep checkpoints under 10% of training time" in text
+    assert f"{row['required_blocking_GiBps']:.2f} GiB/s from the writers to shared storage" in text
+    assert "into host memory (snapshot)" in text and "into the node-local tier" in text
