@@ -1,4 +1,4 @@
-"""`python -m benchmarks all` (or one of: orchestrator, collect, memory, submission, fio)."""
+"""`python -m benchmarks all` (or one of: orchestrator, collect, memory, submission, fio, buffered, strategies)."""
 
 from __future__ import annotations
 
@@ -44,6 +44,14 @@ def main(argv: list[str]) -> int:
         from benchmarks import worker_vs_fio
 
         worker_vs_fio.main(["--repeat", str(repeat)])
+    if which in ("all", "buffered"):
+        from benchmarks import buffered_fsync
+
+        buffered_fsync.main(repeat)
+    if which in ("all", "strategies"):
+        from benchmarks import strategies_bench
+
+        strategies_bench.main(repeat)
     return 0
 
 

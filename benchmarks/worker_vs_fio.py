@@ -58,6 +58,7 @@ def worker_task(root: Path, ranks: int, gib_per_rank: float, block_mib: int, io_
                   checkpoint=CheckpointOptions(writes=1, reads=1, scale=scale, buffer_mib=64, block_mib=block_mib))
     out = root / "out"
     out.mkdir(parents=True, exist_ok=True)
+    (root / "data").mkdir(exist_ok=True)  # the worker creates only its own directories below a filesystem path
     task = WorkerTask(study="bench", point_id=point.point_id, point=point, filesystem_path=str(root / "data"),
                       result_path=str(out / "result.json"), error_path=str(out / "error.json"))
     path = root / "task.json"

@@ -37,6 +37,11 @@ class Phase:
         self.files = 0
         self.error: tuple[str, str] | None = None
         self.start = self.end = 0.0
+        self.end_at: float | None = None  # a strategy's own end stamp (durable), when not the work's return
+        self.extra: Any = None  # a strategy's per-rank figures, gathered with the stamps
+
+
+YIELD_S = 0.0002  # a waiting rank's poll interval: well below any phase's duration
 
 
 class Clock:
@@ -54,6 +59,7 @@ class Clock:
         self.wtime = MPI.Wtime
         self.anchor = time.time() - MPI.Wtime()
         self.pending: tuple[str, str] | None = None  # an off-clock error waiting for the next vote
+        self.extras: list[Any] = []  # every rank's `extra` of the last phase
 
     def off_clock(self, work: Callable[[], object]) -> None:
         """Work outside the timed region; an OSError is voted on at the next phase."""
@@ -64,20 +70,30 @@ class Clock:
                 self.pending = describe_oserror(exc, exc.filename or "the point directory")
 
     def phase(self, phase: str, index: int, step: str, host: str, prepare: Callable[[], object],
-              work: Callable[[Phase], None]) -> Any:
+              work: Callable[[Phase], None], collective: bool = False) -> Any:
         """prepare (off the clock), Barrier, stamp, work, stamp; the allgather closes the phase and votes."""
         self.off_clock(prepare)
         ph = Phase()
         ph.error, self.pending = self.pending, None
         self.comm.Barrier()
         ph.start = self.wtime()
-        if ph.error is None:
+        if ph.error is None or collective:  # collective work runs on every rank, or the others would hang
             work(ph)
-        ph.end = self.wtime()
+        ph.end = ph.end_at if ph.end_at is not None else self.wtime()
+        self.wait_for_all()
         stamps = self.comm.allgather((self.comm.Get_rank(), host, ph.start + self.anchor, ph.end + self.anchor,
-                                      ph.bytes, ph.files, ph.error))
+                                      ph.bytes, ph.files, ph.error, ph.extra))
         raise_first([s[6] for s in stamps])
+        self.extras = [s[7] for s in stamps]
         return checkpoint_timing(phase, index, step, [s[:6] for s in stamps])
+
+    def wait_for_all(self) -> None:
+        """Wait for the other ranks without spinning. MPICH busy-polls in blocking collectives: a rank done
+        early would take a core from the ranks still copying into the page cache and from the kernel's
+        writeback (benchmarks/collective_spin.py: the waiting rank used 68% of a core, 7% this way)."""
+        request = self.comm.Ibarrier()
+        while not request.Test():
+            time.sleep(YIELD_S)
 
     def vote(self) -> None:
         """A last vote for off-clock work after the final phase."""

@@ -20,6 +20,7 @@ from worker.result import (
     SizeInfo,
 )
 from worker.state import Run, Setup
+from worker.strategy_result import StrategyInfo
 from worker.timing import dlio_compat, phase_summary
 
 
@@ -37,7 +38,8 @@ class Gathered:
     host_memory: int
 
 
-def write_result(run: Run, setup: Setup, timings: list[Any], got: Gathered, started_at: str) -> dict[str, Any]:
+def write_result(run: Run, setup: Setup, timings: list[Any], got: Gathered, started_at: str,
+                 strategy: StrategyInfo | None = None) -> dict[str, Any]:
     """Rank 0: the result file, written atomically; returns the per-phase summary."""
     task, point, opts, written = run.task, run.point, run.opts, run.written
     free_after, total = provenance.free_and_total(task.filesystem_path)
@@ -62,6 +64,7 @@ def write_result(run: Run, setup: Setup, timings: list[Any], got: Gathered, star
                               world_size=run.comm.Get_size(), ranks_per_node=point.ranks_per_node,
                               slurm=provenance.slurm_info(), started_at=started_at, finished_at=now(),
                               host_memory_bytes=got.host_memory or None, **provenance.versions()),
+        strategy=strategy,
     )
     atomic_write_text(Path(task.result_path), record.model_dump_json(indent=1))
     return summary

@@ -17,6 +17,7 @@ from typing import Literal
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field
 
 from studyctl.spec.points import Point
+from worker.strategy_result import StrategyInfo
 
 SCHEMA_VERSION = 1
 Phase = Literal["write", "read"]
@@ -144,7 +145,8 @@ class IoInfo(_Strict):
     io_mode_used: str  # differs only when direct_fallback was allowed and O_DIRECT refused
     direct_fallback_reason: str | None = None  # why O_DIRECT was refused, when it was
     cold_read_method: Literal["direct", "fadvise", "none"]  # how restores avoided the page cache (none: warm)
-    restore_mode: Literal["rank", "full"]  # rank: re-read own files (DLIO); full: every DP replica reads weights
+    restore_mode: Literal["rank", "full", "broadcast"]  # rank: own files (DLIO); full: every DP replica reads
+    # the weights; broadcast: one replica reads and MPI_Bcasts them to the others
     rank_shift: int  # rank r restored rank r+shift's files
     buffer_bytes: int  # the one reused buffer per rank
     block_bytes: int  # bytes per write/read call
@@ -180,6 +182,7 @@ class Result(_Strict):
     dlio: DlioCompat
     filesystem: FilesystemInfo
     provenance: Provenance
+    strategy: StrategyInfo | None = None  # absent in results from before strategies
 
 
 class WorkerError(_Strict):

@@ -23,6 +23,7 @@ from studyctl.spec.points import WorkerTask, cold_read_method
 from studyctl.states import FailureClass
 from studyctl.units import MIB, format_bytes
 from worker import io, provenance
+from worker.checkpointing import Checkpointing
 from worker.claim import CLAIMS, claim, placement_problem, release
 from worker.clock import Clock, Phase, WorkerFailure, describe_oserror
 from worker.record import Gathered, now, write_result
@@ -131,12 +132,15 @@ def _run(task: WorkerTask, comm: Any) -> dict[str, Any]:
     started_at = now()
     run = Run(task, comm)
     setup = _set_up(run)
-    timings = _measure(run, setup)
+    timings, ck = _measure(run, setup)
+    idle_steps = run.comm.gather(ck.idle_step_s(), root=0)
+    ck.close(keep=run.opts.keep)
     hosts, nodes, read_bytes, memory = _clean_up(run)
     result: dict[str, Any] = {"point_id": task.point_id, "attempt": task.attempt, "rank": run.rank}
     if run.rank != 0:
         return result
-    summary = write_result(run, setup, timings, Gathered(hosts, nodes, read_bytes, memory), started_at)
+    summary = write_result(run, setup, timings, Gathered(hosts, nodes, read_bytes, memory), started_at,
+                           ck.info(idle_steps, run.written.bytes_per_rank_max))
     result.update(result_path=task.result_path,
                   write_GiBps_mean=summary["write"].aggregate_GiBps_mean if "write" in summary else None,
                   read_GiBps_mean=summary["read"].aggregate_GiBps_mean if "read" in summary else None)
@@ -169,25 +173,31 @@ def _set_up(run: Run) -> Setup:
     return setup
 
 
-def _measure(run: Run, setup: Setup) -> list[Any]:
-    """`writes` timed checkpoints, then `reads` timed restores; on failure the point's files go."""
+def _measure(run: Run, setup: Setup) -> tuple[list[Any], Checkpointing]:
+    """`writes` timed checkpoints, then `reads` timed restores, in the point's strategy and restore mode;
+    on failure the point's files (and its tier's) go."""
     buf = io.Buffer.allocate(run.opts.buffer_mib * MIB)
     clock = Clock(run.comm)
+    ck, problem = Checkpointing.create(run.task, run.comm, buf, setup.io_mode, setup.cold_read, run.point_dir,
+                                       run.my_reads, describe_oserror, clock.wtime)
     try:
-        timings = _write_phases(run, setup, clock, buf)
-        timings += _read_phases(run, setup, clock, buf)
+        if problem:
+            raise WorkerFailure(FailureClass(problem[0]), problem[1])
+        timings = _write_phases(run, setup, clock, buf, ck)
+        timings += _read_phases(run, setup, clock, buf, ck)
         clock.vote()
-        return timings
+        return timings, ck
     except WorkerFailure:
         run.comm.Barrier()
         if run.rank == 0:
             shutil.rmtree(run.point_dir, ignore_errors=True)
+        ck.close(keep=False)
         raise
     finally:
         buf.close()
 
 
-def _write_phases(run: Run, setup: Setup, clock: Clock, buf: io.Buffer) -> list[Any]:
+def _write_phases(run: Run, setup: Setup, clock: Clock, buf: io.Buffer, ck: Checkpointing) -> list[Any]:
     opts = run.opts
     block = opts.block_mib * MIB
     kept = min(opts.writes, opts.reads)
@@ -196,33 +206,41 @@ def _write_phases(run: Run, setup: Setup, clock: Clock, buf: io.Buffer) -> list[
         step = step_dir_name(i, opts.naming)
         paths = [str(run.point_dir / step / f.name) for f in run.my_files]
         # every checkpoint's bytes differ; every buffer page touched before the clock
-        prepare = partial(_prepare_step, run.point_dir / step, buf, i * 1_000_003 + run.rank)
-        write = partial(_write_all, paths=paths, files=run.my_files, buf=buf, block=block, setup=setup,
-                        fsync=opts.fsync)
-        timings.append(clock.phase("write", i, step, run.host, prepare, write))
+        prepare = partial(_prepare_step, run.point_dir / step, buf, i * 1_000_003 + run.rank, ck, step)
+        write = ck.write_work(i, step) or partial(_write_all, paths=paths, files=run.my_files, buf=buf, block=block,
+                                                  setup=setup, fsync=opts.fsync)
+        timings.append(clock.phase("write", i, step, run.host, prepare, write, collective=ck.writer is not None))
+        ck.record_write(i, timings[-1], clock.extras)
         if i >= kept and not opts.keep:  # no restore reads this step: free its space now (off the clock)
             clock.off_clock(partial(_unlink_all, paths))
     return timings
 
 
-def _read_phases(run: Run, setup: Setup, clock: Clock, buf: io.Buffer) -> list[Any]:
+def _read_phases(run: Run, setup: Setup, clock: Clock, buf: io.Buffer, ck: Checkpointing) -> list[Any]:
     opts = run.opts
     block = opts.block_mib * MIB
     kept = min(opts.writes, opts.reads)
     direct = setup.cold_read == "direct"
     timings = []
+    if opts.reads:
+        ck.before_reads(run.comm)
     for k in range(opts.reads):
         step = step_dir_name(k % kept, opts.naming)
         paths = [str(run.point_dir / step / f.name) for f in run.my_reads]
         prepare = partial(_evict_all, paths, not opts.fsync) if setup.cold_read == "fadvise" else _nothing
         read = partial(_read_all, paths=paths, buf=buf, block=block, direct=direct)
-        timings.append(clock.phase("read", k, step, run.host, prepare, read))
+        restore = ck.read_work(step)
+        if restore is not None:  # tiered or broadcast: the restorer knows what to evict and read
+            prepare, read = partial(ck.read_prepare, step), restore
+        timings.append(clock.phase("read", k, step, run.host, prepare, read, collective=restore is not None))
+        ck.record_read(k, timings[-1], clock.extras)
     return timings
 
 
-def _prepare_step(step_dir: Path, buf: io.Buffer, tag: int) -> None:
+def _prepare_step(step_dir: Path, buf: io.Buffer, tag: int, ck: Checkpointing, step: str) -> None:
     step_dir.mkdir(exist_ok=True)
     buf.stamp(tag)
+    ck.write_prepare(step)
 
 
 def _unlink_all(paths: list[str]) -> None:

@@ -17,7 +17,7 @@ from typing import Any
 
 import studyctl
 from studyctl.analysis.dlio_import import DlioRun, import_runs
-from studyctl.analysis.plots import Plot, make_plots
+from studyctl.analysis.plots import Plot, make_plots, training_plots
 from studyctl.analysis.ratios import RatioSpec, parse_ratio, ratio_table
 from studyctl.analysis.report import render_report
 from studyctl.analysis.results import CACHE_VERSION, Failure, Problem
@@ -228,6 +228,8 @@ def collect(study_dir: Path, statuses: Sequence[PointStatus] | None = None,
     tables.problems.extend(_missing_results(tables, statuses))
     written = write_tables(tables, paths.tables)
     plots, skipped = make_plots(tables.summary, tables.ranks, paths.plots)
+    more, why = training_plots(tables.training, paths.plots)
+    plots, skipped = plots + more, skipped + why
     ratio_files, ratio_plots, sections = _ratio_outputs(tables, specs, paths)
     plots += ratio_plots
     _remove_stale_plots(paths.plots, plots)

@@ -16,12 +16,13 @@ from typing import Any
 from pydantic import ValidationError
 
 from studyctl.analysis.cells import cell_key, point_settings
+from studyctl.analysis.training_cost import strategy_rows
 from studyctl.attempt.paths import StudyPaths, attempt_number
 from studyctl.fsutil import atomic_write_bytes
 from worker.result import CheckpointTiming, Result, WorkerError
 from worker.timing import mlperf_throughput_GiBps
 
-CACHE_VERSION = 3
+CACHE_VERSION = 4
 RANK_FIELDS = ("phase", "index", "rank", "host", "bytes", "duration_s", "bandwidth_GiBps")
 RANK_CONTEXT = ("point_id", "cell_key", "model", "zero_stage", "nodes", "filesystem", "io_mode", "repetition")
 
@@ -124,7 +125,7 @@ def _rows_from_result(r: Result, path: Path) -> dict[str, Any]:
         checkpoints.append({**base, **_checkpoint_row(c)})
         ranks += [(c.phase, c.index, rk.rank, rk.host, rk.bytes, rk.duration_s, rk.bandwidth_GiBps)
                   for rk in c.ranks if rk.bytes]
-    return {"checkpoints": checkpoints, "ranks": ranks, "info": _info(r, path)}
+    return {"checkpoints": checkpoints, "ranks": ranks, "info": _info(r, path), "training": strategy_rows(r, base)}
 
 
 def _describe_error(exc: ValidationError) -> str:

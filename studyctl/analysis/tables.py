@@ -26,13 +26,14 @@ from studyctl.analysis.adequacy import cell_flags
 from studyctl.analysis.cells import DERIVED, identity_columns
 from studyctl.analysis.results import RANK_CONTEXT, RANK_FIELDS, Failure, Problem, load_rows
 from studyctl.analysis.stats import describe, total_over_total
+from studyctl.analysis.training_cost import load_training, training_table
 from studyctl.attempt.paths import StudyPaths
 from studyctl.fsutil import atomic_write_json
 from studyctl.units import GIB
 
 MEASURES = ("index", "bytes", "files", "duration_s", "span_s", "aggregate_GiBps", "mlperf_throughput_GiBps",
             "rank_bandwidth_min_GiBps", "rank_bandwidth_max_GiBps", "active_ranks")
-TABLE_NAMES = ("checkpoints", "points", "summary", "ranks")
+TABLE_NAMES = ("checkpoints", "points", "summary", "ranks", "training")
 HEADLINE = "bytes_over_time_GiBps"  # the figure every plot, ratio, comparison and "best" uses
 
 
@@ -48,6 +49,7 @@ class Tables:
     files_read: int = 0
     files_cached: int = 0
     left_out: list[str] = field(default_factory=list)  # valid results of points the sweep now excludes
+    training: pd.DataFrame = field(default_factory=pd.DataFrame)  # per point: what checkpoints cost training
 
 
 def summarize_points(checkpoints: pd.DataFrame) -> pd.DataFrame:
@@ -158,9 +160,11 @@ def build_tables(study_dir: Path, extra_checkpoints: pd.DataFrame | None = None,
         checkpoints = pd.concat(parts, ignore_index=True)
     points = summarize_points(checkpoints)
     summary = summarize_cells(points)
+    paths = StudyPaths(Path(study_dir))
+    training = training_table([t for r in loaded.rows for t in r["training"]], load_training(paths.sweep_copy))
     return Tables(checkpoints, points, summary, _ranks_frame(loaded.rows), loaded.problems, loaded.failures,
                   {r["info"]["point_id"]: r["info"] for r in loaded.rows}, loaded.files_read, loaded.files_cached,
-                  left_out)
+                  left_out, training)
 
 
 def _atomic_frame(frame: pd.DataFrame, paths: list[Path]) -> None:

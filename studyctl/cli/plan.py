@@ -92,3 +92,28 @@ def _print_plan(study: str, rows: list[dict[str, Any]], summary: Any, limit: int
               f"~{summary.node_hours:.2f} node-hours (estimate)")
     for fs, need in summary.max_disk_bytes_needed.items():
         out.print(f"  disk needed on {fs}: {format_bytes(need)} at the peak of the largest point")
+    _print_needs(summary.training_needs)
+
+
+def _print_needs(needs: dict[tuple[str, str, int], dict[str, Any]], limit: int = 12) -> None:
+    """The inverse question: the bandwidth that keeps checkpoint overhead under the target."""
+    from studyctl.spec.plan import BLOCKS_ON
+
+    if not needs:
+        return
+    first = next(iter(needs.values()))
+    out.print(f"to keep checkpoints under {first['target_overhead']:.0%} of training time "
+              f"(checkpoint every {first['interval_s'] / 60:g} min of training; full-size checkpoints):",
+              highlight=False)
+    for i, ((model, strategy, nodes), n) in enumerate(needs.items()):
+        if i == limit:
+            out.print(f"  … {len(needs) - limit} more (plan --json has every point's answer)")
+            break
+        line = (f"  {model} ({format_bytes(n['nominal_checkpoint_bytes'])}), {strategy}, {nodes} node(s): "
+                f"{n['required_blocking_GiBps']:.2f} GiB/s {BLOCKS_ON[strategy]}")
+        if n["required_blocking_GiBps_at_optimum"] is not None:
+            line += (f"; {n['required_blocking_GiBps_at_optimum']:.2f} GiB/s at the Young/Daly interval "
+                     f"(job MTBF {n['job_mtbf_s'] / 3600:.1f} h)")
+        if n["required_background_GiBps"] is not None:
+            line += f"; the background drain needs {n['required_background_GiBps']:.2f} GiB/s of shared storage"
+        out.print(line, highlight=False)

@@ -16,6 +16,7 @@ from pydantic import ValidationError
 from studyctl.errors import UserError
 from studyctl.spec.catalog import ModelSpec
 from studyctl.spec.points import CheckpointOptions, Point
+from studyctl.spec.strategies import strategy_problems
 from studyctl.spec.sweep import CHECKPOINT_AXES, CONDITION, POINT_AXES, ZERO_ALIASES, SweepFile
 
 OPS = {"<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge, "==": operator.eq,
@@ -61,9 +62,10 @@ class PlannedPoint:
 def _axis_units(sweep: SweepFile) -> tuple[list[list[dict[str, Any]]], list[str]]:
     """Units to cross (each a list of axis-value dicts) and the filesystems to interleave."""
     zipped = {axis for group in sweep.zip for axis in group}
+    tiers = sweep.tier_filesystems()
     defaults = {
         "model": list(sweep.model_specs()),
-        "filesystem": list(sweep.filesystems),
+        "filesystem": [fs for fs in sweep.filesystems if fs not in tiers] or list(sweep.filesystems),
     }
     units: list[list[dict[str, Any]]] = []
     filesystems: list[str] = []
@@ -130,12 +132,12 @@ def _rule_label(i: int, match: dict[str, Any]) -> str:
 
 
 @lru_cache(maxsize=1024)
-def _checkpoint_options(where: str, base: CheckpointOptions, overrides: tuple[tuple[str, Any], ...]
-                        ) -> CheckpointOptions:
+def _checkpoint_options(where: str, base: CheckpointOptions, overrides: tuple[tuple[str, Any], ...],
+                        step_s: float) -> CheckpointOptions:
     if not overrides:
-        return base
+        return base.for_strategy(step_s)
     try:
-        return CheckpointOptions.model_validate({**base.model_dump(), **dict(overrides)})
+        return CheckpointOptions.model_validate({**base.model_dump(), **dict(overrides)}).for_strategy(step_s)
     except ValidationError as exc:
         err = exc.errors(include_url=False)[0]
         message = str(err["msg"]).removeprefix("Value error, ")
@@ -173,10 +175,12 @@ def _combo(sweep: SweepFile, models: dict[str, ModelSpec], combo: tuple[dict[str
         "nodes": values["nodes"],
         "ranks_per_node": values["ranks_per_node"],
         "io_mode": values["io_mode"],
-        "checkpoint": _checkpoint_options(sweep.where, sweep.checkpoint, overrides),
+        "checkpoint": _checkpoint_options(sweep.where, sweep.checkpoint, overrides, sweep.training.step_s),
     }
     problems = _problems(fields["model"], values["nodes"] * values["ranks_per_node"], values["tensor_parallel"],
                          values["pipeline_parallel"], values["zero_stage"], fields["checkpoint"].subset_world_size)
+    if not problems:
+        problems = _strategy_problems(fields, sweep)
     infeasible = Exclusion(ExclusionKind.INFEASIBLE, "; ".join(problems)) if problems else None
     return values, fields, infeasible
 
@@ -196,6 +200,15 @@ def _problems(model: ModelSpec, world: int, tp: int, pp: int, zero: int, subset_
     from studyctl.spec.layout import layout_problems
 
     return tuple(layout_problems(model, world, tp, pp, zero, subset_of))
+
+
+def _strategy_problems(fields: dict[str, Any], sweep: SweepFile) -> tuple[str, ...]:
+    opts: CheckpointOptions = fields["checkpoint"]
+    if opts.strategy == "sync":
+        return ()
+    par = Point.model_construct(**fields, filesystem="", repetition=0).parallelism  # the point's own rule
+    return tuple(strategy_problems(fields["model"], par, fields["nodes"], fields["ranks_per_node"], opts,
+                                   sweep.estimate))
 
 
 def expand(sweep: SweepFile) -> list[PlannedPoint]:

@@ -12,15 +12,15 @@ from studyctl.spec.catalog import ModelSpec
 from studyctl.spec.expand import PlannedPoint
 from studyctl.spec.layout import Parallelism, num_parameters, summarize
 from studyctl.spec.points import CheckpointOptions, cold_read_method, restore_bytes
+from studyctl.spec.strategies import memory_per_host_bytes
 from studyctl.spec.sweep import Estimate, SweepFile
-from studyctl.units import GIB, MIB, format_bytes
+from studyctl.spec.training import TrainingSpec, max_cost_at_optimum, max_cost_for_overhead, required_bandwidth
+from studyctl.units import GIB, format_bytes
 
-# Resident memory of one worker rank besides its buffer (Python, mpi4py, MPICH), measured ~80 MiB.
-WORKER_BASE_BYTES = 96 * MIB
 # DLIO's resident memory per process before any tensor (Python, PyTorch, mpi4py), measured: about 0.36 GiB.
 DLIO_BASE_BYTES = int(0.36 * GIB)
 PLAN_AXES = ("model", "zero_stage", "nodes", "ranks_per_node", "tensor_parallel", "pipeline_parallel", "filesystem",
-             "io_mode", "repetition")
+             "io_mode", "strategy", "restore", "repetition")
 
 
 def disk_steps_needed(writes: int, reads: int, keep: bool = False) -> int:
@@ -59,6 +59,7 @@ def plan_row(pp: PlannedPoint, sweep: SweepFile) -> dict[str, Any]:
         row.update(dict.fromkeys(SIZED_KEYS), parameters=num_parameters(p.model))
         return row
     row.update(_sized(p.model, par, p.nodes, p.ranks_per_node, opts, sweep.estimate))
+    row.update(_training_needs(row["nominal_checkpoint_bytes"], p.nodes, opts.strategy, sweep.training))
     return row
 
 
@@ -67,6 +68,7 @@ def _settings(opts: CheckpointOptions, io_mode: str) -> dict[str, Any]:
     """How a point writes and restores, as the plan shows it per row (the same for many points)."""
     return {
         "scale": opts.scale,
+        "strategy": opts.strategy,
         "writes": opts.writes,
         "reads": opts.reads,
         "restore": opts.restore,
@@ -81,7 +83,25 @@ def _settings(opts: CheckpointOptions, io_mode: str) -> dict[str, Any]:
 
 SIZED_KEYS = ("checkpoint_bytes", "nominal_checkpoint_bytes", "read_bytes_per_restore", "bytes_per_rank_max",
               "bytes_per_rank_min", "files_per_checkpoint", "writer_ranks", "disk_bytes_needed",
-              "worker_memory_per_host_bytes", "dlio_memory_per_host_bytes", "estimated_seconds", "node_hours")
+              "snapshot_memory_per_host_bytes", "worker_memory_per_host_bytes", "dlio_memory_per_host_bytes",
+              "estimated_seconds", "node_hours", "target_overhead", "interval_s", "job_mtbf_s",
+              "required_blocking_GiBps", "required_blocking_GiBps_at_optimum", "required_background_GiBps")
+
+
+@lru_cache(maxsize=4096)
+def _training_needs(nominal_bytes: int, nodes: int, strategy: str, training: TrainingSpec) -> dict[str, Any]:
+    """The inverse question, at full size: aggregate bandwidth of what training blocks on (shared storage for
+    sync, host memory for async, the node-local tier for tiered) to keep the overhead under the target, at the
+    given interval and at the Young/Daly interval; and the shared-storage bandwidth a background persist needs
+    to finish within the interval."""
+    target, interval, mtbf = training.target_overhead, training.interval_s, training.job_mtbf_s(nodes)
+    at_optimum = required_bandwidth(nominal_bytes, max_cost_at_optimum(mtbf, target)) / GIB if mtbf else None
+    return {
+        "target_overhead": target, "interval_s": interval, "job_mtbf_s": mtbf,
+        "required_blocking_GiBps": required_bandwidth(nominal_bytes, max_cost_for_overhead(interval, target)) / GIB,
+        "required_blocking_GiBps_at_optimum": at_optimum,
+        "required_background_GiBps": nominal_bytes / interval / GIB if strategy != "sync" else None,
+    }
 
 
 @lru_cache(maxsize=65536)
@@ -103,7 +123,8 @@ def _sized(model: ModelSpec, par: Parallelism, nodes: int, ranks_per_node: int, 
         "files_per_checkpoint": lay.files_per_checkpoint,
         "writer_ranks": lay.writer_ranks,
         "disk_bytes_needed": lay.total_bytes * disk_steps_needed(opts.writes, opts.reads, opts.keep),
-        "worker_memory_per_host_bytes": ranks_per_node * (opts.buffer_mib * MIB + WORKER_BASE_BYTES),
+        "snapshot_memory_per_host_bytes": ranks_per_node * lay.bytes_per_rank_max if opts.strategy == "async" else 0,
+        "worker_memory_per_host_bytes": memory_per_host_bytes(opts, ranks_per_node, lay.bytes_per_rank_max),
         "dlio_memory_per_host_bytes": dlio_memory_per_host(lay.bytes_per_rank_max, ranks_per_node, opts.reads > 0),
         "estimated_seconds": round(seconds, 1),
         "node_hours": nodes * seconds / 3600,
@@ -135,6 +156,8 @@ class PlanSummary:
     max_dlio_memory_per_host: int = 0
     axis_counts: dict[str, Counter] = field(default_factory=dict)
     exclude_reasons: Counter = field(default_factory=Counter)
+    # (model, strategy, nodes) → the inverse question's answer: the row's nominal size and required bandwidths
+    training_needs: dict[tuple[str, str, int], dict[str, Any]] = field(default_factory=dict)
 
     def add(self, row: dict[str, Any]) -> None:
         self.points += 1
@@ -160,6 +183,15 @@ class PlanSummary:
             self.max_worker_memory_per_host = per_host
         if row["dlio_memory_per_host_bytes"] > self.max_dlio_memory_per_host:
             self.max_dlio_memory_per_host = row["dlio_memory_per_host_bytes"]
+        self.training_needs.setdefault((row["model"], row["strategy"], row["nodes"]),
+                                       {k: row[k] for k in NEEDS_KEYS})
+
+
+NEEDS_KEYS = ("nominal_checkpoint_bytes", "target_overhead", "interval_s", "job_mtbf_s", "required_blocking_GiBps",
+              "required_blocking_GiBps_at_optimum", "required_background_GiBps")
+# What each strategy's training waits on, for the inverse question's answer.
+BLOCKS_ON = {"sync": "from the writers to shared storage", "async": "into host memory (snapshot)",
+             "tiered": "into the node-local tier"}
 
 
 def summarize_plan(rows: Iterable[dict[str, Any]]) -> PlanSummary:

@@ -26,7 +26,12 @@ from studyctl.spec.layout import (
 IO_MODES = ("buffered", "direct", "hybrid")
 IoMode = Literal["buffered", "direct", "hybrid"]
 ColdRead = Literal["auto", "direct", "fadvise", "none"]
-RestoreMode = Literal["rank", "full"]
+RestoreMode = Literal["rank", "full", "broadcast"]
+Strategy = Literal["sync", "async", "tiered"]
+DrainBy = Literal["rank", "node"]
+# Options added after points were first hashed: left out of a point's identity while at their default,
+# so the points of existing studies keep their ids.
+_OMIT_AT_DEFAULT = {"omit_at_default": True}
 
 
 class CheckpointOptions(BaseModel):
@@ -50,6 +55,20 @@ class CheckpointOptions(BaseModel):
     subset_world_size: int | None = Field(None, ge=1, description=(
         "MLPerf subset mode (node-local storage): the full run's process count; this point's ranks write "
         "the first ranks' share of that run's checkpoint"))
+    strategy: Strategy = Field("sync", json_schema_extra=_OMIT_AT_DEFAULT,
+                               description="sync: training waits for every file; async: host-memory snapshot, "
+                                           "persisted in the background; tiered: node-local tier, then drained")
+    tier: str | None = Field(None, json_schema_extra=_OMIT_AT_DEFAULT,
+                             description="tiered: the node-local filesystem (a `filesystems` entry of kind local)")
+    drain: DrainBy = Field("rank", json_schema_extra=_OMIT_AT_DEFAULT,
+                           description="tiered: every rank drains its files, or one drainer per node")
+    tier_keep: int = Field(1, ge=1, json_schema_extra=_OMIT_AT_DEFAULT,
+                           description="tiered: checkpoints kept on the node-local tier")
+    replaced_nodes: int = Field(0, ge=0, json_schema_extra=_OMIT_AT_DEFAULT,
+                                description="tiered: nodes whose tier is wiped before restoring (replaced after a "
+                                            "failure): they restore from shared storage")
+    step_s: float | None = Field(None, gt=0, json_schema_extra=_OMIT_AT_DEFAULT,
+                                 description="async/tiered: compute per simulated training step (training.step_s)")
 
     @model_validator(mode="after")
     def _consistent(self) -> CheckpointOptions:
@@ -57,7 +76,17 @@ class CheckpointOptions(BaseModel):
             raise ValueError(f"block_mib {self.block_mib} exceeds buffer_mib {self.buffer_mib}")
         if self.writes == 0 and self.reads > 0:
             raise ValueError(f"reads {self.reads} with writes 0: a restore reads a checkpoint this point wrote")
+        if self.strategy == "tiered" and self.tier is None:
+            raise ValueError("strategy tiered needs checkpoint.tier: a filesystem of kind local")
         return self
+
+    def for_strategy(self, step_s: float) -> CheckpointOptions:
+        """Options that do not apply to this strategy back at their defaults (so they are not part of the
+        point's identity); background strategies get the training step they overlap with."""
+        update: dict[str, object] = {"step_s": step_s if self.strategy != "sync" else None}
+        if self.strategy != "tiered":
+            update.update({name: TIER_OPTION_DEFAULTS[name] for name in TIER_OPTION_DEFAULTS})
+        return self if all(getattr(self, k) == v for k, v in update.items()) else self.model_copy(update=update)
 
 
 def cold_read_method(io_mode: str, cold_read: str) -> str:
@@ -67,14 +96,20 @@ def cold_read_method(io_mode: str, cold_read: str) -> str:
     return "direct" if io_mode in ("direct", "hybrid") else "fadvise"
 
 
+def replicated_kinds(zero_stage: int) -> tuple[str, ...]:
+    """File kinds every data-parallel replica holds a copy of (only replica 0 writes them)."""
+    return ("model", "optimizer") if zero_stage == 0 else ("model",) if zero_stage < 3 else ()
+
+
 def restore_files(m: ModelSpec, par: Parallelism, rank: int, opts: CheckpointOptions) -> list[CheckpointFile]:
-    """What `rank` reads on restore: its partner's files (rank + rank_shift), plus with restore 'full' what a
-    real training restore needs and DLIO skips: DP replica 0's weights (and with ZeRO 0 its optimizer)."""
+    """What `rank` holds after a restore: its partner's files (rank + rank_shift), plus with restore 'full' or
+    'broadcast' what a real training restore needs and DLIO skips: DP replica 0's weights (and with ZeRO 0 its
+    optimizer), read by every rank (full) or once per replica group and broadcast (see worker.restore)."""
     source = (rank + opts.rank_shift) % par.ranks
     files = rank_files(m, par, source, opts.scale, opts.naming)
-    if opts.restore == "full" and par.zero_stage < 3 and par.coords(source)[2] != 0:
+    if opts.restore in ("full", "broadcast") and par.zero_stage < 3 and par.coords(source)[2] != 0:
         replica0 = source % par.model_parallel
-        kinds = ("model", "optimizer") if par.zero_stage == 0 else ("model",)
+        kinds = replicated_kinds(par.zero_stage)
         files += [f for f in rank_files(m, par, replica0, opts.scale, opts.naming) if f.kind in kinds]
     return files
 
@@ -163,7 +198,11 @@ class Point(BaseModel):
 
 # Settings added after studies were run: left out of a point's identity while at their defaults, so a
 # point means the same id before and after (the file names a point writes are not what it measures).
-LATER_CHECKPOINT_DEFAULTS: dict[str, object] = {"naming": "dlio", "fsync": True, "subset_world_size": None}
+# Options marked omit_at_default (the strategy options) join the list by their marker.
+LATER_CHECKPOINT_DEFAULTS: dict[str, object] = {
+    "naming": "dlio", "fsync": True, "subset_world_size": None,
+    **{name: f.default for name, f in CheckpointOptions.model_fields.items()
+       if (f.json_schema_extra or {}).get("omit_at_default")}}
 
 
 def _without(data: dict, defaults: dict[str, object]) -> dict:
@@ -174,6 +213,10 @@ def _without(data: dict, defaults: dict[str, object]) -> dict:
 def _model_json(model: ModelSpec) -> str:
     return json.dumps(_without(dataclasses.asdict(model), ARCHITECTURE_DEFAULTS), sort_keys=True,
                       separators=(",", ":"))
+
+
+TIER_OPTION_DEFAULTS = {name: CheckpointOptions.model_fields[name].default
+                        for name in ("tier", "drain", "tier_keep", "replaced_nodes")}
 
 
 @lru_cache(maxsize=1024)
@@ -196,6 +239,7 @@ class WorkerTask(BaseModel):
     data_key: str = ""  # names the results directory: two studies of one name never share checkpoint files
     result_path: str  # rank 0 writes the result JSON here, atomically
     error_path: str  # on a known failure rank 0 writes {"failure_class", "reason"} here
+    tier_path: str | None = None  # tiered: the node-local tier; "{node}" in it becomes each node's name
 
     @property
     def data_dir(self) -> Path:

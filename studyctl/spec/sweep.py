@@ -24,10 +24,11 @@ from pydantic import (
 
 from studyctl.errors import UserError
 from studyctl.spec.catalog import CATALOG, DIMENSIONS, DTYPE_BYTES, MlpKind, ModelSpec, lookup
-from studyctl.spec.filesystems import FilesystemSpec
+from studyctl.spec.filesystems import FILESYSTEM_KINDS, FilesystemSpec
 from studyctl.spec.layout import Naming
 from studyctl.spec.options import LocalOptions, SlurmOptions
-from studyctl.spec.points import CheckpointOptions, ColdRead, IoMode, RestoreMode
+from studyctl.spec.points import CheckpointOptions, ColdRead, DrainBy, IoMode, RestoreMode, Strategy
+from studyctl.spec.training import TrainingSpec
 from studyctl.spec.yamlpos import Loc, line_of, load_yaml_with_lines
 
 ZERO_ALIASES = {"ddp": 0, "fsdp": 3, "zero0": 0, "zero1": 1, "zero2": 2, "zero3": 3}
@@ -129,6 +130,11 @@ class Matrix(_Strict):
     naming: list[Naming] | None = None
     fsync: list[bool] | None = None
     subset_world_size: list[PositiveInt | None] | None = None
+    strategy: list[Strategy] | None = None
+    tier: list[str] | None = None
+    drain: list[DrainBy] | None = None
+    tier_keep: list[PositiveInt] | None = None
+    replaced_nodes: list[Annotated[int, Field(ge=0)]] | None = None
 
     @model_validator(mode="before")
     @classmethod
@@ -146,7 +152,8 @@ class Matrix(_Strict):
 POINT_AXES = ("model", "zero_stage", "nodes", "ranks_per_node", "tensor_parallel", "pipeline_parallel",
               "filesystem", "io_mode")
 CHECKPOINT_AXES = ("writes", "reads", "scale", "buffer_mib", "block_mib", "cold_read", "rank_shift",
-                   "restore", "direct_fallback", "naming", "fsync", "subset_world_size")
+                   "restore", "direct_fallback", "naming", "fsync", "subset_world_size", "strategy", "tier", "drain",
+                   "tier_keep", "replaced_nodes")
 AXES = POINT_AXES + CHECKPOINT_AXES
 CONDITION = re.compile(r"^\s*(<=|>=|!=|==|<|>)\s*(\S.*?)\s*$")
 STRING_RULE = re.compile(r"^\s*([a-z_]+)\s*(<=|>=|!=|==|<|>)\s*([^<>=!\s].*?)\s*$")
@@ -186,11 +193,18 @@ class ExcludeRule(_Strict):
         return match
 
 
+# Kinds a node-local tier may have: those whose every mount type is a node's own disk or memory.
+TIER_KINDS = tuple(k for k, types in FILESYSTEM_KINDS.items()
+                   if set(types) <= {*FILESYSTEM_KINDS["local"], *FILESYSTEM_KINDS["memory"]})
+
+
 class Estimate(_Strict):
     """Assumptions for node-hour estimates before anything was measured."""
 
     GiBps_per_node: float = Field(1.0, gt=0)
     overhead_s: float = Field(30.0, ge=0)
+    host_memory_gib: float | None = Field(None, gt=0, description="memory of one node: async points whose "
+                                          "host-memory snapshots do not fit are excluded as infeasible")
 
 
 def _zip_group(group: dict[str, list[Any]]) -> dict[str, list[Any]]:
@@ -216,6 +230,7 @@ class SweepFile(_Strict):
     max_points: PositiveInt = Field(DEFAULT_MAX_POINTS, description="refuse a matrix that expands to more")
     checkpoint: CheckpointOptions = CheckpointOptions()
     estimate: Estimate = Estimate()
+    training: TrainingSpec = TrainingSpec()
     local: LocalOptions = LocalOptions()
     slurm: SlurmOptions = SlurmOptions()
 
@@ -257,6 +272,11 @@ class SweepFile(_Strict):
     def where(self) -> str:
         """How errors found after validation name this sweep: its file, else its study."""
         return str(self._source) if self._source else f"study {self.study}"
+
+    def tier_filesystems(self) -> set[str]:
+        """Filesystems named as a node-local tier: not measured as shared storage unless the matrix says so."""
+        return {t for t in [self.checkpoint.tier, *(self.matrix.tier or []),
+                            *(v for g in self.zip for v in g.get("tier", []))] if t}
 
     def model_specs(self) -> dict[str, ModelSpec]:
         out = {}
@@ -354,20 +374,25 @@ def load_sweep(path: Path) -> SweepFile:
 
 
 def _check_references(sweep: SweepFile, path: Path, lines: dict[Loc, int]) -> None:
-    """Names used in the matrix must exist in `models` / `filesystems`."""
-    names = {"model": list(sweep.model_specs()), "filesystem": list(sweep.filesystems)}
+    """Names used in the matrix must exist in `models` / `filesystems`; a tier must be of kind local."""
+    names = {"model": list(sweep.model_specs()), "filesystem": list(sweep.filesystems),
+             "tier": [n for n, fs in sweep.filesystems.items() if fs.kind in TIER_KINDS]}
     sources: list[tuple[Loc, str, list[Any]]] = [
         (("matrix", axis), axis, getattr(sweep.matrix, axis) or []) for axis in names
     ]
     sources += [(("zip", i, axis), axis, group[axis]) for i, group in enumerate(sweep.zip)
                 for axis in names if axis in group]
+    if sweep.checkpoint.tier is not None:
+        sources.append((("checkpoint", "tier"), "tier", [sweep.checkpoint.tier]))
     for loc, axis, values in sources:
         for value in values:
             if value not in names[axis]:
                 line = line_of(lines, loc)
                 where = f"{path}:{line}" if line else str(path)
+                allowed = (", ".join(map(str, names[axis]))
+                           or f"none (a tier is a filesystem of kind {', '.join(TIER_KINDS)})")
                 raise UserError(f"{where}: {'.'.join(map(str, loc))}: {value!r} is not one of "
-                                f"{', '.join(map(str, names[axis]))}{_did_you_mean(str(value), names[axis])}")
+                                f"{allowed}{_did_you_mean(str(value), names[axis])}")
     for i, group in enumerate(sweep.zip):
         for axis in group:
             if axis in sweep.matrix.model_fields_set:

@@ -33,6 +33,8 @@ def other_value(option: str) -> tuple[Any, Any]:
         candidates = [2, 4, 8, 16]
     elif base is None and float in args:
         candidates = [0.5, 1.0]
+    elif base is None and str in args:
+        candidates = ["other"]
     elif args:
         candidates = [v for v in args if v != base]
     elif isinstance(base, int):

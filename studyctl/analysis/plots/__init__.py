@@ -7,22 +7,18 @@ meaning back out of file names.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
 
 from studyctl.analysis.cells import with_fallbacks_shown
 from studyctl.analysis.plots.bars import axis_bars
+from studyctl.analysis.plots.plot import Plot
 from studyctl.analysis.plots.ranks import rank_spread
 from studyctl.analysis.plots.scaling import BANDWIDTH, DURATION, EFFICIENCY, checkpoint_size, scaling_plot
+from studyctl.analysis.plots.training import training_plots
 
-
-@dataclass(frozen=True)
-class Plot:
-    kind: str  # bandwidth | duration | efficiency | rank_spread | axis_bars | ratio | compare
-    title: str
-    path: Path
+__all__ = ["Plot", "make_plots", "training_plots"]
 
 
 def _safe(name: str) -> str:

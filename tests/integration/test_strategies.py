@@ -1,0 +1,173 @@
+"""Checkpoint strategies and restore modes, for real: mpiexec ranks, real files, a real node-local tier."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from studyctl.spec.catalog import lookup
+from studyctl.spec.layout import rank_files, step_dir_name, summarize
+from studyctl.spec.points import CheckpointOptions, Point, WorkerTask
+from worker.result import Result
+
+MPIEXEC = str(Path(sys.executable).parent / "mpiexec")
+
+
+def run_point(tmp_path: Path, nodes: int = 2, rpn: int = 2, zero: int = 1, io_mode: str = "buffered",
+              **opts: object) -> Result:
+    options = {"scale": 0.002, "writes": 2, "reads": 2, "buffer_mib": 4, "block_mib": 1, "step_s": 0.02, **opts}
+    if options.get("strategy") == "tiered":
+        options.setdefault("tier", "tier")
+    point = Point(model=lookup("gpt2-125m"), zero_stage=zero, nodes=nodes, ranks_per_node=rpn, filesystem="fs",
+                  io_mode=io_mode, checkpoint=CheckpointOptions(**options))
+    (tmp_path / "fs").mkdir(parents=True, exist_ok=True)
+    out = tmp_path / "out"
+    out.mkdir(exist_ok=True)
+    task = WorkerTask(study="strat", point_id=point.point_id, point=point, filesystem_path=str(tmp_path / "fs"),
+                      result_path=str(out / "result.json"), error_path=str(out / "error.json"),
+                      tier_path=str(tmp_path / "tier"))
+    path = tmp_path / "task.json"
+    path.write_text(task.model_dump_json())
+    proc = subprocess.run([MPIEXEC, "-n", str(point.world_size), sys.executable, "-m", "worker", str(path)],
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return Result.model_validate_json((out / "result.json").read_text())
+
+
+def files_under(path: Path) -> list[Path]:
+    return [p for p in path.rglob("*") if p.is_file()] if path.exists() else []
+
+
+@pytest.mark.parametrize(("strategy", "restore"), [("sync", "broadcast"), ("async", "rank"), ("tiered", "rank"),
+                                                   ("tiered", "broadcast")])
+def test_each_strategy_and_restore_mode_measures_its_fields(tmp_path: Path, strategy: str, restore: str) -> None:
+    result = run_point(tmp_path, strategy=strategy, restore=restore)
+    info = result.strategy
+    assert info is not None and info.strategy == strategy and info.restore_mode == restore
+    writes = [c for c in result.checkpoints if c.phase == "write"]
+    by_index = {(s.phase, s.index): s for s in info.checkpoints}
+    total = result.sizes.written_checkpoint_bytes
+    for c in writes:
+        st = by_index[("write", c.index)]
+        assert 0 < st.blocking_s <= c.span_s, "training cannot be blocked longer than the checkpoint took"
+        if strategy == "sync":
+            assert st.blocking_s == c.duration_max_s and st.background_s == 0 and st.background_bytes == 0
+        else:
+            assert st.background_bytes == total and st.background_s > 0 and st.background_GiBps > 0
+            assert st.background_s <= c.span_s, "the background work ends when the checkpoint is durable"
+            assert st.interference_s >= 0
+            assert (st.compute_step_s_mean is None) == (st.compute_steps == 0)
+    assert (info.compute_step_s_idle is not None) == (strategy != "sync")
+    if strategy == "async":
+        assert info.snapshot_bytes_per_rank_max == result.sizes.bytes_per_rank_max
+    for c in (c for c in result.checkpoints if c.phase == "read"):
+        st = by_index[("read", c.index)]
+        assert c.bytes == result.sizes.read_bytes_per_restore
+        obtained = st.tier_bytes + st.shared_bytes + st.broadcast_bytes
+        assert obtained == c.bytes, "every byte restored came from the tier, shared storage or a broadcast"
+        assert st.read_s <= c.duration_max_s
+        if restore == "broadcast":  # ZeRO-1, 4 replicas: replica 0's weights reach 3 others by MPI_Bcast
+            weights = sum(f.nbytes for f in rank_files(result.point.model, result.point.parallelism, 0,
+                                                        result.point.checkpoint.scale) if f.kind == "model")
+            assert st.broadcast_bytes == 3 * weights and st.broadcast_s > 0
+        if strategy == "tiered":  # the tier keeps the last checkpoint (tier_keep 1): older ones come from shared
+            on_tier = c.index == 1
+            assert st.tier_bytes == (c.bytes - st.broadcast_bytes if on_tier else 0)
+            assert st.shared_bytes == (0 if on_tier else c.bytes - st.broadcast_bytes)
+    assert files_under(tmp_path / "fs") == [] and files_under(tmp_path / "tier") == []
+
+
+def test_broadcast_restores_what_full_restores(tmp_path: Path) -> None:
+    full = run_point(tmp_path / "full", restore="full", writes=1, reads=1)
+    bcast = run_point(tmp_path / "bcast", restore="broadcast", writes=1, reads=1)
+    assert bcast.sizes.read_bytes_per_restore == full.sizes.read_bytes_per_restore
+    assert [c.bytes for c in bcast.checkpoints if c.phase == "read"] == \
+        [c.bytes for c in full.checkpoints if c.phase == "read"]
+
+
+def node_bytes(result: Result, node: int) -> int:
+    p = result.point
+    ranks = range(node * p.ranks_per_node, (node + 1) * p.ranks_per_node)
+    return sum(f.nbytes for r in ranks for f in rank_files(p.model, p.parallelism, r, p.checkpoint.scale))
+
+
+def test_tiered_restore_after_losing_a_node_reads_from_shared_storage(tmp_path: Path) -> None:
+    result = run_point(tmp_path, strategy="tiered", zero=3, replaced_nodes=1, writes=1, reads=1)
+    (restore,) = [s for s in result.strategy.checkpoints if s.phase == "read"]
+    assert restore.tier_bytes == node_bytes(result, 0), "the surviving node restores from its tier"
+    assert restore.shared_bytes == node_bytes(result, 1), "the replaced node restores from shared storage"
+
+
+def test_one_drainer_per_node_drains_every_file(tmp_path: Path) -> None:
+    result = run_point(tmp_path, strategy="tiered", drain="node", zero=3, tier_keep=2, writes=3, reads=2)
+    expected = summarize(result.point.model, result.point.parallelism, result.point.checkpoint.scale).total_bytes
+    writes = [s for s in result.strategy.checkpoints if s.phase == "write"]
+    assert [s.background_bytes for s in writes] == [expected] * 3
+    reads = [s for s in result.strategy.checkpoints if s.phase == "read"]
+    assert [(s.tier_bytes, s.shared_bytes) for s in reads] == [(0, expected), (expected, 0)], \
+        "the tier keeps the last 2 of 3 checkpoints: step 0 comes from shared storage, step 1 from the tier"
+    assert result.strategy.drain == "node" and result.strategy.tier_keep == 2
+
+
+STUDY = """\
+study: costs
+models: [gpt2-125m]
+matrix: {{nodes: [1, 2], ranks_per_node: 1, zero_stage: 1, strategy: [sync, async, tiered], restore: [rank, broadcast]}}
+exclude: [{{nodes: 1, restore: broadcast, reason: one replica has no one to broadcast to}}]
+filesystems:
+  shared: {{path: {fs}}}
+  tier: {{path: {tier}, kind: local}}
+checkpoint: {{scale: 0.002, writes: 2, reads: 1, buffer_mib: 4, block_mib: 4, tier: tier}}
+training: {{step_s: 0.02, interval_steps: 3000, node_mtbf_h: 2000, nodes: 64}}
+"""
+
+
+def test_a_study_tabulates_and_plots_what_checkpoints_cost(tmp_path: Path) -> None:
+    import pandas as pd
+
+    from studyctl import api
+    from studyctl.spec import training as tc
+
+    for name in ("fs", "tier"):
+        (tmp_path / name).mkdir()
+    sweep = tmp_path / "costs.yaml"
+    sweep.write_text(STUDY.format(fs=tmp_path / "fs", tier=tmp_path / "tier"))
+    api.submit(sweep, "local", tmp_path / "results")
+    outcome = api.collect("costs", tmp_path / "results")
+    assert outcome.completed == 9 and outcome.failed == 0
+    table = pd.read_csv(tmp_path / "results" / "costs" / "tables" / "training.csv")
+    assert sorted(table["strategy"].value_counts().tolist()) == [3, 3, 3]
+    interval, mtbf = 3000 * 0.02, 2000 * 3600 / 64
+    for row in table.itertuples():
+        assert row.projected and row.projection_factor == pytest.approx(row.nominal_checkpoint_bytes
+                                                                        / row.checkpoint_bytes, rel=1e-9)
+        assert row.blocking_s == pytest.approx(row.blocking_measured_s * row.projection_factor, rel=1e-9)
+        cost = tc.checkpoint_cost_s(row.blocking_s, 0 if row.strategy == "sync" else row.interference_s,
+                                    0 if row.strategy == "sync" else row.background_s, interval)
+        assert row.checkpoint_cost_s == pytest.approx(cost, rel=1e-9)
+        assert row.overhead_share == pytest.approx(cost / (interval + cost), rel=1e-9)
+        assert row.optimal_interval_s == pytest.approx((2 * cost * mtbf) ** 0.5, rel=1e-9)
+        assert row.blocking_measured_s <= row.durable_measured_s
+    plots = {p.name for p in (tmp_path / "results" / "costs" / "plots").glob("*.png")}
+    assert {"overhead_gpt2-125m.png", "restore_time.png"} <= plots
+    report = (tmp_path / "results" / "costs" / "report.md").read_text()
+    assert "Checkpoint overhead vs nodes per strategy" in report and "Restore time per restore mode" in report
+
+
+@pytest.mark.parametrize("io_mode", ["direct", "hybrid"])
+@pytest.mark.parametrize("strategy", ["async", "tiered"])
+def test_background_writes_leave_exact_files_in_every_io_mode(tmp_path: Path, strategy: str, io_mode: str) -> None:
+    result = run_point(tmp_path, nodes=1, rpn=2, strategy=strategy, io_mode=io_mode, writes=1, reads=1, keep=True)
+    point = result.point
+    assert result.io.io_mode_used == io_mode
+    for rank in range(point.world_size):
+        opts = point.checkpoint
+        for f in rank_files(point.model, point.parallelism, rank, opts.scale, opts.naming):
+            (path,) = (tmp_path / "fs").glob(f"strat*/{result.point_id}/{step_dir_name(0, opts.naming)}/{f.name}")
+            assert path.stat().st_size == f.nbytes, f"{f.name}: the persisted file has the layout's size"
+            with path.open("rb") as fh:
+                head = fh.read(1 << 16)
+            assert head.count(0) < len(head) // 2, "the snapshot's bytes, not a hole of zeros"

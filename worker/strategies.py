@@ -1,0 +1,269 @@
+"""Checkpoint write paths that let training go on: async (host-memory snapshot, persisted by a thread)
+and tiered (node-local tier write, drained to shared storage by every rank or one drainer per node).
+
+One checkpoint on one rank: the clock starts → the blocking part (snapshot copy or tier write) →
+the background part starts in a thread while the main thread runs simulated training steps
+(`worker.compute`) → every rank keeps computing until every rank's background part is done (a
+non-blocking barrier polled between steps, so only the main thread calls MPI) → the rank's end stamp
+is the moment its own background part finished: the checkpoint is durable on shared storage.
+Every rank takes part in every collective even after an error, so a failure is voted on, never hung.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import statistics
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from studyctl.spec.layout import CheckpointFile, rank_files, step_dir_name
+from studyctl.spec.points import WorkerTask
+from studyctl.states import FailureClass
+from studyctl.units import GIB
+from worker import io, persist
+from worker.compute import Compute
+from worker.nodes import NodeMap, tier_point_dir
+from worker.strategy_result import StrategyTiming
+
+Describe = Callable[[OSError, str], tuple[str, str]]
+Problem = tuple[str, str]  # (a FailureClass value, one-line reason)
+# Per rank and checkpoint: (blocking_s, background_s, background_bytes, steps, steps_total_s, idle_step_s)
+WriteExtra = tuple[float, float, int, int, float, float]
+
+
+class Background:
+    """A thread that runs `job` once, stamping its start and end with the phase clock."""
+
+    def __init__(self, job: Callable[[], int], wtime: Callable[[], float]) -> None:
+        self.job, self.wtime = job, wtime
+        self.start = self.end = 0.0
+        self.bytes = 0
+        self.error: OSError | None = None
+        self.done = threading.Event()
+        self.thread = threading.Thread(target=self._run, name="checkpoint-background", daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        self.start = self.wtime()
+        try:
+            self.bytes = self.job()
+        except OSError as exc:
+            self.error = exc
+        finally:
+            self.end = self.wtime()
+            self.done.set()
+
+
+def write_files(paths: list[str], files: list[CheckpointFile], buf: io.Buffer, block: int, mode: str) -> int:
+    """Every file from the cycling buffer in `mode`; returns bytes written."""
+    for path, f in zip(paths, files, strict=True):
+        if mode == "buffered":
+            io.write_buffered(path, f.nbytes, buf, block)
+        else:
+            io.write_direct(path, f.nbytes, buf, block, hybrid=mode == "hybrid")
+    return sum(f.nbytes for f in files)
+
+
+@dataclass
+class WriteStrategy:
+    """async or tiered checkpoints of one rank; `work` is the timed part of a write phase."""
+
+    task: WorkerTask
+    comm: Any
+    nodes: NodeMap
+    buf: io.Buffer
+    io_mode: str  # on shared storage, as decided for the point
+    describe: Describe
+    wtime: Callable[[], float]
+    point_dir: Path
+    compute: Compute = field(init=False)
+    snapshot: persist.Snapshot | None = field(init=False, default=None)
+    drain_buf: io.Buffer | None = field(init=False, default=None)
+    tier_dir: Path | None = field(init=False, default=None)
+    tier_mode: str | None = field(init=False, default=None)
+
+    def __post_init__(self) -> None:
+        point = self.task.point
+        opts = point.checkpoint
+        self.rank = self.comm.Get_rank()
+        self.par = point.parallelism
+        self.files = rank_files(point.model, self.par, self.rank, opts.scale, opts.naming)
+        self.block = opts.block_mib * (1 << 20)
+        self.compute = Compute(opts.step_s or 0.5)
+
+    @property
+    def opts(self) -> Any:
+        return self.task.point.checkpoint
+
+    def setup(self) -> Problem | None:
+        """Allocate (snapshot, drain buffer, tier directory) and calibrate the step; every rank returns the
+        first rank's reason when one cannot."""
+        problem = self._allocate()
+        problems = [p for p in self.comm.allgather(problem) if p]
+        if problems:
+            return problems[0]
+        self.comm.Barrier()  # every rank calibrates at once, as every rank computes at once in training
+        self.compute.calibrate()
+        return None
+
+    def _allocate(self) -> Problem | None:
+        try:
+            if self.opts.strategy == "async":
+                problem = _memory_problem(self.nodes, sum(persist.aligned(f.nbytes) for f in self.files))
+                if problem is None:
+                    self.snapshot = persist.Snapshot([f.nbytes for f in self.files])
+                return (FailureClass.CONFIG.value, problem) if problem else None
+            assert self.task.tier_path is not None
+            self.tier_dir = tier_point_dir(self.task.tier_path, self.nodes.name, self.task.data_dir)
+            self.tier_dir.mkdir(parents=True, exist_ok=True)
+            wants_direct = self.io_mode != "buffered"
+            self.tier_mode = self.io_mode if wants_direct and io.direct_supported(str(self.tier_dir)) else "buffered"
+            self.drain_buf = io.Buffer.allocate(self.opts.buffer_mib * (1 << 20))
+            problem = self._tier_space_problem() if self.nodes.leader else None
+            return (FailureClass.INSUFFICIENT_SPACE.value, problem) if problem else None
+        except OSError as exc:
+            return FailureClass.IO_ERROR.value, f"{exc.strerror or exc} on {exc.filename or self.task.tier_path}"
+
+    def _tier_space_problem(self) -> str | None:
+        """The node's tier holds `tier_keep` checkpoints of its ranks, plus the one being written."""
+        assert self.tier_dir is not None
+        point = self.task.point
+        node_bytes = sum(f.nbytes for r in self.nodes.ranks
+                         for f in rank_files(point.model, self.par, r, self.opts.scale, self.opts.naming))
+        need = node_bytes * min(self.opts.tier_keep + 1, max(self.opts.writes, 1))
+        st = os.statvfs(self.tier_dir)
+        free, total = st.f_bavail * st.f_frsize, st.f_blocks * st.f_frsize
+        if total and free < need:
+            return (f"not enough space on the tier of node {self.nodes.name} ({self.tier_dir}): need "
+                    f"{need / GIB:.2f} GiB ({min(self.opts.tier_keep + 1, self.opts.writes)} checkpoint(s) of its "
+                    f"ranks), have {free / GIB:.2f} GiB free")
+        return None
+
+    def prepare(self, step: str) -> None:
+        """Off the clock: the tier's step directory; snapshot pages resident."""
+        if self.tier_dir is not None:
+            (self.tier_dir / step).mkdir(exist_ok=True)
+        if self.snapshot is not None:
+            self.snapshot.touch()
+
+    def work(self, ph: Any, index: int, step: str) -> None:
+        """The timed checkpoint; sets ph.bytes, ph.files, ph.error, ph.end_at and ph.extra."""
+        if ph.error is None:
+            self._blocking(ph, index, step)
+        blocking_end = self.wtime()
+        if self.opts.strategy == "tiered" and self.opts.drain == "node":
+            self.nodes.comm.Barrier()  # the node's drainer reads files its peers wrote
+        job = self._background_job(step) if ph.error is None else None
+        bg = Background(job, self.wtime) if job is not None else None
+        steps: list[float] = []
+        request = None
+        while True:
+            if request is None and (bg is None or bg.done.is_set()):
+                request = self.comm.Ibarrier()
+            if request is not None and request.Test():
+                break
+            steps.append(self.compute.step())
+        if bg is not None:
+            bg.thread.join()
+            if bg.error is not None:
+                ph.error = self.describe(bg.error, bg.error.filename or str(self.point_dir))
+        ph.end_at = bg.end if bg is not None else blocking_end
+        ph.extra = (blocking_end - ph.start, (bg.end - bg.start) if bg else 0.0, bg.bytes if bg else 0,
+                    len(steps), sum(steps), self.compute.baseline_s)
+
+    def _blocking(self, ph: Any, index: int, step: str) -> None:
+        try:
+            if self.snapshot is not None:
+                tag = index * 1_000_003 + self.rank
+                for i, f in enumerate(self.files):
+                    self.snapshot.fill(i, f.nbytes, self.buf, self.block, tag + (i << 40))
+            else:
+                assert self.tier_dir is not None and self.tier_mode is not None
+                write_files([str(self.tier_dir / step / f.name) for f in self.files], self.files, self.buf,
+                            self.block, self.tier_mode)
+        except OSError as exc:
+            ph.error = self.describe(exc, exc.filename or str(self.tier_dir or self.point_dir))
+            return
+        ph.bytes = sum(f.nbytes for f in self.files)
+        ph.files = len(self.files)
+
+    def _background_job(self, step: str) -> Callable[[], int] | None:
+        shared = self.point_dir / step
+        if self.snapshot is not None:
+            snap = self.snapshot
+
+            def persist_snapshot() -> int:
+                for i, f in enumerate(self.files):
+                    persist.write_region(str(shared / f.name), snap.region(i, f.nbytes), f.nbytes, self.block,
+                                         self.io_mode)
+                return sum(f.nbytes for f in self.files)
+            return persist_snapshot if self.files else None
+        if self.opts.drain == "node":
+            if not self.nodes.leader:
+                return None
+            point = self.task.point
+            files = [f for r in self.nodes.ranks
+                     for f in rank_files(point.model, self.par, r, self.opts.scale, self.opts.naming)]
+        else:
+            files = self.files
+        assert self.tier_dir is not None and self.drain_buf is not None
+        tier, drain_buf = self.tier_dir / step, self.drain_buf
+
+        def drain() -> int:
+            for f in files:
+                persist.copy_file(str(tier / f.name), str(shared / f.name), f.nbytes, drain_buf, self.block,
+                                  self.io_mode)
+            return sum(f.nbytes for f in files)
+        return drain if files else None
+
+    def after(self, index: int) -> None:
+        """Off the clock, after the phase: the tier keeps only the last `tier_keep` checkpoints."""
+        old = index - self.opts.tier_keep
+        if self.tier_dir is not None and old >= 0 and self.nodes.leader:
+            shutil.rmtree(self.tier_dir / step_dir_name(old, self.opts.naming), ignore_errors=True)
+
+    def close(self) -> None:
+        if self.snapshot is not None:
+            self.snapshot.close()
+        if self.drain_buf is not None:
+            self.drain_buf.close()
+
+
+def _memory_problem(nodes: NodeMap, snapshot_bytes: int) -> str | None:
+    """The node's ranks' snapshots must fit in the memory the node has available now."""
+    need = sum(nodes.comm.allgather(snapshot_bytes))
+    available = _mem_available()
+    if nodes.leader and available is not None and need > available:
+        return (f"async snapshots need {need / GIB:.2f} GiB of host memory on node {nodes.name} "
+                f"({len(nodes.ranks)} rank(s)), {available / GIB:.2f} GiB is available")
+    return None
+
+
+def _mem_available() -> int | None:
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return None
+
+
+def write_timing(index: int, extras: list[WriteExtra]) -> StrategyTiming:
+    """One checkpoint's strategy fields from every rank's extra tuple."""
+    steps = sum(e[3] for e in extras)
+    total = sum(e[4] for e in extras)
+    background_s = max(e[1] for e in extras)
+    background_bytes = sum(e[2] for e in extras)
+    slowdowns = [e[4] / e[3] / e[5] - 1 for e in extras if e[3] and e[5] > 0]
+    return StrategyTiming(
+        phase="write", index=index, blocking_s=max(e[0] for e in extras), background_s=background_s,
+        background_bytes=background_bytes,
+        background_GiBps=background_bytes / background_s / GIB if background_s > 0 else 0.0,
+        compute_steps=steps, compute_step_s_mean=total / steps if steps else None,
+        compute_slowdown=statistics.fmean(slowdowns) if slowdowns else None,
+        interference_s=max(max(e[4] - e[3] * e[5], 0.0) for e in extras))
