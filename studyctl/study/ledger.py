@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from studyctl.attempt.records import Handle, Update
-from studyctl.errors import StorageError
+from studyctl.errors import StorageError, UserError
 from studyctl.states import ACTIVE_STATES, EXCLUDED, State
 
 SCHEMA = """
@@ -137,6 +137,9 @@ class Ledger:
     def __init__(self, path: Path, readonly: bool = False) -> None:
         """`readonly`: for commands that only read (collect): never creates, migrates or writes the file."""
         self.path = path
+        if path.exists() and not path.is_file():  # a FIFO would block the open forever, a directory cannot be one
+            raise UserError(f"{path}: not a regular file, so not a ledger; move it away and 'studyctl sweep status' "
+                            "rebuilds the ledger from the attempt directories", 1)
         if readonly:
             self._db = _connect_read_only(path)
             return
