@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
@@ -12,7 +13,7 @@ from studyctl.attempt.paths import StudyPaths
 from studyctl.attempt.records import Active, Update
 from studyctl.backends import base
 from studyctl.backends.base import Backend
-from studyctl.errors import UserError
+from studyctl.errors import StorageError, UserError
 from studyctl.fsutil import atomic_write_text
 from studyctl.spec.expand import PlannedPoint, expand
 from studyctl.spec.plan import plan_rows, summarize_plan
@@ -57,14 +58,20 @@ def launch_points(paths: StudyPaths, ledger: Ledger, sweep: SweepFile, backend: 
     numbers = ledger.new_attempts([(p.point_id, backend.name) for p in todo], backend.initial_state, on_disk)
     launches = [new_launch(paths, sweep, backend, p, numbers[p.point_id]) for p in todo]
     adopted = alive.get(backend.name, [])
-    recorder = Recorder(paths, ledger, sweep, progress)
+    recorder = Recorder(paths, ledger, sweep, progress, defer=True)
     recorder.know([*launches, *(a.launch for a in adopted)])
     refused = {la.point_id: why for la in launches if (why := backend.refuse(la.point))}
     recorder.updates([Update(la.point_id, la.attempt, State.FAILED, FailureClass.CONFIG, refused[la.point_id],
                              ended_at=time.time()) for la in launches if la.point_id in refused])
     launches = [la for la in launches if la.point_id not in refused]
-    with stop_on_signals():
-        backend.launch(launches, recorder.handle, recorder.update, adopted=adopted)
+    try:
+        with stop_on_signals():
+            backend.launch(launches, recorder.handle, recorder.update, adopted=adopted)
+    except BaseException:  # interrupted, or a start the ledger could not record: keep what can be kept
+        with contextlib.suppress(StorageError):
+            recorder.flush()
+        raise
+    recorder.flush()  # an end the disk refused to record (full): retried once more, else one line
     return len(launches)
 
 

@@ -46,25 +46,28 @@ def fill(directory: Path) -> Path:
 
 
 class FillsTheDisk(FakeSupervisor):
-    """Each point's worker writes its result; after the second, the results filesystem is full (so the ledger
-    update saying COMPLETED cannot be written)."""
+    """Each point's worker writes its result; right after the `full_after`-th point's, the results filesystem is
+    full, so the ledger update saying COMPLETED cannot be written. `frees`: space comes back before the next point."""
 
     name = "fills"
     runs_to_completion: ClassVar[bool] = True
 
-    def __init__(self, mount: Path) -> None:
+    def __init__(self, mount: Path, full_after: int, frees: bool = False) -> None:
         super().__init__()
-        self.mount = mount
+        self.mount, self.full_after, self.frees = mount, full_after, frees
         self.filler: Path | None = None
 
     def launch(self, launches: Sequence[Launch], record_handle: RecordHandle, record_update: RecordUpdate,
                adopted: Sequence[Active] = ()) -> None:
         for launch in launches:
+            if self.frees and self.filler is not None:
+                self.filler.unlink()
+                self.filler = None
             self.launched.append(launch)
             record_handle(launch, Handle(pid=4242))
             record_update(Update(launch.point_id, launch.attempt, State.RUNNING))
             self.finish(launch)
-            if len(self.launched) == 2:
+            if len(self.launched) == self.full_after:
                 self.filler = fill(self.mount)
             record_update(Update(launch.point_id, launch.attempt, State.COMPLETED))
 
@@ -76,31 +79,40 @@ def ledger_states(results: Path) -> dict[str, State]:
 
 def test_a_full_results_disk_is_one_line_and_keeps_what_was_measured(tmp_path: Path, small_tmpfs: Path) -> None:
     sweep, results = write_sweep(tmp_path), small_tmpfs / "results"
-    backend = FillsTheDisk(small_tmpfs)
+    backend = FillsTheDisk(small_tmpfs, full_after=4)
     with registered(backend):
         full = run_cli("sweep", "submit", str(sweep), "--backend", "fills", "--results", str(results))
         assert full.returncode == 1 and "Traceback" not in full.stdout + full.stderr
         line = " ".join(full.stderr.split())
         assert "ledger.sqlite: cannot be updated (database or disk is full)" in line
         assert "results already written are kept" in line
-        second = backend.launched[1]
-        assert ledger_states(results)[second.point_id] is State.RUNNING  # the update that failed
+        last = backend.launched[3]
+        assert ledger_states(results)[last.point_id] is State.RUNNING  # the update that failed
 
         shown = run_cli("sweep", "status", "s", "--results", str(results), "--json")  # still full
         assert shown.returncode == 0, shown.stderr
         rep = study.status("s", results)
-        assert {p.point_id: p.state for p in rep.points}[second.point_id] is State.COMPLETED
-        assert rep.counts[State.COMPLETED.value] == 2 and "LOST" not in rep.counts
+        assert {p.point_id: p.state for p in rep.points}[last.point_id] is State.COMPLETED
+        assert rep.counts == {State.COMPLETED.value: 4}
         assert any("database or disk is full" in note for note in rep.notes)
 
         assert backend.filler is not None
         backend.filler.unlink()  # space again: the next command writes the ledger from the result files
         rep = study.status("s", results)
-        assert not rep.notes and ledger_states(results)[second.point_id] is State.COMPLETED
+        assert not rep.notes and ledger_states(results)[last.point_id] is State.COMPLETED
         again = run_cli("sweep", "submit", str(sweep), "--backend", "fills", "--results", str(results))
     assert again.returncode == 0, again.stdout + again.stderr
-    assert "states: COMPLETED 4" in again.stdout
-    assert [la.attempt for la in backend.launched] == [1, 1, 1, 1]  # nothing measured twice
+    assert "states: COMPLETED 4" in again.stdout and len(backend.launched) == 4  # nothing measured twice
+
+
+def test_a_ledger_update_the_full_disk_refused_is_retried_once_there_is_space(tmp_path: Path,
+                                                                             small_tmpfs: Path) -> None:
+    sweep, results = write_sweep(tmp_path), small_tmpfs / "results"
+    with registered(FillsTheDisk(small_tmpfs, full_after=2, frees=True)) as backend:
+        proc = run_cli("sweep", "submit", str(sweep), "--backend", "fills", "--results", str(results))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert len(backend.launched) == 4  # the runner went on with the study
+    assert set(ledger_states(results).values()) == {State.COMPLETED}
 
 
 def test_a_full_disk_before_anything_is_written_is_one_line(tmp_path: Path, small_tmpfs: Path) -> None:
