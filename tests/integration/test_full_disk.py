@@ -120,7 +120,9 @@ def test_a_full_disk_before_anything_is_written_is_one_line(tmp_path: Path, smal
     fill(small_tmpfs)
     proc = run_cli("sweep", "submit", str(sweep), "--results", str(results))
     assert proc.returncode == 1 and "Traceback" not in proc.stdout + proc.stderr
-    assert len(proc.stderr.strip().splitlines()) == 1 and "No space left on device" in proc.stderr
+    line = " ".join(proc.stderr.split())
+    assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+    assert f"{results}/s/.lock: No space left on device: the filesystem is full" in line  # names where
 
 
 def test_a_lost_attempt_whose_result_is_on_disk_is_completed(tmp_path: Path) -> None:
