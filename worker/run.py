@@ -9,6 +9,7 @@ Memory is one buffer per rank whatever the checkpoint size.
 
 from __future__ import annotations
 
+import errno
 import shutil
 import sys
 import traceback
@@ -32,6 +33,7 @@ from worker.result import (
     WorkerError,
 )
 from worker.state import Run, Setup
+from worker.strategy_result import StrategyInfo
 
 
 def _gib(n: float) -> str:
@@ -134,13 +136,14 @@ def _run(task: WorkerTask, comm: Any) -> dict[str, Any]:
     setup = _set_up(run)
     timings, ck = _measure(run, setup)
     idle_steps = run.comm.gather(ck.idle_step_s(), root=0)
-    ck.close(keep=run.opts.keep)
-    hosts, nodes, read_bytes, memory = _clean_up(run)
+    got = _gather(run)
     result: dict[str, Any] = {"point_id": task.point_id, "attempt": task.attempt, "rank": run.rank}
+    strategy = ck.info(idle_steps, run.written.bytes_per_rank_max) if run.rank == 0 else None
+    summary = _record(run, setup, timings, got, started_at, strategy) if run.rank == 0 else {}
+    ck.close(keep=run.opts.keep)
+    _remove_files(run)
     if run.rank != 0:
         return result
-    summary = write_result(run, setup, timings, Gathered(hosts, nodes, read_bytes, memory), started_at,
-                           ck.info(idle_steps, run.written.bytes_per_rank_max))
     result.update(result_path=task.result_path,
                   write_GiBps_mean=summary["write"].aggregate_GiBps_mean if "write" in summary else None,
                   read_GiBps_mean=summary["read"].aggregate_GiBps_mean if "read" in summary else None)
@@ -258,18 +261,36 @@ def _nothing() -> None:
     pass
 
 
-def _clean_up(run: Run) -> tuple[list[str], list[str], int, int]:
-    """Gather where every rank ran, the smallest host's memory and what was read; remove the files unless kept."""
+def _gather(run: Run) -> Gathered:
+    """Where every rank ran, the smallest host's memory and what was read (rank 0's; None on the others)."""
     comm = run.comm
     hosts = comm.gather(run.host, root=0)
     nodes = comm.gather(run.node, root=0)
     memory = min(comm.allgather(provenance.host_memory()))
     read_bytes = comm.allreduce(sum(f.nbytes for f in run.my_reads))
+    return Gathered(hosts, nodes, read_bytes, memory)
+
+
+def _record(run: Run, setup: Setup, timings: list[Any], got: Gathered, started_at: str,
+            strategy: StrategyInfo | None) -> dict[str, Any]:
+    """Rank 0, first thing once measured: the result file, so what was measured outlives a kill during clean-up.
+    A full disk (results beside the checkpoints): the point's files are removed, unless kept, and it is retried."""
+    try:
+        return write_result(run, setup, timings, got, started_at, strategy)
+    except OSError as exc:
+        if exc.errno not in (errno.ENOSPC, errno.EDQUOT) or run.opts.keep:
+            raise
+        shutil.rmtree(run.point_dir, ignore_errors=True)
+        return write_result(run, setup, timings, got, started_at, strategy)
+
+
+def _remove_files(run: Run) -> None:
+    """Every rank waits for the result, then rank 0 removes the point's files unless kept."""
+    comm = run.comm
     comm.Barrier()
     if run.rank == 0 and not run.opts.keep:
         shutil.rmtree(run.point_dir, ignore_errors=True)
     comm.Barrier()
-    return hosts, nodes, read_bytes, memory
 
 
 def _write_all(ph: Phase, paths: list[str], files: list[CheckpointFile], buf: io.Buffer, block: int,

@@ -55,6 +55,11 @@ class Backend(ABC):
         """The limit a launch of `point` carries; None lets the backend derive its own (or have none)."""
         return None
 
+    def refuse(self, point: Point) -> str | None:
+        """Why this backend cannot run `point` at all (more ranks or memory than its machine has, no launcher):
+        checked before anything starts, and the attempt is FAILED (class config) with this reason. None: it can."""
+        return None
+
     @abstractmethod
     def launch(self, launches: Sequence[Launch], record_handle: RecordHandle, record_update: RecordUpdate,
                adopted: Sequence[Active] = ()) -> None:

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, ClassVar
 from studyctl.attempt.outcome import read_outcome, stderr_tail
 from studyctl.attempt.records import Active, Handle, Launch, RecordHandle, RecordUpdate, Update
 from studyctl.backends.base import Backend
+from studyctl.backends.machine import Machine, misfit
 from studyctl.errors import UserError
 from studyctl.spec.options import LocalOptions
 from studyctl.spec.points import Point
@@ -46,9 +47,22 @@ def default_mpiexec() -> str:
     return found
 
 
-def worker_command(launch: Launch, options: LocalOptions) -> list[str]:
+def resolve_mpiexec(options: LocalOptions) -> str:
+    """The mpiexec to run: `local.mpiexec` (a path or a name on PATH) if it is an executable file, else the default.
+
+    A UserError (exit 1) if none is; the local backend turns it into its points' failure reason."""
+    if options.mpiexec is None:
+        return default_mpiexec()
+    found = shutil.which(options.mpiexec)
+    if not found:
+        raise UserError(f"local.mpiexec: {options.mpiexec!r} is not an executable file (missing, not executable, or "
+                        "not on PATH)", 1)
+    return found
+
+
+def worker_command(launch: Launch, options: LocalOptions, mpiexec: str | None = None) -> list[str]:
     world = launch.point.world_size
-    mpiexec = options.mpiexec or default_mpiexec()
+    mpiexec = mpiexec or resolve_mpiexec(options)
     return [mpiexec, *options.mpiexec_args, "-n", str(world), sys.executable, "-m", "worker", str(launch.paths.task)]
 
 
@@ -117,8 +131,17 @@ class LocalBackend(Backend):
     initial_state: ClassVar[State] = State.PLANNED
     adopts: ClassVar[bool] = True
 
-    def __init__(self, options: LocalOptions) -> None:
+    def __init__(self, options: LocalOptions, machine: Machine | None = None) -> None:
         self.options = options
+        self.machine = machine or Machine.this()
+
+    def refuse(self, point: Point) -> str | None:
+        """No mpiexec to start it with, or more ranks or buffer memory than this machine has (see machine.py)."""
+        try:
+            resolve_mpiexec(self.options)
+        except UserError as exc:
+            return str(exc)
+        return misfit(point, self.machine, self.options.max_ranks_per_core)
 
     @classmethod
     def from_sweep(cls, sweep: SweepFile, paths: StudyPaths) -> LocalBackend:
@@ -127,19 +150,32 @@ class LocalBackend(Backend):
     def time_limit_s(self, point: Point) -> int | None:
         return self.options.timeout_s
 
-    def _start(self, launch: Launch, record_update: RecordUpdate) -> _Running:
+    def _start(self, launch: Launch, record_update: RecordUpdate) -> _Running | None:
         """Recorded RUNNING before the process exists: a kill -9 from here on leaves an active attempt, which
         the next command resolves (its process found by task file, or LOST) instead of starting it twice.
-        The caller supervises the run at once, then records its PID."""
+        The caller supervises the run at once, then records its PID. None: it could not start (recorded FAILED
+        with why: mpiexec missing or not executable, the attempt directory unwritable)."""
         started = time.time()
-        command = worker_command(launch, self.options)
+        try:
+            command = worker_command(launch, self.options)
+        except UserError as exc:
+            record_update(Update(launch.point_id, launch.attempt, State.FAILED, FailureClass.CONFIG, str(exc),
+                                 started_at=started, ended_at=time.time()))
+            return None
         record_update(Update(launch.point_id, launch.attempt, State.RUNNING, node_list="localhost",
                              started_at=started))
         paths = launch.paths
-        paths.dir.mkdir(parents=True, exist_ok=True)
-        with paths.stdout.open("wb") as out, paths.stderr.open("wb") as err:
-            proc = subprocess.Popen(command, stdout=out, stderr=err, stdin=subprocess.DEVNULL, cwd=paths.dir,
-                                    start_new_session=True)
+        try:
+            paths.dir.mkdir(parents=True, exist_ok=True)
+            with paths.stdout.open("wb") as out, paths.stderr.open("wb") as err:
+                proc = subprocess.Popen(command, stdout=out, stderr=err, stdin=subprocess.DEVNULL, cwd=paths.dir,
+                                        start_new_session=True)
+        except OSError as exc:
+            failure = FailureClass.CONFIG if exc.filename == command[0] else FailureClass.IO_ERROR
+            record_update(Update(launch.point_id, launch.attempt, State.FAILED, failure,
+                                 f"cannot start {exc.filename or command[0]}: {exc.strerror or exc}",
+                                 started_at=started, ended_at=time.time()))
+            return None
         return _Running(launch, proc, proc.pid, started)
 
     def _finish(self, run: _Running, exit_code: int | None) -> Update:
@@ -172,8 +208,10 @@ class LocalBackend(Backend):
         try:
             while queue or running:
                 while queue and len(running) < self.options.max_concurrent:
-                    running.append(self._start(queue.pop(0), record_update))
-                    record_handle(running[-1].launch, Handle(pid=running[-1].pid))
+                    run = self._start(queue.pop(0), record_update)
+                    if run is not None:
+                        running.append(run)
+                        record_handle(run.launch, Handle(pid=run.pid))
                 still = []
                 for run in running:
                     update = self._check(run)

@@ -9,8 +9,9 @@ from typing import Annotated, TypeVar
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
-from studyctl.errors import UserError
+from studyctl.errors import UserError, os_error_line
 
 # Wide when piped (CI logs, files); the terminal's width otherwise.
 out = Console(width=None if sys.stdout.isatty() else 180)
@@ -24,11 +25,16 @@ ResultsOpt = Annotated[Path, typer.Option("--results", help="where study directo
 def guard(fn: Callable[[], T]) -> T:
     """User errors become one line and an exit code; tracebacks only with --debug."""
     try:
-        return fn()
+        try:
+            return fn()
+        except OSError as exc:  # the environment (a full or read-only disk, a permission): one line too
+            if STATE["debug"]:
+                raise
+            raise os_error_line(exc) from None
     except UserError as exc:
         if STATE["debug"]:
             raise
-        err.print(f"[bold red]studyctl: error:[/] {exc}", highlight=False, soft_wrap=True)
+        err.print(f"[bold red]studyctl: error:[/] {escape(str(exc))}", highlight=False, soft_wrap=True)
         raise typer.Exit(exc.exit_code) from None
     except KeyboardInterrupt as stop:
         err.print(f"studyctl: {getattr(stop, 'reason', 'interrupted')}", highlight=False)

@@ -17,7 +17,7 @@ from rich.table import Table
 from studyctl.attempt.records import Update
 from studyctl.cli.common import ResultsOpt, err, guard, out
 from studyctl.errors import UserError
-from studyctl.states import FINAL_STATES, State, shown_state
+from studyctl.states import FINAL_STATES, RETRYABLE_STATES, State, shown_state
 from studyctl.units import format_bytes
 
 
@@ -56,7 +56,11 @@ def sweep_submit(
     dry_run: Annotated[bool, typer.Option("--dry-run", help="plan and count, run nothing")] = False,
     budget_node_hours: Annotated[float | None, typer.Option(min=0, help="refuse to submit over this estimate")] = None,
 ) -> None:
-    """Run a study's points that have not run yet (idempotent: completed and queued points are skipped)."""
+    """Run a study's points that have not run yet (idempotent: completed and queued points are skipped).
+
+    Exit codes: 0 every point completed (or is queued, for a backend that returns once submitted);
+    1 some point of the study ended failed (FAILED, TIMEOUT, LOST, CANCELLED, ...); 2 bad input.
+    """
     from studyctl import api as study
 
     def run() -> None:
@@ -94,6 +98,7 @@ def sweep_submit(
 
 
 def _print_after_run(submitted: Any, results: Path) -> None:
+    """The study's states after a run; exit code 1 (typer.Exit) when any point of it ended failed."""
     from studyctl import api as study
 
     study_dir = submitted.study
@@ -103,10 +108,12 @@ def _print_after_run(submitted: Any, results: Path) -> None:
     out.print(_counts_line(rep.counts))
     if not submitted.runs_to_completion and not rep.done:
         out.print(f"submitted; follow with: studyctl sweep status {study_dir.name} --watch")
-    failed = [p for p in rep.points if p.state in FINAL_STATES - {State.COMPLETED} and not p.excluded]
+    failed = [p for p in rep.points if p.state in RETRYABLE_STATES and not p.excluded]
     if failed:
         out.print(f"{len(failed)} failed; rerun them with: studyctl sweep resubmit {study_dir.name}")
     out.print(f"results: {study_dir.root}")
+    if failed:
+        raise typer.Exit(1)
 
 
 def _counts_line(counts: Any) -> str:
@@ -205,7 +212,11 @@ def sweep_resubmit(
     max_attempts: Annotated[int | None, typer.Option(min=1, help="skip points with this many attempts already")] = None,
     backend: Annotated[str | None, typer.Option(help="default: the backend the study was submitted with")] = None,
 ) -> None:
-    """Rerun only the selected points, each as a new attempt; history is kept."""
+    """Rerun only the selected points, each as a new attempt; history is kept.
+
+    Exit codes: 0 every point completed (or is queued, for a backend that returns once submitted);
+    1 some point of the study ended failed (FAILED, TIMEOUT, LOST, CANCELLED, ...); 2 bad input.
+    """
     from studyctl import api as study
 
     def run() -> None:

@@ -21,6 +21,9 @@ class LocalOptions(BaseModel):
     timeout_s: PositiveInt = 3600
     mpiexec: str | None = None  # default: the mpiexec beside this Python
     mpiexec_args: list[str] = []
+    # Simulated nodes share this machine: up to this many ranks per core (they mostly wait on I/O); a point
+    # with more ranks, or whose buffers exceed the available memory, is FAILED before anything starts.
+    max_ranks_per_core: PositiveInt = 8
 
 
 # sbatch options the backend sets itself: `sbatch_extra` may not override them.

@@ -6,7 +6,9 @@ command reconciles attempts still marked active against the backend and the resu
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import sqlite3
 import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
@@ -16,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from studyctl.attempt.records import Handle, Update
+from studyctl.errors import StorageError, UserError
 from studyctl.states import ACTIVE_STATES, EXCLUDED, State
 
 SCHEMA = """
@@ -102,6 +105,22 @@ class PointRow:
         return self.latest.attempt if self.latest else 0
 
 
+def _connect_read_only(path: Path) -> sqlite3.Connection:
+    """Read-only, never creating or changing a file. In a directory nobody may write (a read-only mount, a
+    colleague's results), SQLite cannot make the WAL index it needs to read: the file is opened as immutable."""
+    uri = path.absolute().as_uri()
+    db = sqlite3.connect(f"{uri}?mode=ro", uri=True, timeout=30, isolation_level=None)
+    db.execute("PRAGMA busy_timeout=30000")
+    if os.access(path.parent, os.W_OK):
+        return db
+    try:
+        db.execute("SELECT COUNT(*) FROM sqlite_master").fetchone()
+        return db
+    except sqlite3.OperationalError:
+        db.close()
+    return sqlite3.connect(f"{uri}?mode=ro&immutable=1", uri=True, timeout=30, isolation_level=None)
+
+
 _ATTEMPT_COLS = ("point_id, attempt, backend, state, job_id, array_index, pid, failure_class, reason, "
                  "exit_code, node_list, submitted_at, started_at, ended_at, result_path")
 
@@ -118,10 +137,11 @@ class Ledger:
     def __init__(self, path: Path, readonly: bool = False) -> None:
         """`readonly`: for commands that only read (collect): never creates, migrates or writes the file."""
         self.path = path
+        if path.exists() and not path.is_file():  # a FIFO would block the open forever, a directory cannot be one
+            raise UserError(f"{path}: not a regular file, so not a ledger; move it away and 'studyctl sweep status' "
+                            "rebuilds the ledger from the attempt directories", 1)
         if readonly:
-            self._db = sqlite3.connect(f"{path.absolute().as_uri()}?mode=ro", uri=True, timeout=30,
-                                       isolation_level=None)
-            self._db.execute("PRAGMA busy_timeout=30000")
+            self._db = _connect_read_only(path)
             return
         path.parent.mkdir(parents=True, exist_ok=True)
         self._db = sqlite3.connect(path, timeout=30, isolation_level=None)
@@ -144,13 +164,25 @@ class Ledger:
 
     @contextmanager
     def transaction(self) -> Iterator[sqlite3.Connection]:
-        self._db.execute("BEGIN IMMEDIATE")
+        """All or nothing. A write the disk refuses (full, read-only) or a ledger held too long by another
+        command is one line (StorageError), never a half-made change."""
+        try:
+            self._db.execute("BEGIN IMMEDIATE")
+        except sqlite3.OperationalError as exc:
+            raise self._cannot_write(exc) from None
         try:
             yield self._db
-        except BaseException:
-            self._db.execute("ROLLBACK")
+            self._db.execute("COMMIT")
+        except BaseException as exc:
+            with contextlib.suppress(sqlite3.Error):
+                self._db.execute("ROLLBACK")
+            if isinstance(exc, sqlite3.OperationalError):
+                raise self._cannot_write(exc) from None
             raise
-        self._db.execute("COMMIT")
+
+    def _cannot_write(self, exc: sqlite3.OperationalError) -> StorageError:
+        return StorageError(f"{self.path}: cannot be updated ({exc}); results already written are kept, and the "
+                            "next command brings the ledger up to date from them")
 
     # ---- meta
     def set_meta(self, **values: str) -> None:
@@ -223,6 +255,11 @@ class Ledger:
 
     def attempt_keys(self) -> set[tuple[str, int]]:
         return set(self._db.execute("SELECT point_id, attempt FROM attempts"))
+
+    def attempts_in(self, state: State) -> list[AttemptRow]:
+        """Every attempt (latest or not) now in `state`."""
+        rows = self._db.execute(f"SELECT {_ATTEMPT_COLS} FROM attempts WHERE state = ?", (state.value,))
+        return [_attempt(r) for r in rows]
 
     def active_attempts(self, queued: bool = False) -> list[AttemptRow]:
         """Attempts queued or running; `queued` adds those still PLANNED in a runner's own queue."""

@@ -7,33 +7,46 @@ import fcntl
 import os
 import signal
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from typing import TypeVar
 
 from studyctl.attempt.paths import StudyPaths
 from studyctl.errors import UserError
+
+T = TypeVar("T")
 
 
 @contextmanager
 def study_lock(paths: StudyPaths) -> Iterator[None]:
     """Held while a command changes the study (submit, resubmit); a second one is refused in one line."""
     paths.root.mkdir(parents=True, exist_ok=True)
-    fh = paths.lock.open("a+")
+    fd = _named(paths, lambda: os.open(paths.lock, os.O_RDWR | os.O_CREAT, 0o644))
     try:
-        fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
-        fh.close()
+        os.close(fd)
         raise UserError(f"{paths.root}: another studyctl is running this study; wait for it or "
                         "'studyctl sweep cancel' it", 1) from None
     try:
-        fh.seek(0)
-        fh.truncate()
-        fh.write(f"{os.getpid()}\n")
-        fh.flush()
+        _named(paths, lambda: _write_pid(fd))
         yield
     finally:
-        fcntl.flock(fh, fcntl.LOCK_UN)
-        fh.close()
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        os.close(fd)
+
+
+def _write_pid(fd: int) -> None:
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+
+
+def _named(paths: StudyPaths, op: Callable[[], T]) -> T:
+    """`op()`, its OSError naming the lock file (a full or read-only disk is then one line that says where)."""
+    try:
+        return op()
+    except OSError as exc:
+        raise OSError(exc.errno, exc.strerror, str(paths.lock)) from exc
 
 
 def runner_active(paths: StudyPaths) -> bool:

@@ -39,6 +39,7 @@ def reconcile(paths: StudyPaths, ledger: Ledger, sweep: SweepFile | None,
     Without a sweep (its file unreadable) only the result files are read: no backend can be made.
     """
     found = Reconciled()
+    _revive_lost(paths, ledger, sweep)
     by_backend: dict[str, list[AttemptRow]] = {}
     for row in ledger.active_attempts():
         by_backend.setdefault(row.backend, []).append(row)
@@ -57,6 +58,17 @@ def reconcile(paths: StudyPaths, ledger: Ledger, sweep: SweepFile | None,
     return found
 
 
+def _revive_lost(paths: StudyPaths, ledger: Ledger, sweep: SweepFile | None) -> None:
+    """A LOST attempt whose result file is on disk after all (its ledger update failed on a full disk, or the
+    scheduler forgot a job that did finish) is COMPLETED: a measurement on disk is never shown as lost."""
+    revived = []
+    for row in ledger.attempts_in(State.LOST):
+        outcome = read_outcome(paths.attempt(row.point_id, row.attempt), row.point_id, row.attempt)
+        if outcome is not None and outcome.state is State.COMPLETED:
+            revived.append(outcome)
+    Recorder(paths, ledger, sweep).updates(revived)
+
+
 def _reconcile_rows(paths: StudyPaths, recorder: Recorder, backend: Backend | None,
                     rows: Sequence[AttemptRow]) -> list[Active]:
     """One backend's active attempts; returns those still alive (with their start as `since`)."""
@@ -67,8 +79,9 @@ def _reconcile_rows(paths: StudyPaths, recorder: Recorder, backend: Backend | No
     for row in rows:
         launch = existing_launch(paths, row, backend)
         if launch is None:
-            file_updates.append(Update(row.point_id, row.attempt, State.LOST, None,
-                                       "attempt directory or task.json missing", ended_at=now))
+            outcome = read_outcome(paths.attempt(row.point_id, row.attempt), row.point_id, row.attempt)
+            file_updates.append(outcome or Update(row.point_id, row.attempt, State.LOST, None,
+                                                  "attempt directory or task.json missing", ended_at=now))
             continue
         recorder.know([launch])
         outcome = read_outcome(launch.paths, row.point_id, row.attempt)

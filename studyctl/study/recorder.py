@@ -7,9 +7,10 @@ from collections.abc import Callable, Sequence
 from studyctl.attempt.data import read_task, remove_unclaimed_data
 from studyctl.attempt.paths import StudyPaths
 from studyctl.attempt.records import Handle, Launch, Update
+from studyctl.errors import StorageError
 from studyctl.spec.points import Point
 from studyctl.spec.sweep import SweepFile
-from studyctl.states import ACTIVE_STATES, FailureClass, State
+from studyctl.states import ACTIVE_STATES, FINAL_STATES, FailureClass, State
 from studyctl.study.ledger import Ledger
 
 ProgressHook = Callable[[Update], None]
@@ -26,21 +27,30 @@ def cleanup_point_data(paths: StudyPaths, update: Update) -> None:
 
 
 class Recorder:
-    """What a backend's `record_handle` / `record_update` do: write the ledger, clean up, report progress."""
+    """What a backend's `record_handle` / `record_update` do: write the ledger, clean up, report progress.
+
+    `defer`: an end (a final state) or a handle the disk refuses to record (StorageError: full) is kept and
+    retried with the next write, so a runner keeps supervising (and timing out) what runs; `flush()` at the end
+    raises if it still fails. Without it, or for a start, the error is raised at once."""
 
     def __init__(self, paths: StudyPaths, ledger: Ledger, sweep: SweepFile | None,
-                 progress: ProgressHook | None = None) -> None:
+                 progress: ProgressHook | None = None, defer: bool = False) -> None:
         self.paths, self.ledger, self.sweep, self.progress = paths, ledger, sweep, progress
         self.points: dict[str, Point] = {}  # point_id → point, for cleanup
+        self.defer = defer
+        self._handles: list[tuple[str, int, Handle]] = []  # not yet written (deferred)
+        self._updates: list[Update] = []
+        self._failure: StorageError | None = None
 
     def know(self, launches: Sequence[Launch]) -> None:
         self.points.update((la.point_id, la.point) for la in launches)
 
     def handle(self, launch: Launch, handle: Handle) -> None:
-        self.ledger.record_handles([(launch.point_id, launch.attempt, handle)])
+        self.handles([(launch, handle)])
 
     def handles(self, found: Sequence[tuple[Launch, Handle]]) -> None:
-        self.ledger.record_handles([(la.point_id, la.attempt, h) for la, h in found])
+        self._handles += [(la.point_id, la.attempt, h) for la, h in found]
+        self._write()
 
     def update(self, update: Update) -> None:
         self.updates([update])
@@ -48,12 +58,34 @@ class Recorder:
     def updates(self, updates: Sequence[Update]) -> None:
         if not updates:
             return
-        results = {}
         for u in updates:
-            if u.state is State.COMPLETED:
-                results[(u.point_id, u.attempt)] = str(self.paths.attempt(u.point_id, u.attempt).result)
             cleanup_point_data(self.paths, u)
-        self.ledger.record_updates(updates, results)
+        self._updates += updates
+        self._write()
         if self.progress:
             for u in updates:
                 self.progress(u)
+
+    def flush(self) -> None:
+        """Write what was deferred; the StorageError if the ledger still cannot be written."""
+        if self._handles or self._updates:
+            self._write()
+        if self._failure is not None:
+            raise self._failure
+
+    def _write(self) -> None:
+        results = {(u.point_id, u.attempt): str(self.paths.attempt(u.point_id, u.attempt).result)
+                   for u in self._updates if u.state is State.COMPLETED}
+        try:
+            if self._handles:
+                self.ledger.record_handles(self._handles)
+                self._handles = []
+            if self._updates:
+                self.ledger.record_updates(self._updates, results)
+                self._updates = []
+            self._failure = None
+        except StorageError as exc:
+            # A start (RUNNING, SUBMITTED) is never deferred: it must be on record before the process can do work.
+            if not self.defer or any(u.state not in FINAL_STATES for u in self._updates):
+                raise
+            self._failure = exc

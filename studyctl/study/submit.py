@@ -2,22 +2,24 @@
 
 from __future__ import annotations
 
+import contextlib
+import time
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from studyctl.attempt.paths import StudyPaths
-from studyctl.attempt.records import Active
+from studyctl.attempt.records import Active, Update
 from studyctl.backends import base
 from studyctl.backends.base import Backend
-from studyctl.errors import UserError
+from studyctl.errors import StorageError, UserError
 from studyctl.fsutil import atomic_write_text
 from studyctl.spec.expand import PlannedPoint, expand
 from studyctl.spec.plan import plan_rows, summarize_plan
 from studyctl.spec.points import Point
 from studyctl.spec.sweep import SweepFile, load_sweep
-from studyctl.states import ACTIVE_STATES, State
+from studyctl.states import ACTIVE_STATES, FailureClass, State
 from studyctl.study.launches import new_launch
 from studyctl.study.ledger import Ledger
 from studyctl.study.lock import study_lock
@@ -49,15 +51,27 @@ class SubmitReport:
 
 def launch_points(paths: StudyPaths, ledger: Ledger, sweep: SweepFile, backend: Backend, todo: Sequence[Point],
                   alive: dict[str, list[Active]], progress: ProgressHook | None) -> int:
-    """A new attempt per point in `todo`, handed to `backend` with the attempts of it still alive."""
+    """A new attempt per point in `todo`, handed to `backend` with the attempts of it still alive.
+
+    A point the backend refuses (`Backend.refuse`: it cannot run there at all) is FAILED before anything starts."""
     on_disk = {p.point_id: max(paths.attempts_on_disk(p.point_id), default=0) for p in todo}
     numbers = ledger.new_attempts([(p.point_id, backend.name) for p in todo], backend.initial_state, on_disk)
     launches = [new_launch(paths, sweep, backend, p, numbers[p.point_id]) for p in todo]
     adopted = alive.get(backend.name, [])
-    recorder = Recorder(paths, ledger, sweep, progress)
+    recorder = Recorder(paths, ledger, sweep, progress, defer=True)
     recorder.know([*launches, *(a.launch for a in adopted)])
-    with stop_on_signals():
-        backend.launch(launches, recorder.handle, recorder.update, adopted=adopted)
+    refused = {la.point_id: why for la in launches if (why := backend.refuse(la.point))}
+    recorder.updates([Update(la.point_id, la.attempt, State.FAILED, FailureClass.CONFIG, refused[la.point_id],
+                             ended_at=time.time()) for la in launches if la.point_id in refused])
+    launches = [la for la in launches if la.point_id not in refused]
+    try:
+        with stop_on_signals():
+            backend.launch(launches, recorder.handle, recorder.update, adopted=adopted)
+    except BaseException:  # interrupted, or a start the ledger could not record: keep what can be kept
+        with contextlib.suppress(StorageError):
+            recorder.flush()
+        raise
+    recorder.flush()  # an end the disk refused to record (full): retried once more, else one line
     return len(launches)
 
 

@@ -1,0 +1,62 @@
+"""Does a point fit this machine? Its ranks against the cores, its buffers against the available memory.
+
+Simulated nodes share one machine, so a little oversubscription is normal (ranks mostly wait on I/O); a
+thousand ranks on two cores, or buffers beyond the free memory, would only measure the swap and the
+scheduler, or hang the machine. Refused before any process starts, with the numbers.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from studyctl.spec.points import Point
+from studyctl.spec.strategies import memory_per_host_bytes
+from studyctl.units import format_bytes
+
+
+@dataclass(frozen=True)
+class Machine:
+    cores: int
+    available_memory_bytes: int | None  # None: the kernel does not say
+
+    @classmethod
+    def this(cls) -> Machine:
+        try:
+            cores = len(os.sched_getaffinity(0))
+        except (AttributeError, OSError):
+            cores = os.cpu_count() or 1
+        return cls(cores, available_memory())
+
+
+def available_memory() -> int | None:
+    """MemAvailable (what can be had without swapping), else free physical pages."""
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError):
+        return None
+
+
+def misfit(point: Point, machine: Machine, ranks_per_core: int) -> str | None:
+    """Why `point` cannot run on `machine` (all its simulated nodes at once), or None if it fits."""
+    ranks = point.world_size
+    limit = machine.cores * ranks_per_core
+    if ranks > limit:
+        return (f"{ranks} ranks ({point.nodes} nodes × {point.ranks_per_node}) exceed this machine's "
+                f"{machine.cores} cores × local.max_ranks_per_core {ranks_per_core} = {limit} ranks")
+    # every simulated node's ranks on this one host: buffers, interpreters, async snapshots, drain buffers
+    need = point.nodes * memory_per_host_bytes(point.checkpoint, point.ranks_per_node,
+                                               point.layout().bytes_per_rank_max)
+    have = machine.available_memory_bytes
+    if have is not None and need > have:
+        return (f"{ranks} ranks need {format_bytes(need)} of memory here ({point.checkpoint.buffer_mib} MiB buffer "
+                f"+ interpreter per rank, plus snapshots for strategy {point.checkpoint.strategy}), over this "
+                f"machine's available {format_bytes(have)}")
+    return None
