@@ -24,7 +24,9 @@ from studyctl.analysis.results import CACHE_VERSION, Failure, Problem
 from studyctl.analysis.status import PointStatus
 from studyctl.analysis.tables import Tables, build_tables, write_frame, write_tables
 from studyctl.attempt.paths import StudyPaths, attempt_number
+from studyctl.errors import UserError
 from studyctl.fsutil import atomic_write_json
+from studyctl.spec.yamlpos import load_yaml_bounded
 from studyctl.states import NOT_FAILED, State
 
 __all__ = ["CollectResult", "DlioRun", "Failure", "PointStatus", "Problem", "Tables", "build_tables", "collect"]
@@ -123,13 +125,11 @@ def _fingerprint(paths: StudyPaths, statuses: Sequence[PointStatus] | None, dlio
 def _description(paths: StudyPaths) -> str | None:
     """The sweep's description, if the study directory keeps a copy of the sweep (optional)."""
     try:
-        import yaml
-
-        data = yaml.safe_load(paths.sweep_copy.read_text())
-        text = data.get("description") if isinstance(data, dict) else None
-        return str(text) if text else None
-    except (OSError, ValueError, ImportError, AttributeError):
-        return None
+        data = load_yaml_bounded(paths.sweep_copy)
+    except UserError:
+        return None  # missing or damaged: the report goes without a description
+    text = data.get("description") if isinstance(data, dict) else None
+    return str(text) if text else None
 
 
 def _missing_results(tables: Tables, statuses: Sequence[PointStatus] | None) -> list[Problem]:

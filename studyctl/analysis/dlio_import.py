@@ -28,6 +28,7 @@ import pandas as pd
 
 from studyctl.analysis.cells import cell_key
 from studyctl.errors import UserError
+from studyctl.spec.yamlpos import load_yaml_bounded
 from studyctl.units import GIB
 
 RECORD = re.compile(r"^(save_ckpt|load_ckpt|ckpt)(\d+)$")
@@ -63,10 +64,8 @@ def _hydra_config(run_dir: Path) -> dict[str, Any]:
     """Model name and parallelism from DLIO's saved Hydra config, when the run kept it (optional)."""
     path = run_dir / ".hydra" / "config.yaml"
     try:
-        import yaml
-
-        cfg = yaml.safe_load(path.read_text()) or {}
-    except (OSError, ValueError, ImportError):
+        cfg = load_yaml_bounded(path) or {}
+    except UserError:  # no config kept, or a damaged one
         return {}
     model = ((cfg.get("workload") or cfg).get("model") or {}) if isinstance(cfg, dict) else {}
     par = model.get("parallelism") or {} if isinstance(model, dict) else {}

@@ -14,7 +14,9 @@ from typing import Any
 
 import pandas as pd
 
+from studyctl.errors import UserError
 from studyctl.spec.training import CostInputs, TrainingSpec, projection_factor, training_cost
+from studyctl.spec.yamlpos import load_yaml_bounded
 from worker.result import Result
 
 # Per-checkpoint strategy fields carried into rows (write and read ones; the rest of StrategyTiming is derived).
@@ -53,11 +55,9 @@ def strategy_rows(r: Result, base: dict[str, Any]) -> list[dict[str, Any]]:
 def load_training(sweep_copy: Path) -> TrainingSpec:
     """The `training:` block of the sweep as submitted; defaults when the study keeps none (or a bad one)."""
     try:
-        import yaml
-
-        data = yaml.safe_load(sweep_copy.read_text())
-        return TrainingSpec.model_validate((data or {}).get("training") or {})
-    except (OSError, ValueError, AttributeError):
+        data = load_yaml_bounded(sweep_copy)
+        return TrainingSpec.model_validate((data if isinstance(data, dict) else {}).get("training") or {})
+    except (UserError, ValueError):  # missing or damaged copy, or a block this version cannot read
         return TrainingSpec()
 
 

@@ -141,6 +141,13 @@ def _check_size(path: Path, node: yaml.Node) -> None:
                         "expanded; write the values out or use fewer aliases")
 
 
+def load_yaml_bounded(path: Path) -> Any:
+    """The data of a YAML file read from a results directory (a sweep copy, DLIO's config): the same bounds
+    as a sweep file (size, aliases, depth, duplicate keys), so a received directory cannot exhaust memory.
+    UserError when the file is missing, too large or not YAML."""
+    return load_yaml_with_lines(path)[0]
+
+
 def line_of(lines: dict[Loc, int], loc: Loc) -> int | None:
     """Line of the deepest known prefix of `loc`."""
     for end in range(len(loc), -1, -1):
