@@ -164,7 +164,8 @@ def test_failure_then_fix_and_resubmit(tmp_path: Path) -> None:
 def test_too_many_nodes_fails_with_slurms_message_and_others_run(tmp_path: Path) -> None:
     sweep = sweep_file(tmp_path, "toobig", "matrix: {zero_stage: 1, nodes: [1, 5], ranks_per_node: 1}\n"
                        "slurm: {partition: debug, time_limit_min: 3}\n")
-    assert cli(tmp_path, "sweep", "submit", str(sweep), "--backend", "slurm").returncode == 0
+    submitted = cli(tmp_path, "sweep", "submit", str(sweep), "--backend", "slurm")
+    assert submitted.returncode == 1, submitted.stdout + submitted.stderr  # a point failed at submission
     data = wait_final(tmp_path, "toobig")
     by_nodes = {p["nodes"]: p for p in data["points"]}
     assert by_nodes[1]["state"] == "COMPLETED"
