@@ -108,3 +108,24 @@ def _costs(row: pd.Series, spec: TrainingSpec) -> dict[str, Any]:
                                     interference_s=interference, background_s=background, restore_s=restore))
     out.update(cost.as_dict())
     return out
+
+
+# What the report shows per cell of the training table (means over repetitions).
+COST_COLUMNS = ("blocking_s", "checkpoint_cost_s", "overhead_share", "optimal_interval_s", "optimal_overhead_share",
+                "goodput", "lost_work_per_failure_s", "restore_s")
+
+
+def cost_summary(training: pd.DataFrame) -> tuple[list[str], list[dict[str, Any]]]:
+    """(the settings that vary, one record per cell): what checkpoints cost training, repetitions pooled."""
+    from studyctl.analysis.cells import SETTINGS, independent
+
+    if training.empty or "overhead_share" not in training:
+        return [], []
+    varying = [c for c in SETTINGS if c in training and training[c].astype(str).nunique(dropna=False) > 1]
+    axes = independent(training, varying)  # a tier setting that follows from the strategy adds no row identity
+    keys = axes or ["model"]
+    present = [c for c in COST_COLUMNS if c in training]
+    grouped = training.groupby(keys, dropna=False, sort=True)
+    cells = grouped[present].mean().join(grouped.size().rename("n")).join(grouped["projected"].any())
+    return keys, [{k: (v.item() if hasattr(v, "item") else v) for k, v in row.items()}
+                  for row in cells.reset_index().to_dict("records")]

@@ -155,6 +155,9 @@ def test_a_study_tabulates_and_plots_what_checkpoints_cost(tmp_path: Path) -> No
     assert {"overhead_gpt2-125m.png", "restore_time.png"} <= plots
     report = (tmp_path / "results" / "costs" / "report.md").read_text()
     assert "Checkpoint overhead vs nodes per strategy" in report and "Restore time per restore mode" in report
+    section = report.split("## What checkpoints cost training", 1)[1].split("\n## ", 1)[0]
+    rows = [line for line in section.splitlines() if line.startswith("| ") and "---" not in line][1:]
+    assert len(rows) == 9 and {"sync", "async", "tiered"} <= {cell.strip() for r in rows for cell in r.split("|")}
 
 
 @pytest.mark.parametrize("io_mode", ["direct", "hybrid"])
