@@ -13,7 +13,6 @@ import pytest
 
 from studyctl.analysis.collect import build_tables
 from studyctl.analysis.dlio_import import import_dlio
-from studyctl.analysis.stats import describe, ratio_ci, t_quantile_975
 from studyctl.api import collect as collect_study
 from studyctl.errors import UserError
 from studyctl.units import GIB
@@ -34,18 +33,6 @@ def assert_png_has_content(path: Path) -> None:
     non_white = (img < 0.95).any(axis=-1).mean()
     assert non_white > 0.02, f"{path} is (almost) blank"
     assert img.std() > 0.05
-
-
-def test_describe_matches_hand_computed() -> None:
-    d = describe([1.0, 2.0, 3.0])
-    assert d["n"] == 3 and d["mean"] == 2.0 and d["stdev"] == 1.0
-    assert d["ci95"] == pytest.approx(4.303 / math.sqrt(3))
-    one = describe([5.0])
-    assert one["mean"] == 5.0 and math.isnan(one["stdev"]) and math.isnan(one["ci95"])
-    assert t_quantile_975(40) == pytest.approx(2.021, abs=1e-3)
-    assert t_quantile_975(120) == pytest.approx(1.980, abs=1e-3)
-    r, lo, hi = ratio_ci(2.0, 0.1, 1.0, 0.05, 9)
-    assert r == 0.5 and lo < 0.5 < hi
 
 
 def test_tables_from_real_results(small_study: Path, tmp_path: Path) -> None:

@@ -18,18 +18,14 @@ from studyctl.attempt.records import Active, Handle, Launch, RecordHandle, Recor
 from studyctl.states import State
 from studyctl.study.ledger import Ledger
 from tests.cli import run_cli
+from tests.tmpfs import small_tmpfs as mounted_tmpfs
 from tests.unit.fakes import FakeSupervisor, registered, write_sweep
 
 
 @pytest.fixture
 def small_tmpfs(tmp_path: Path) -> Iterator[Path]:
-    mnt = tmp_path / "tmpfs"
-    mnt.mkdir()
-    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(mnt)], check=True)
-    try:
+    with mounted_tmpfs(tmp_path, "4m") as mnt:
         yield mnt
-    finally:
-        subprocess.run(["umount", "-l", str(mnt)], check=False)
 
 
 def fill(directory: Path) -> Path:

@@ -7,6 +7,7 @@ import json
 import re
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -15,6 +16,7 @@ from studyctl.spec.catalog import ModelSpec, lookup
 from studyctl.spec.layout import summarize
 from studyctl.spec.points import CheckpointOptions, Point, WorkerTask
 from studyctl.units import format_bytes
+from tests.tmpfs import small_tmpfs as mounted_tmpfs
 from worker.result import Result, WorkerError
 
 MPIEXEC = str(Path(sys.executable).parent / "mpiexec")
@@ -134,14 +136,9 @@ def test_world_size_mismatch_is_a_clear_error(tmp_path: Path) -> None:
 
 
 @pytest.fixture
-def small_tmpfs(tmp_path: Path):
-    mnt = tmp_path / "tmpfs"
-    mnt.mkdir()
-    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=16m", "tmpfs", str(mnt)], check=True)
-    try:
+def small_tmpfs(tmp_path: Path) -> Iterator[Path]:
+    with mounted_tmpfs(tmp_path, "16m") as mnt:
         yield mnt
-    finally:
-        subprocess.run(["umount", "-l", str(mnt)], check=False)
 
 
 def test_insufficient_space_refused_up_front(tmp_path: Path, small_tmpfs: Path) -> None:

@@ -16,6 +16,8 @@ def test_describe_matches_hand_computed() -> None:
     one = describe([5.0])
     assert one["mean"] == 5.0 and math.isnan(one["stdev"]) and math.isnan(one["ci95"])
     assert describe([])["n"] == 0
+    assert t_quantile_975(40) == pytest.approx(2.021, abs=1e-3)
+    assert t_quantile_975(120) == pytest.approx(1.980, abs=1e-3)
 
 
 def test_t_quantiles() -> None:
