@@ -20,7 +20,8 @@ from studyctl.analysis.dlio_import import DlioRun, import_runs
 from studyctl.analysis.plots import Plot, make_plots, training_plots
 from studyctl.analysis.ratios import RatioSpec, parse_ratio, ratio_table
 from studyctl.analysis.report import render_report
-from studyctl.analysis.results import CACHE_VERSION, Failure, Problem
+from studyctl.analysis.result_cache import CACHE_VERSION
+from studyctl.analysis.results import Failure, Problem
 from studyctl.analysis.status import PointStatus
 from studyctl.analysis.tables import Tables, build_tables, write_frame, write_tables
 from studyctl.attempt.paths import StudyPaths, attempt_number

@@ -141,7 +141,7 @@ def _ranks_frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
             continue
         first = r["checkpoints"][0]
         context = tuple(first[c] for c in RANK_CONTEXT)
-        records.extend(context + t for t in r["ranks"])
+        records.extend((*context, *t) for t in r["ranks"])  # JSON cache: lists
     return pd.DataFrame.from_records(records, columns=[*RANK_CONTEXT, *RANK_FIELDS])
 
 

@@ -1,0 +1,85 @@
+"""The parse cache of a study's result files: plain JSON, never code.
+
+A study directory may come from someone else, so nothing in it may run code when read (the cache was a
+pickle before). The cache is a JSON object with a format name, a version and the identity (device and
+inode) of the study directory it was written for; entries are keyed by the file's path relative to the
+study directory, with its mtime and size. A cache that is damaged, of another version, or written for
+another directory (copied or received: a new inode) is ignored and rebuilt. json.loads builds only
+dicts, lists, strings, numbers, booleans and None.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from studyctl.fsutil import atomic_write_text
+
+CACHE_FORMAT = "studyctl-results-cache"
+CACHE_VERSION = 5  # 4 was the pickle
+
+
+def _identity(study_dir: Path) -> list[int] | None:
+    try:
+        st = os.stat(study_dir)
+    except OSError:
+        return None
+    return [st.st_dev, st.st_ino]
+
+
+def _entries(raw: Any, identity: list[int] | None) -> dict[str, list[Any]]:
+    """The entries of a cache written for this directory by this version; {} for anything else."""
+    if not isinstance(raw, dict) or raw.get("format") != CACHE_FORMAT or raw.get("version") != CACHE_VERSION:
+        return {}
+    if identity is None or raw.get("study_dir") != identity or not isinstance(raw.get("entries"), dict):
+        return {}
+    entries: dict[str, list[Any]] = raw["entries"]
+    for key, value in entries.items():
+        if not (isinstance(key, str) and isinstance(value, list) and len(value) == 3
+                and all(isinstance(v, int) and not isinstance(v, bool) for v in value[:2])):
+            return {}
+    return entries
+
+
+class ParseCache:
+    """relative path → [mtime_ns, size, parsed value] (plain JSON data), under tables/.cache."""
+
+    def __init__(self, path: Path, study_dir: Path) -> None:
+        self.path = path
+        self.root = study_dir
+        self.identity = _identity(study_dir)
+        try:
+            raw = json.loads(path.read_bytes())
+        except (OSError, ValueError, RecursionError):
+            raw = None
+        self.entries = _entries(raw, self.identity)
+        self.used: set[str] = set()
+        self.dirty = False
+        self.hits = self.misses = 0
+
+    def get_or_parse(self, path: Path, st: os.stat_result, parse: Callable[..., Any], *args: Any) -> Any:
+        """The cached value for this version of the file (`st`: its stat), else parse(path, *args)."""
+        key = os.path.relpath(path, self.root)
+        self.used.add(key)
+        hit = self.entries.get(key)
+        if hit and hit[0] == st.st_mtime_ns and hit[1] == st.st_size:
+            self.hits += 1
+            return hit[2]
+        self.misses += 1
+        value = parse(path, *args)
+        self.entries[key] = [st.st_mtime_ns, st.st_size, value]
+        self.dirty = True
+        return value
+
+    def save(self) -> None:
+        """Write the cache if it changed; files that disappeared leave it."""
+        stale = set(self.entries) - self.used
+        for key in stale:
+            del self.entries[key]
+        if (self.dirty or stale) and self.identity is not None:
+            data = {"format": CACHE_FORMAT, "version": CACHE_VERSION, "study_dir": self.identity,
+                    "entries": self.entries}
+            atomic_write_text(self.path, json.dumps(data, separators=(",", ":")))
