@@ -20,6 +20,35 @@ from studyctl.fsutil import atomic_write_text
 
 CACHE_FORMAT = "studyctl-results-cache"
 CACHE_VERSION = 5  # 4 was the pickle
+TABLE = "__rows__"  # marks a packed list of rows (no column of ours has this name)
+
+
+def pack(value: Any) -> Any:
+    """Lists of dicts (table rows) store the values all rows share once: the cache stays small and quick."""
+    if isinstance(value, dict):
+        return {k: pack(v) for k, v in value.items()}
+    if not (isinstance(value, list) and len(value) > 1 and all(isinstance(v, dict) for v in value)):
+        return value
+    order = list(dict.fromkeys(k for v in value for k in v))
+    if any([k for k in order if k in v] != list(v) for v in value):
+        return value  # rows whose columns come in different orders: kept as they are
+    first = value[0]
+    common = {k: first[k] for k in first
+              if all(k in v and v[k] == first[k] and type(v[k]) is type(first[k]) for v in value)}
+    return {TABLE: order, "common": common, "rows": [{k: x for k, x in v.items() if k not in common} for v in value]}
+
+
+def unpack(value: Any) -> Any:
+    """The inverse of `pack`."""
+    if not isinstance(value, dict):
+        return value
+    if TABLE not in value:
+        return {k: unpack(v) for k, v in value.items()}
+    order, common = value[TABLE], value["common"]
+    out = []
+    for rest in value["rows"]:
+        out.append({k: rest[k] if k in rest else common[k] for k in order if k in rest or k in common})
+    return out
 
 
 def _identity(study_dir: Path) -> list[int] | None:
@@ -37,10 +66,14 @@ def _entries(raw: Any, identity: list[int] | None) -> dict[str, list[Any]]:
     if identity is None or raw.get("study_dir") != identity or not isinstance(raw.get("entries"), dict):
         return {}
     entries: dict[str, list[Any]] = raw["entries"]
-    for key, value in entries.items():
-        if not (isinstance(key, str) and isinstance(value, list) and len(value) == 3
-                and all(isinstance(v, int) and not isinstance(v, bool) for v in value[:2])):
-            return {}
+    try:
+        for key, value in entries.items():
+            if not (isinstance(key, str) and isinstance(value, list) and len(value) == 3
+                    and all(isinstance(v, int) and not isinstance(v, bool) for v in value[:2])):
+                return {}
+            value[2] = unpack(value[2])
+    except (KeyError, TypeError, ValueError, AttributeError):  # damaged packing
+        return {}
     return entries
 
 
@@ -81,5 +114,5 @@ class ParseCache:
             del self.entries[key]
         if (self.dirty or stale) and self.identity is not None:
             data = {"format": CACHE_FORMAT, "version": CACHE_VERSION, "study_dir": self.identity,
-                    "entries": self.entries}
+                    "entries": {k: [m, n, pack(v)] for k, (m, n, v) in self.entries.items()}}
             atomic_write_text(self.path, json.dumps(data, separators=(",", ":")))
