@@ -12,14 +12,14 @@ The DLIO-compatible block keeps DLIO's names; DLIO's "GB" there means GiB, as in
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import AliasChoices, BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, model_validator
 
 from studyctl.spec.points import Point
 from worker.strategy_result import Count, Rate, Seconds, StrategyInfo
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION: Literal[1] = 1
 Phase = Literal["write", "read"]
 # Field constraints: a damaged or hand-edited file with NaN, infinite or negative figures fails validation
 # (collect reports it as unusable, with the field). Cross-field checks: `studyctl.analysis.plausibility`.
@@ -62,6 +62,10 @@ class CheckpointTiming(_Strict):
     ranks: list[RankTiming]
 
 
+OLD_SUMMARY_NAMES = {"mlperf_duration_max_s": "duration_max_s",  # PhaseSummary's names before the renames
+                     "mlperf_throughput_min_GiBps": "rank_bandwidth_min_GiBps"}
+
+
 class PhaseSummary(_Strict):
     """Statistics over the checkpoints of one phase of this point."""
 
@@ -74,15 +78,24 @@ class PhaseSummary(_Strict):
     duration_s_mean: Seconds  # mean over checkpoints of duration_max_s
     duration_s_stdev: Seconds  # sample stdev (n-1) of duration_max_s; 0 for one checkpoint
     # max over checkpoints of duration_max_s (was named mlperf_duration_max_s before it got MLPerf's meaning)
-    duration_max_s: Seconds = Field(validation_alias=AliasChoices("duration_max_s", "mlperf_duration_max_s"))
+    duration_max_s: Seconds
     # min over checkpoints of rank_bandwidth_min_GiBps (was mlperf_throughput_min_GiBps; not MLPerf's throughput)
-    rank_bandwidth_min_GiBps: Rate = Field(
-        validation_alias=AliasChoices("rank_bandwidth_min_GiBps", "mlperf_throughput_min_GiBps"))
+    rank_bandwidth_min_GiBps: Rate
     # MLPerf / DLIO, per checkpoint then the mean over checkpoints: duration = max over processes of a rank's
     # duration; throughput = min over processes of the global checkpoint size / that rank's duration, in GiB/s.
     # None in results written before these fields existed.
     mlperf_duration_s_mean: Seconds | None = None
     mlperf_throughput_GiBps_mean: Rate | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _old_names(cls, data: Any) -> Any:
+        """Results written before the renames still validate."""
+        if isinstance(data, dict):
+            for old, new in OLD_SUMMARY_NAMES.items():
+                if old in data and new not in data:
+                    data = {**{k: v for k, v in data.items() if k != old}, new: data[old]}
+        return data
 
 
 class DlioCompat(_Strict):

@@ -27,8 +27,10 @@ def pack(value: Any) -> Any:
     """Lists of dicts (table rows) store the values all rows share once: the cache stays small and quick."""
     if isinstance(value, dict):
         return {k: pack(v) for k, v in value.items()}
-    if not (isinstance(value, list) and len(value) > 1 and all(isinstance(v, dict) for v in value)):
+    if not isinstance(value, list | tuple):
         return value
+    if len(value) < 2 or not all(isinstance(v, dict) for v in value):
+        return [pack(v) for v in value]
     order = list(dict.fromkeys(k for v in value for k in v))
     if any([k for k in order if k in v] != list(v) for v in value):
         return value  # rows whose columns come in different orders: kept as they are
@@ -39,7 +41,9 @@ def pack(value: Any) -> Any:
 
 
 def unpack(value: Any) -> Any:
-    """The inverse of `pack`."""
+    """The inverse of `pack` (tuples come back as lists)."""
+    if isinstance(value, list):
+        return [unpack(v) for v in value]
     if not isinstance(value, dict):
         return value
     if TABLE not in value:

@@ -135,7 +135,7 @@ def add_scaling_efficiency(summary: pd.DataFrame, series_cols: list[str]) -> pd.
 
 
 def _ranks_frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
-    records = []
+    records: list[tuple[Any, ...]] = []
     for r in rows:
         if not r["ranks"]:
             continue
