@@ -20,39 +20,47 @@ from studyctl.fsutil import atomic_write_text
 
 CACHE_FORMAT = "studyctl-results-cache"
 CACHE_VERSION = 5  # 4 was the pickle
-TABLE = "__rows__"  # marks a packed list of rows (no column of ours has this name)
+TABLE = "__rows__"  # marks packed table rows (no column of ours has this name)
+
+
+def _shared_prefix(rows: list[dict[str, Any]]) -> int:
+    """How many leading columns every row has, in the same order and with the same value."""
+    first, n = list(rows[0].items()), 0
+    keyed = [list(r) for r in rows]
+    for k, v in first:
+        if any(len(keys) <= n or keys[n] != k or r[k] != v or type(r[k]) is not type(v)
+               for keys, r in zip(keyed, rows, strict=True)):
+            break
+        n += 1
+    return n
 
 
 def pack(value: Any) -> Any:
-    """Lists of dicts (table rows) store the values all rows share once: the cache stays small and quick."""
+    """Table rows (lists of dicts) store their leading columns of equal values once: a smaller, quicker cache.
+
+    Dicts, lists and tuples are walked into their dicts only; other values are kept (JSON makes tuples lists).
+    """
     if isinstance(value, dict):
         return {k: pack(v) for k, v in value.items()}
-    if not isinstance(value, list | tuple):
+    if not isinstance(value, (list, tuple)):
         return value
     if len(value) < 2 or not all(isinstance(v, dict) for v in value):
-        return [pack(v) for v in value]
-    order = list(dict.fromkeys(k for v in value for k in v))
-    if any([k for k in order if k in v] != list(v) for v in value):
-        return value  # rows whose columns come in different orders: kept as they are
-    first = value[0]
-    common = {k: first[k] for k in first
-              if all(k in v and v[k] == first[k] and type(v[k]) is type(first[k]) for v in value)}
-    return {TABLE: order, "common": common, "rows": [{k: x for k, x in v.items() if k not in common} for v in value]}
+        return [pack(v) if isinstance(v, dict) else v for v in value]
+    n = _shared_prefix(value)
+    common = dict(list(value[0].items())[:n])
+    return {TABLE: common, "rows": [dict(list(v.items())[n:]) for v in value]}
 
 
 def unpack(value: Any) -> Any:
-    """The inverse of `pack` (tuples come back as lists)."""
+    """The inverse of `pack`: each row is its shared columns, then its own, in their order."""
     if isinstance(value, list):
-        return [unpack(v) for v in value]
+        return [unpack(v) if isinstance(v, dict) else v for v in value]
     if not isinstance(value, dict):
         return value
     if TABLE not in value:
         return {k: unpack(v) for k, v in value.items()}
-    order, common = value[TABLE], value["common"]
-    out = []
-    for rest in value["rows"]:
-        out.append({k: rest[k] if k in rest else common[k] for k in order if k in rest or k in common})
-    return out
+    common = value[TABLE]
+    return [{**common, **rest} for rest in value["rows"]]
 
 
 def _identity(study_dir: Path) -> list[int] | None:
@@ -64,7 +72,8 @@ def _identity(study_dir: Path) -> list[int] | None:
 
 
 def _entries(raw: Any, identity: list[int] | None) -> dict[str, list[Any]]:
-    """The entries of a cache written for this directory by this version; {} for anything else."""
+    """The entries of a cache written for this directory by this version, as [mtime_ns, size, value, packed
+    value] (kept packed too: saving does not pack what did not change); {} for anything else."""
     if not isinstance(raw, dict) or raw.get("format") != CACHE_FORMAT or raw.get("version") != CACHE_VERSION:
         return {}
     if identity is None or raw.get("study_dir") != identity or not isinstance(raw.get("entries"), dict):
@@ -75,6 +84,7 @@ def _entries(raw: Any, identity: list[int] | None) -> dict[str, list[Any]]:
             if not (isinstance(key, str) and isinstance(value, list) and len(value) == 3
                     and all(isinstance(v, int) and not isinstance(v, bool) for v in value[:2])):
                 return {}
+            value.append(value[2])
             value[2] = unpack(value[2])
     except (KeyError, TypeError, ValueError, AttributeError):  # damaged packing
         return {}
@@ -82,7 +92,7 @@ def _entries(raw: Any, identity: list[int] | None) -> dict[str, list[Any]]:
 
 
 class ParseCache:
-    """relative path → [mtime_ns, size, parsed value] (plain JSON data), under tables/.cache."""
+    """relative path → [mtime_ns, size, parsed value, packed value or None] (plain JSON data), under tables/.cache."""
 
     def __init__(self, path: Path, study_dir: Path) -> None:
         self.path = path
@@ -107,7 +117,7 @@ class ParseCache:
             return hit[2]
         self.misses += 1
         value = parse(path, *args)
-        self.entries[key] = [st.st_mtime_ns, st.st_size, value]
+        self.entries[key] = [st.st_mtime_ns, st.st_size, value, None]
         self.dirty = True
         return value
 
@@ -118,5 +128,6 @@ class ParseCache:
             del self.entries[key]
         if (self.dirty or stale) and self.identity is not None:
             data = {"format": CACHE_FORMAT, "version": CACHE_VERSION, "study_dir": self.identity,
-                    "entries": {k: [m, n, pack(v)] for k, (m, n, v) in self.entries.items()}}
+                    "entries": {k: [m, n, pack(v) if packed is None else packed]
+                                for k, (m, n, v, packed) in self.entries.items()}}
             atomic_write_text(self.path, json.dumps(data, separators=(",", ":")))
