@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +23,7 @@ CACHE_VERSION = 5  # 4 was the pickle
 TABLE = "__rows__"  # marks packed table rows (no column of ours has this name)
 
 
-def _shared_prefix(rows: list[dict[str, Any]]) -> int:
+def _shared_prefix(rows: Sequence[dict[str, Any]]) -> int:
     """How many leading columns every row has, in the same order and with the same value."""
     first, n = list(rows[0].items()), 0
     keyed = [list(r) for r in rows]
