@@ -119,3 +119,17 @@ def test_dangling_symlink_fifo_and_device_are_reasons_never_opened(tmp_path: Pat
     assert "a device, not a regular file" in found[dev.point_id]
     res = collect(study)
     assert res.points == 1 and len(res.problems) == 3
+
+
+def test_the_mlperf_view_skips_fifos_and_implausible_results(tmp_path: Path) -> None:
+    from studyctl.analysis.mlperf_report import load_results
+
+    study = tmp_path / "mlperf"
+    good, fifo, bad = (make_point(rep=r) for r in range(3))
+    write_result(study, good, [2.0], [3.0])
+    (study / "points" / fifo.point_id / "attempt-1").mkdir(parents=True)
+    os.mkfifo(study / "points" / fifo.point_id / "attempt-1" / "result.json")
+    data = result_dict(bad, [2.0], [3.0], study=study.name)
+    data["sizes"]["written_checkpoint_bytes"] = 1 << 40
+    write_raw(study, bad, data)
+    assert [r.point_id for r in load_results(study)] == [good.point_id]
