@@ -139,6 +139,10 @@ def _describe_error(exc: ValidationError) -> str:
     return f"does not match the result schema: {where}: {err['msg']}{more}"
 
 
+_KINDS = ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a device"), (stat.S_ISBLK, "a device"),
+          (stat.S_ISSOCK, "a socket"), (stat.S_ISDIR, "a directory"))
+
+
 def file_status(path: Path) -> tuple[os.stat_result | None, str | None]:
     """(stat, None) for a regular file (or a symlink to one); (None, reason) for anything else, never opened."""
     try:
@@ -149,9 +153,7 @@ def file_status(path: Path) -> tuple[os.stat_result | None, str | None]:
     except OSError as exc:
         return None, f"unreadable: {exc.strerror}"
     if not stat.S_ISREG(st.st_mode):
-        kind = ("a FIFO" if stat.S_ISFIFO(st.st_mode) else "a device" if stat.S_ISCHR(st.st_mode)
-                or stat.S_ISBLK(st.st_mode) else "a socket" if stat.S_ISSOCK(st.st_mode) else "a directory"
-                if stat.S_ISDIR(st.st_mode) else "not a regular file")
+        kind = next((name for test, name in _KINDS if test(st.st_mode)), "something else")
         return None, f"{kind}, not a regular file: skipped, never opened"
     return st, None
 
@@ -200,17 +202,16 @@ def parse_error(path: Path) -> tuple[str, str]:
         return "unknown", f"error.json unreadable or invalid ({type(exc).__name__})"
 
 
-def _one_result(cache: ParseCache, out: LoadedRows, point_id: str, a: AttemptFiles) -> bool:
+def _one_result(cache: ParseCache, out: LoadedRows, point_id: str, attempt: int, path: Path) -> bool:
     """True when this attempt's result is usable (its rows added); else a problem is recorded."""
-    assert a.result is not None
-    st, error = file_status(a.result)
+    st, error = file_status(path)
     rows = None
     if st is not None:
-        rows, error = cache.get_or_parse(a.result, st, parse_result, point_id)
+        rows, error = cache.get_or_parse(path, st, parse_result, point_id)
     if rows is not None:
         out.rows.append(rows)
         return True
-    out.problems.append(Problem(point_id, a.attempt, str(a.result), error or "invalid"))
+    out.problems.append(Problem(point_id, attempt, str(path), error or "invalid"))
     return False
 
 
@@ -220,7 +221,7 @@ def load_rows(paths: StudyPaths, cache_dir: Path | None = None) -> LoadedRows:
     cache = ParseCache(cache_path, paths.root)
     out = LoadedRows([], [], [], 0, 0)
     for point_id, attempts in sorted(find_attempts(paths).items()):
-        if any(_one_result(cache, out, point_id, a) for a in attempts if a.result is not None):
+        if any(_one_result(cache, out, point_id, a.attempt, a.result) for a in attempts if a.result is not None):
             continue
         latest = attempts[0]
         if latest.error is not None:
