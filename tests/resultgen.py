@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from studyctl.spec.catalog import lookup
-from studyctl.spec.points import CheckpointOptions, Point
+from studyctl.spec.points import CheckpointOptions, Point, restore_bytes
 from worker.result import Result
 
 GIB = 1 << 30
@@ -67,15 +67,20 @@ def _phase_summary(cps: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def result_dict(point: Point, write_gibps: list[float], read_gibps: list[float] | None = None,
-                attempt: int = 1, study: str = "gen", nbytes: int = 256 << 20, spread: float = 0.2,
+                attempt: int = 1, study: str = "gen", nbytes: int | None = None, spread: float = 0.2,
                 mount_options: str = "rw,relatime", cluster: str | None = None, io_mode_used: str | None = None,
                 fstype: str = "ext4", writers: int | None = None, simulated: bool = True) -> dict[str, Any]:
     """A result as the worker would write it; one checkpoint per listed bandwidth.
 
     `io_mode_used` other than the point's: the worker fell back (direct_fallback); `fstype` "tmpfs": memory.
+    `nbytes`: bytes per checkpoint; default the point's layout (collect refuses sizes that disagree with it).
     """
+    layout = nbytes is None
+    nbytes = point.layout().total_bytes if nbytes is None else nbytes
+    nominal = point.nominal_layout().total_bytes if layout else nbytes * 100
+    read = restore_bytes(point.model, point.parallelism, point.checkpoint) if layout else nbytes
     cps = [_checkpoint(point, "write", i, g, nbytes, spread, writers) for i, g in enumerate(write_gibps)]
-    cps += [_checkpoint(point, "read", i, g, nbytes, spread, writers) for i, g in enumerate(read_gibps or [])]
+    cps += [_checkpoint(point, "read", i, g, read, spread, writers) for i, g in enumerate(read_gibps or [])]
     used = io_mode_used or point.io_mode
     opts = point.checkpoint
     cold = opts.cold_read if opts.cold_read != "auto" else ("fadvise" if used == "buffered" else "direct")
@@ -85,11 +90,11 @@ def result_dict(point: Point, write_gibps: list[float], read_gibps: list[float] 
     return {
         "schema_version": 1, "study": study, "point_id": point.point_id, "attempt": attempt,
         "point": point.canonical(),
-        "sizes": {"scale": point.checkpoint.scale, "nominal_checkpoint_bytes": nbytes * 100,
+        "sizes": {"scale": point.checkpoint.scale, "nominal_checkpoint_bytes": nominal,
                   "written_checkpoint_bytes": nbytes, "files_per_checkpoint": 2 * point.world_size,
                   "bytes_per_rank_max": nbytes // point.world_size,
                   "bytes_per_rank_min": nbytes // point.world_size,
-                  "read_bytes_per_restore": nbytes},
+                  "read_bytes_per_restore": read},
         "io": {"io_mode_requested": point.io_mode, "io_mode_used": used,
                "direct_fallback_reason": None if used == point.io_mode else "O_DIRECT refused: EINVAL at open",
                "cold_read_method": cold, "restore_mode": opts.restore, "rank_shift": opts.rank_shift,

@@ -9,6 +9,7 @@ from typing import Any
 
 from studyctl.states import FailureClass
 from worker import io
+from worker.result import Phase as PhaseName
 from worker.timing import checkpoint_timing
 
 
@@ -69,7 +70,7 @@ class Clock:
             except OSError as exc:
                 self.pending = describe_oserror(exc, exc.filename or "the point directory")
 
-    def phase(self, phase: str, index: int, step: str, host: str, prepare: Callable[[], object],
+    def phase(self, phase: PhaseName, index: int, step: str, host: str, prepare: Callable[[], object],
               work: Callable[[Phase], None], collective: bool = False) -> Any:
         """prepare (off the clock), Barrier, stamp, work, stamp; the allgather closes the phase and votes."""
         self.off_clock(prepare)

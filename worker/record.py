@@ -15,6 +15,8 @@ from worker.result import (
     SCHEMA_VERSION,
     FilesystemInfo,
     IoInfo,
+    Phase,
+    PhaseSummary,
     Provenance,
     Result,
     SizeInfo,
@@ -39,13 +41,14 @@ class Gathered:
 
 
 def write_result(run: Run, setup: Setup, timings: list[Any], got: Gathered, started_at: str,
-                 strategy: StrategyInfo | None = None) -> dict[str, Any]:
+                 strategy: StrategyInfo | None = None) -> dict[Phase, PhaseSummary]:
     """Rank 0: the result file, written atomically; returns the per-phase summary."""
     task, point, opts, written = run.task, run.point, run.opts, run.written
     free_after, total = provenance.free_and_total(task.filesystem_path)
     mount = provenance.mount_of(task.filesystem_path)
+    phases: tuple[Phase, ...] = ("write", "read")
     summary = {phase: phase_summary([t for t in timings if t.phase == phase])
-               for phase in ("write", "read") if any(t.phase == phase for t in timings)}
+               for phase in phases if any(t.phase == phase for t in timings)}
     record = Result(
         schema_version=SCHEMA_VERSION, study=task.study, point_id=task.point_id, attempt=task.attempt, point=point,
         sizes=SizeInfo(scale=opts.scale, nominal_checkpoint_bytes=summarize(point.model, run.par, 1.0).total_bytes,

@@ -12,15 +12,19 @@ The DLIO-compatible block keeps DLIO's names; DLIO's "GB" there means GiB, as in
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import AliasChoices, BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, model_validator
 
 from studyctl.spec.points import Point
-from worker.strategy_result import StrategyInfo
+from worker.strategy_result import Count, Rate, Seconds, StrategyInfo
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION: Literal[1] = 1
 Phase = Literal["write", "read"]
+# Field constraints: a damaged or hand-edited file with NaN, infinite or negative figures fails validation
+# (collect reports it as unusable, with the field). Cross-field checks: `studyctl.analysis.plausibility`.
+# Seconds, Rate (GiB/s, and sizes in GiB) and Count (bytes, files, ranks, indexes) are defined beside
+# the strategy fields, which this schema includes.
 
 
 class _Strict(BaseModel):
@@ -30,70 +34,83 @@ class _Strict(BaseModel):
 class RankTiming(_Strict):
     """One rank's share of one checkpoint."""
 
-    rank: int
+    rank: Count
     host: str  # the node the rank ran on (a simulated node name on the local backend)
-    start_s: float  # MPI.Wtime anchored to the epoch per rank; seconds since the earliest rank start
-    end_s: float  # same clock as start_s
-    bytes: int  # this rank's own bytes (0 for a rank with nothing to write, e.g. ZeRO-0 beyond replica 0)
-    files: int  # files this rank wrote or read
-    duration_s: float  # end_s - start_s
-    bandwidth_GiBps: float  # this rank's own bytes / duration_s / 2^30; 0 for a rank that moved no bytes
+    start_s: Seconds  # MPI.Wtime anchored to the epoch per rank; seconds since the earliest rank start
+    end_s: Seconds  # same clock as start_s
+    bytes: Count  # this rank's own bytes (0 for a rank with nothing to write, e.g. ZeRO-0 beyond replica 0)
+    files: Count  # files this rank wrote or read
+    duration_s: Seconds  # end_s - start_s
+    bandwidth_GiBps: Rate  # this rank's own bytes / duration_s / 2^30; 0 for a rank that moved no bytes
 
 
 class CheckpointTiming(_Strict):
     """One checkpoint write or one restore, over all ranks."""
 
     phase: Phase
-    index: int  # 0-based checkpoint (write) or restore (read) number
+    index: Count  # 0-based checkpoint (write) or restore (read) number
     step_dir: str  # relative to the point directory, e.g. "global_epoch1_step3" (DLIO naming)
-    bytes: int  # written (or read) by all ranks in this checkpoint
-    files: int  # over all ranks
-    duration_max_s: float  # the slowest rank's own duration: MLPerf's checkpoint duration (max over processes)
-    span_s: float  # max end - min start over ranks: the time the job as a whole was checkpointing
-    aggregate_GiBps: float  # bytes / span_s / 2^30
+    bytes: Count  # written (or read) by all ranks in this checkpoint
+    files: Count  # over all ranks
+    duration_max_s: Seconds  # the slowest rank's own duration: MLPerf's checkpoint duration (max over processes)
+    span_s: Seconds  # max end - min start over ranks: the time the job as a whole was checkpointing
+    aggregate_GiBps: Rate  # bytes / span_s / 2^30
     # min / max over ranks that moved bytes of a rank's OWN bytes / its duration (bandwidth_GiBps). Not MLPerf's
     # throughput, which divides the global size by each rank's duration: bytes / duration_max_s / 2^30.
-    rank_bandwidth_min_GiBps: float
-    rank_bandwidth_max_GiBps: float
+    rank_bandwidth_min_GiBps: Rate
+    rank_bandwidth_max_GiBps: Rate
     ranks: list[RankTiming]
+
+
+OLD_SUMMARY_NAMES = {"mlperf_duration_max_s": "duration_max_s",  # PhaseSummary's names before the renames
+                     "mlperf_throughput_min_GiBps": "rank_bandwidth_min_GiBps"}
 
 
 class PhaseSummary(_Strict):
     """Statistics over the checkpoints of one phase of this point."""
 
-    checkpoints: int  # checkpoints of this phase
-    bytes_per_checkpoint: int  # the first checkpoint's bytes (every checkpoint of a phase moves the same)
-    aggregate_GiBps_mean: float  # mean over checkpoints of aggregate_GiBps (a mean of rates, not bytes / time)
-    aggregate_GiBps_stdev: float  # sample stdev (n-1); 0 for one checkpoint
-    aggregate_GiBps_min: float  # over checkpoints
-    aggregate_GiBps_max: float
-    duration_s_mean: float  # mean over checkpoints of duration_max_s
-    duration_s_stdev: float  # sample stdev (n-1) of duration_max_s; 0 for one checkpoint
+    checkpoints: Count  # checkpoints of this phase
+    bytes_per_checkpoint: Count  # the first checkpoint's bytes (every checkpoint of a phase moves the same)
+    aggregate_GiBps_mean: Rate  # mean over checkpoints of aggregate_GiBps (a mean of rates, not bytes / time)
+    aggregate_GiBps_stdev: Rate  # sample stdev (n-1); 0 for one checkpoint
+    aggregate_GiBps_min: Rate  # over checkpoints
+    aggregate_GiBps_max: Rate
+    duration_s_mean: Seconds  # mean over checkpoints of duration_max_s
+    duration_s_stdev: Seconds  # sample stdev (n-1) of duration_max_s; 0 for one checkpoint
     # max over checkpoints of duration_max_s (was named mlperf_duration_max_s before it got MLPerf's meaning)
-    duration_max_s: float = Field(validation_alias=AliasChoices("duration_max_s", "mlperf_duration_max_s"))
+    duration_max_s: Seconds
     # min over checkpoints of rank_bandwidth_min_GiBps (was mlperf_throughput_min_GiBps; not MLPerf's throughput)
-    rank_bandwidth_min_GiBps: float = Field(
-        validation_alias=AliasChoices("rank_bandwidth_min_GiBps", "mlperf_throughput_min_GiBps"))
+    rank_bandwidth_min_GiBps: Rate
     # MLPerf / DLIO, per checkpoint then the mean over checkpoints: duration = max over processes of a rank's
     # duration; throughput = min over processes of the global checkpoint size / that rank's duration, in GiB/s.
     # None in results written before these fields existed.
-    mlperf_duration_s_mean: float | None = None
-    mlperf_throughput_GiBps_mean: float | None = None
+    mlperf_duration_s_mean: Seconds | None = None
+    mlperf_throughput_GiBps_mean: Rate | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _old_names(cls, data: Any) -> Any:
+        """Results written before the renames still validate."""
+        if isinstance(data, dict):
+            for old, new in OLD_SUMMARY_NAMES.items():
+                if old in data and new not in data:
+                    data = {**{k: v for k, v in data.items() if k != old}, new: data[old]}
+        return data
 
 
 class DlioCompat(_Strict):
     """DLIO's summary.json metrics computed DLIO's way, in GiB: per checkpoint rank 0's duration and the global
     checkpoint size / it; then the mean (population stdev) over checkpoints of those rates and durations."""
 
-    checkpoint_size_GB: float
-    save_checkpoint_io_mean_GB_per_second: float | None = None
-    save_checkpoint_io_stdev_GB_per_second: float | None = None
-    save_checkpoint_duration_mean_seconds: float | None = None
-    save_checkpoint_duration_stdev_seconds: float | None = None
-    load_checkpoint_io_mean_GB_per_second: float | None = None
-    load_checkpoint_io_stdev_GB_per_second: float | None = None
-    load_checkpoint_duration_mean_seconds: float | None = None
-    load_checkpoint_duration_stdev_seconds: float | None = None
+    checkpoint_size_GB: Rate
+    save_checkpoint_io_mean_GB_per_second: Rate | None = None
+    save_checkpoint_io_stdev_GB_per_second: Rate | None = None
+    save_checkpoint_duration_mean_seconds: Seconds | None = None
+    save_checkpoint_duration_stdev_seconds: Seconds | None = None
+    load_checkpoint_io_mean_GB_per_second: Rate | None = None
+    load_checkpoint_io_stdev_GB_per_second: Rate | None = None
+    load_checkpoint_duration_mean_seconds: Seconds | None = None
+    load_checkpoint_duration_stdev_seconds: Seconds | None = None
 
 
 class FilesystemInfo(_Strict):
@@ -105,9 +122,9 @@ class FilesystemInfo(_Strict):
     fstype: str  # e.g. ext4, lustre; tmpfs means memory, not storage
     source: str  # the mounted device or server
     mount_options: str
-    free_bytes_before: int  # before the first write
-    free_bytes_after: int  # after the last restore
-    total_bytes: int
+    free_bytes_before: Count  # before the first write
+    free_bytes_after: Count  # after the last restore
+    total_bytes: Count
 
 
 class SlurmInfo(_Strict):
@@ -148,8 +165,8 @@ class IoInfo(_Strict):
     restore_mode: Literal["rank", "full", "broadcast"]  # rank: own files (DLIO); full: every DP replica reads
     # the weights; broadcast: one replica reads and MPI_Bcasts them to the others
     rank_shift: int  # rank r restored rank r+shift's files
-    buffer_bytes: int  # the one reused buffer per rank
-    block_bytes: int  # bytes per write/read call
+    buffer_bytes: Count  # the one reused buffer per rank
+    block_bytes: Count  # bytes per write/read call
     fsync_per_file: bool  # every written file fsynced before the rank's end stamp; false mirrors DLIO: "no fsync"
     naming: Literal["dlio", "deepspeed"] = "dlio"  # file and folder names written
     subset_world_size: int | None = None  # MLPerf subset mode: the full run this point wrote a share of
@@ -159,12 +176,12 @@ class SizeInfo(_Strict):
     """The checkpoint's sizes from the planner (DLIO's layout rules)."""
 
     scale: float  # every tensor shrunk by this factor; files, ranks and layout kept
-    nominal_checkpoint_bytes: int  # the full-size model's checkpoint
-    written_checkpoint_bytes: int  # what each checkpoint actually wrote (scaled)
-    files_per_checkpoint: int
-    bytes_per_rank_max: int  # over ranks that write
-    bytes_per_rank_min: int
-    read_bytes_per_restore: int  # larger than written with restore "full"
+    nominal_checkpoint_bytes: Count  # the full-size model's checkpoint
+    written_checkpoint_bytes: Count  # what each checkpoint actually wrote (scaled)
+    files_per_checkpoint: Count
+    bytes_per_rank_max: Count  # over ranks that write
+    bytes_per_rank_min: Count
+    read_bytes_per_restore: Count  # larger than written with restore "full"
 
 
 class Result(_Strict):

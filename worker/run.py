@@ -13,6 +13,7 @@ import errno
 import shutil
 import sys
 import traceback
+from collections.abc import Callable
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -230,8 +231,9 @@ def _read_phases(run: Run, setup: Setup, clock: Clock, buf: io.Buffer, ck: Check
     for k in range(opts.reads):
         step = step_dir_name(k % kept, opts.naming)
         paths = [str(run.point_dir / step / f.name) for f in run.my_reads]
-        prepare = partial(_evict_all, paths, not opts.fsync) if setup.cold_read == "fadvise" else _nothing
-        read = partial(_read_all, paths=paths, buf=buf, block=block, direct=direct)
+        prepare: Callable[[], object] = partial(_evict_all, paths, not opts.fsync) \
+            if setup.cold_read == "fadvise" else _nothing
+        read: Callable[[Phase], None] = partial(_read_all, paths=paths, buf=buf, block=block, direct=direct)
         restore = ck.read_work(step)
         if restore is not None:  # tiered or broadcast: the restorer knows what to evict and read
             prepare, read = partial(ck.read_prepare, step), restore

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from studyctl.spec.layout import rank_files, summarize
-from studyctl.spec.points import WorkerTask, restore_files
+from studyctl.spec.points import ColdReadMethod, WorkerTask, restore_files
 from worker import provenance
 
 
@@ -18,7 +18,7 @@ class Setup:
     error: tuple[str, str] | None
     io_mode: str
     fallback_reason: str | None
-    cold_read: str
+    cold_read: ColdReadMethod
     free_before: int
     total: int
 

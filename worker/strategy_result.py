@@ -8,9 +8,15 @@ broadcasts. Seconds are the slowest rank's unless named `_mean`.
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
+
+# Field constraints of the whole result schema: a damaged file with NaN, infinite or negative figures fails validation.
+Seconds = Annotated[float, Field(ge=0, allow_inf_nan=False)]  # durations and clock offsets
+Rate = Annotated[float, Field(ge=0, allow_inf_nan=False)]
+Count = Annotated[int, Field(ge=0)]
+Finite = Annotated[float, Field(allow_inf_nan=False)]  # may be negative (a slowdown below 0 is a speed-up)
 
 
 class _Strict(BaseModel):
@@ -19,33 +25,33 @@ class _Strict(BaseModel):
 
 class StrategyTiming(_Strict):
     phase: Literal["write", "read"]
-    index: int
+    index: Count
     # write: training blocked (snapshot copy, tier write, or the whole sync write), then background work
-    blocking_s: float = 0.0
-    background_s: float = 0.0  # persist (async) or drain (tiered): its slowest rank
-    background_bytes: int = 0  # written to shared storage in the background, all ranks
-    background_GiBps: float = 0.0  # background_bytes / background_s
-    compute_steps: int = 0  # simulated training steps run beside the background work, all ranks
-    compute_step_s_mean: float | None = None  # their mean duration
-    compute_slowdown: float | None = None  # compute_step_s_mean / the rank's idle step time − 1
-    interference_s: float = 0.0  # compute time lost to the background work (slowest rank)
+    blocking_s: Seconds = 0.0
+    background_s: Seconds = 0.0  # persist (async) or drain (tiered): its slowest rank
+    background_bytes: Count = 0  # written to shared storage in the background, all ranks
+    background_GiBps: Rate = 0.0  # background_bytes / background_s
+    compute_steps: Count = 0  # simulated training steps run beside the background work, all ranks
+    compute_step_s_mean: Seconds | None = None  # their mean duration
+    compute_slowdown: Finite | None = None  # compute_step_s_mean / the rank's idle step time − 1
+    interference_s: Seconds = 0.0  # compute time lost to the background work (slowest rank)
     # read: where the bytes came from, and how long reading and broadcasting took
-    tier_bytes: int = 0  # read from a node-local tier
-    shared_bytes: int = 0  # read from shared storage
-    read_s: float = 0.0  # slowest rank's time in storage reads
-    broadcast_s: float = 0.0  # the slowest reading rank's time in MPI_Bcast (the transfer to its replicas)
-    broadcast_bytes: int = 0  # received through broadcasts, all ranks
+    tier_bytes: Count = 0  # read from a node-local tier
+    shared_bytes: Count = 0  # read from shared storage
+    read_s: Seconds = 0.0  # slowest rank's time in storage reads
+    broadcast_s: Seconds = 0.0  # the slowest reading rank's time in MPI_Bcast (the transfer to its replicas)
+    broadcast_bytes: Count = 0  # received through broadcasts, all ranks
 
 
 class StrategyInfo(_Strict):
     strategy: Literal["sync", "async", "tiered"]
     restore_mode: Literal["rank", "full", "broadcast"]
-    step_s: float | None = None  # the training step asked for
-    compute_step_s_idle: float | None = None  # mean over ranks of the calibrated step with nothing beside it
-    snapshot_bytes_per_rank_max: int = 0  # async: host memory per rank
+    step_s: Seconds | None = None  # the training step asked for
+    compute_step_s_idle: Seconds | None = None  # mean over ranks of the calibrated step with nothing beside it
+    snapshot_bytes_per_rank_max: Count = 0  # async: host memory per rank
     tier_path: str | None = None
     tier_io_mode: str | None = None  # the tier's I/O mode (buffered where it refuses O_DIRECT)
     drain: Literal["rank", "node"] | None = None
     tier_keep: int | None = None
-    replaced_nodes: int = 0
+    replaced_nodes: Count = 0
     checkpoints: list[StrategyTiming] = []

@@ -11,7 +11,7 @@ import statistics
 from collections.abc import Sequence
 
 from studyctl.units import GIB
-from worker.result import CheckpointTiming, DlioCompat, PhaseSummary, RankTiming
+from worker.result import CheckpointTiming, DlioCompat, Phase, PhaseSummary, RankTiming
 
 
 def rank_timing(rank: int, host: str, start: float, end: float, nbytes: int, files: int, origin: float
@@ -22,7 +22,7 @@ def rank_timing(rank: int, host: str, start: float, end: float, nbytes: int, fil
                       duration_s=duration, bandwidth_GiBps=rate)
 
 
-def checkpoint_timing(phase: str, index: int, step_dir: str,
+def checkpoint_timing(phase: Phase, index: int, step_dir: str,
                       stamps: Sequence[tuple[int, str, float, float, int, int]]) -> CheckpointTiming:
     """`stamps`: per rank (rank, host, start, end, bytes, files), clocks in epoch seconds."""
     origin = min(s[2] for s in stamps)

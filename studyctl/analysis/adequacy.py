@@ -24,6 +24,11 @@ def _missing(x: Any) -> bool:
     return x is None or (isinstance(x, float) and math.isnan(x))
 
 
+def _number(x: Any) -> float | None:
+    """A figure of a row, None when missing (None or NaN)."""
+    return None if _missing(x) else float(x)
+
+
 def _read_flags(row: dict[str, Any]) -> list[str]:
     if row.get("tool") == "dlio":
         return []  # said once by the DLIO label
@@ -51,13 +56,13 @@ def cell_flags(row: dict[str, Any]) -> list[str]:
         flags.append(f"fell back: {asked} ran as {used}")
     if row.get("phase") == "read":
         flags += _read_flags(row)
-    span = row.get("span_s_mean")
-    if not _missing(span) and span < SHORT_CHECKPOINT_S:
+    span = _number(row.get("span_s_mean"))
+    if span is not None and span < SHORT_CHECKPOINT_S:
         flags.append(f"checkpoint < {SHORT_CHECKPOINT_S:g} s")
-    n = row.get("n") or 0
+    n = int(_number(row.get("n")) or 0)
     if n < MIN_REPETITIONS:
         flags.append(f"n = {n} < {MIN_REPETITIONS} repetitions")
-    ci, value = row.get("bytes_over_time_GiBps_ci95"), row.get("bytes_over_time_GiBps")
-    if not _missing(ci) and not _missing(value) and value > 0 and ci / value > MAX_RELATIVE_CI:
+    ci, value = _number(row.get("bytes_over_time_GiBps_ci95")), _number(row.get("bytes_over_time_GiBps"))
+    if ci is not None and value is not None and value > 0 and ci / value > MAX_RELATIVE_CI:
         flags.append(f"95% CI ±{ci / value:.0%} > {MAX_RELATIVE_CI:.0%}")
     return flags

@@ -20,7 +20,8 @@ from studyctl.analysis.dlio_import import DlioRun, import_runs
 from studyctl.analysis.plots import Plot, make_plots, training_plots
 from studyctl.analysis.ratios import RatioSpec, parse_ratio, ratio_table
 from studyctl.analysis.report import render_report
-from studyctl.analysis.results import CACHE_VERSION, Failure, Problem
+from studyctl.analysis.result_cache import CACHE_VERSION
+from studyctl.analysis.results import Failure, Problem
 from studyctl.analysis.status import PointStatus
 from studyctl.analysis.tables import Tables, build_tables, write_frame, write_tables
 from studyctl.attempt.paths import StudyPaths, attempt_number
@@ -85,7 +86,7 @@ class CollectResult:
 
 def _file_stamps(paths: StudyPaths) -> list[str]:
     """"point/attempt/file/mtime/size" per result and error file; plain os calls (10k points: ~0.2 s)."""
-    out = []
+    out: list[str] = []
     try:
         point_ids = sorted(e.name for e in os.scandir(paths.points) if e.is_dir())
     except OSError:

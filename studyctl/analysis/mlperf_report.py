@@ -9,8 +9,9 @@ import jinja2
 from pydantic import ValidationError
 
 from studyctl.analysis.mlperf import MLPERF_READS, MLPERF_WRITES, PAGE_CACHE_FACTOR, ModelVerdict, mlperf_view
+from studyctl.analysis.plausibility import implausible
 from studyctl.analysis.report import template_dir
-from studyctl.analysis.results import find_attempts
+from studyctl.analysis.results import file_status, find_attempts, read_regular
 from studyctl.attempt.paths import StudyPaths
 from studyctl.fsutil import atomic_write_text
 from studyctl.spec.catalog import MLPERF_SHAPES
@@ -61,13 +62,15 @@ def load_results(study_dir: Path) -> list[Result]:
     chosen = []
     for attempts in find_attempts(StudyPaths(study_dir)).values():
         for a in attempts:
-            if a.result is None:
+            if a.result is None or file_status(a.result)[0] is None:  # a FIFO or device is never opened
                 continue
             try:
-                chosen.append(Result.model_validate_json(a.result.read_bytes()))
-                break
+                result = Result.model_validate_json(read_regular(a.result))
             except (OSError, ValidationError):
                 continue
+            if not implausible(result):  # what collect refuses is not judged either
+                chosen.append(result)
+                break
     return sorted(chosen, key=lambda r: (r.point.model.name, r.point.world_size, r.point_id))
 
 

@@ -1,14 +1,15 @@
 """A study's result files → plain rows: find each point's attempts, validate against `Result`, cache.
 
-Parsed files are cached by path, size and mtime (pickled under tables/.cache), so re-collecting
-validates only what changed. Nothing here writes outside the cache or deletes anything.
+Parsed files are cached by path, size and mtime (plain JSON under tables/.cache, `result_cache`), so
+re-collecting validates only what changed. Nothing here writes outside the cache or deletes anything.
+Only regular files are opened: a FIFO or device named result.json is skipped with a reason (opening it
+could block or act on a device), a dangling symlink is an unusable file.
 """
 
 from __future__ import annotations
 
 import os
-import pickle
-from collections.abc import Callable
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -16,13 +17,13 @@ from typing import Any
 from pydantic import ValidationError
 
 from studyctl.analysis.cells import cell_key, point_settings
+from studyctl.analysis.plausibility import implausible
+from studyctl.analysis.result_cache import ParseCache
 from studyctl.analysis.training_cost import strategy_rows
 from studyctl.attempt.paths import StudyPaths, attempt_number
-from studyctl.fsutil import atomic_write_bytes
 from worker.result import CheckpointTiming, Result, WorkerError
 from worker.timing import mlperf_throughput_GiBps
 
-CACHE_VERSION = 4
 RANK_FIELDS = ("phase", "index", "rank", "host", "bytes", "duration_s", "bandwidth_GiBps")
 RANK_CONTEXT = ("point_id", "cell_key", "model", "zero_stage", "nodes", "filesystem", "io_mode", "repetition")
 
@@ -110,7 +111,7 @@ def _info(r: Result, path: Path) -> dict[str, Any]:
 
 
 def _rows_from_result(r: Result, path: Path) -> dict[str, Any]:
-    """Everything the tables need from one result, as plain lists of dicts (cheap to pickle)."""
+    """Everything the tables need from one result, as plain lists of dicts (plain data: cached as JSON)."""
     p = r.point
     base: dict[str, Any] = {"tool": "studyctl", "study": r.study, "point_id": r.point_id, "attempt": r.attempt,
                             **point_settings(p), "io_mode_used": r.io.io_mode_used,
@@ -138,10 +139,42 @@ def _describe_error(exc: ValidationError) -> str:
     return f"does not match the result schema: {where}: {err['msg']}{more}"
 
 
-def parse_result(path: Path, point_id: str) -> tuple[dict[str, Any] | None, str | None]:
-    """(rows, None) for a valid result of this point, else (None, one-line reason)."""
+_KINDS = ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a device"), (stat.S_ISBLK, "a device"),
+          (stat.S_ISSOCK, "a socket"), (stat.S_ISDIR, "a directory"))
+
+
+def file_status(path: Path) -> tuple[os.stat_result | None, str | None]:
+    """(stat, None) for a regular file (or a symlink to one); (None, reason) for anything else, never opened."""
     try:
-        text = path.read_bytes()
+        st = os.stat(path)
+    except FileNotFoundError:
+        target = os.readlink(path) if path.is_symlink() else "?"
+        return None, f"dangling symlink (to {target}): unusable"
+    except OSError as exc:
+        return None, f"unreadable: {exc.strerror}"
+    if not stat.S_ISREG(st.st_mode):
+        kind = next((name for test, name in _KINDS if test(st.st_mode)), "something else")
+        return None, f"{kind}, not a regular file: skipped, never opened"
+    return st, None
+
+
+def read_regular(path: Path) -> bytes:
+    """The bytes of a regular file; OSError for anything else (non-blocking open, checked on the descriptor,
+    so a file swapped for a FIFO after `file_status` cannot block us)."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(0, "not a regular file")
+        with os.fdopen(fd, "rb", closefd=False) as fh:
+            return fh.read()
+    finally:
+        os.close(fd)
+
+
+def parse_result(path: Path, point_id: str) -> tuple[dict[str, Any] | None, str | None]:
+    """(rows, None) for a valid, plausible result of this point, else (None, one-line reason)."""
+    try:
+        text = read_regular(path)
     except OSError as exc:
         return None, f"unreadable: {exc.strerror}"
     if not text.strip():
@@ -154,75 +187,47 @@ def parse_result(path: Path, point_id: str) -> tuple[dict[str, Any] | None, str 
         return None, f"holds point {result.point_id}, not {point_id}"
     if result.point.point_id != point_id:
         return None, f"its point configuration hashes to {result.point.point_id}, not {point_id}"
+    problem = implausible(result)
+    if problem:
+        return None, f"implausible figures: {problem}"
     return _rows_from_result(result, path), None
 
 
 def parse_error(path: Path) -> tuple[str, str]:
     """(failure class, reason) from a worker error record; tolerant, since it only explains a failure."""
     try:
-        err = WorkerError.model_validate_json(path.read_bytes())
+        err = WorkerError.model_validate_json(read_regular(path))
         return err.failure_class, err.reason
     except (OSError, ValidationError) as exc:
         return "unknown", f"error.json unreadable or invalid ({type(exc).__name__})"
 
 
-class ParseCache:
-    """path → (mtime_ns, size, parsed value), pickled under tables/.cache."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self.entries: dict[str, tuple[int, int, Any]] = {}
-        try:
-            version, entries = pickle.loads(path.read_bytes())
-            if version == CACHE_VERSION:
-                self.entries = entries
-        except (OSError, ValueError, pickle.UnpicklingError, EOFError, TypeError, AttributeError):
-            pass
-        self.used: set[str] = set()
-        self.dirty = False
-        self.hits = self.misses = 0
-
-    def get_or_parse(self, path: Path, parse: Callable[..., Any], *args: Any) -> Any:
-        key = str(path)
-        st = path.stat()
-        self.used.add(key)
-        hit = self.entries.get(key)
-        if hit and hit[0] == st.st_mtime_ns and hit[1] == st.st_size:
-            self.hits += 1
-            return hit[2]
-        self.misses += 1
-        value = parse(path, *args)
-        self.entries[key] = (st.st_mtime_ns, st.st_size, value)
-        self.dirty = True
-        return value
-
-    def save(self) -> None:
-        stale = set(self.entries) - self.used
-        for key in stale:  # files that disappeared: keep the cache no larger than the study
-            del self.entries[key]
-        if self.dirty or stale:
-            atomic_write_bytes(self.path, pickle.dumps((CACHE_VERSION, self.entries),
-                                                       protocol=pickle.HIGHEST_PROTOCOL))
+def _one_result(cache: ParseCache, out: LoadedRows, point_id: str, attempt: int, path: Path) -> bool:
+    """True when this attempt's result is usable (its rows added); else a problem is recorded."""
+    st, error = file_status(path)
+    rows = None
+    if st is not None:
+        rows, error = cache.get_or_parse(path, st, parse_result, point_id)
+    if rows is not None:
+        out.rows.append(rows)
+        return True
+    out.problems.append(Problem(point_id, attempt, str(path), error or "invalid"))
+    return False
 
 
 def load_rows(paths: StudyPaths, cache_dir: Path | None = None) -> LoadedRows:
     """Per point the newest attempt with a valid result; problems for newer invalid ones; failures."""
-    cache = ParseCache((cache_dir or paths.tables_cache) / "results.pkl")
+    cache_path = paths.results_cache if cache_dir is None else cache_dir / paths.results_cache.name
+    cache = ParseCache(cache_path, paths.root)
     out = LoadedRows([], [], [], 0, 0)
     for point_id, attempts in sorted(find_attempts(paths).items()):
-        picked = False
-        for a in attempts:
-            if a.result is None:
-                continue
-            rows, error = cache.get_or_parse(a.result, parse_result, point_id)
-            if rows is not None:
-                out.rows.append(rows)
-                picked = True
-                break
-            out.problems.append(Problem(point_id, a.attempt, str(a.result), error or "invalid"))
-        if not picked and attempts[0].error is not None:
-            cls, reason = cache.get_or_parse(attempts[0].error, parse_error)
-            out.failures.append(Failure(point_id, attempts[0].attempt, cls, reason))
+        if any(_one_result(cache, out, point_id, a.attempt, a.result) for a in attempts if a.result is not None):
+            continue
+        latest = attempts[0]
+        if latest.error is not None:
+            st, why = file_status(latest.error)
+            cls, reason = cache.get_or_parse(latest.error, st, parse_error) if st else ("unknown", f"error.json: {why}")
+            out.failures.append(Failure(point_id, latest.attempt, cls, reason))
     cache.save()
     out.files_read, out.files_cached = cache.misses, cache.hits
     return out

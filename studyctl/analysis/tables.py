@@ -135,13 +135,13 @@ def add_scaling_efficiency(summary: pd.DataFrame, series_cols: list[str]) -> pd.
 
 
 def _ranks_frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
-    records = []
+    records: list[tuple[Any, ...]] = []
     for r in rows:
         if not r["ranks"]:
             continue
         first = r["checkpoints"][0]
         context = tuple(first[c] for c in RANK_CONTEXT)
-        records.extend(context + t for t in r["ranks"])
+        records.extend((*context, *t) for t in r["ranks"])  # JSON cache: lists
     return pd.DataFrame.from_records(records, columns=[*RANK_CONTEXT, *RANK_FIELDS])
 
 

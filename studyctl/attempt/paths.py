@@ -109,6 +109,11 @@ class StudyPaths:
         return self.tables / ".cache"
 
     @property
+    def results_cache(self) -> Path:
+        """Parsed result files (plain JSON, `analysis.result_cache`): never code."""
+        return self.tables_cache / "results.json"
+
+    @property
     def plots(self) -> Path:
         return self.root / "plots"
 

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic.json_schema import JsonDict
 
 from studyctl.spec.catalog import ARCHITECTURE_DEFAULTS, ModelSpec
 from studyctl.spec.layout import (
@@ -26,12 +27,13 @@ from studyctl.spec.layout import (
 IO_MODES = ("buffered", "direct", "hybrid")
 IoMode = Literal["buffered", "direct", "hybrid"]
 ColdRead = Literal["auto", "direct", "fadvise", "none"]
+ColdReadMethod = Literal["direct", "fadvise", "none"]  # what `auto` became
 RestoreMode = Literal["rank", "full", "broadcast"]
 Strategy = Literal["sync", "async", "tiered"]
 DrainBy = Literal["rank", "node"]
 # Options added after points were first hashed: left out of a point's identity while at their default,
 # so the points of existing studies keep their ids.
-_OMIT_AT_DEFAULT = {"omit_at_default": True}
+_OMIT_AT_DEFAULT: JsonDict = {"omit_at_default": True}
 
 
 class CheckpointOptions(BaseModel):
@@ -89,9 +91,9 @@ class CheckpointOptions(BaseModel):
         return self if all(getattr(self, k) == v for k, v in update.items()) else self.model_copy(update=update)
 
 
-def cold_read_method(io_mode: str, cold_read: str) -> str:
+def cold_read_method(io_mode: str, cold_read: ColdRead) -> ColdReadMethod:
     """What `cold_read: auto` means for an I/O mode: O_DIRECT where the writes bypass the cache, else fadvise."""
-    if cold_read != "auto":
+    if cold_read == "direct" or cold_read == "fadvise" or cold_read == "none":
         return cold_read
     return "direct" if io_mode in ("direct", "hybrid") else "fadvise"
 
@@ -202,7 +204,7 @@ class Point(BaseModel):
 LATER_CHECKPOINT_DEFAULTS: dict[str, object] = {
     "naming": "dlio", "fsync": True, "subset_world_size": None,
     **{name: f.default for name, f in CheckpointOptions.model_fields.items()
-       if (f.json_schema_extra or {}).get("omit_at_default")}}
+       if isinstance(f.json_schema_extra, dict) and f.json_schema_extra.get("omit_at_default")}}
 
 
 def _without(data: dict, defaults: dict[str, object]) -> dict:

@@ -26,6 +26,7 @@ from studyctl.study.lock import study_lock
 from studyctl.study.reconcile import reconcile
 from studyctl.study.recorder import ProgressHook, Recorder
 from studyctl.study.repair import open_ledger
+from studyctl.study.same_study import check_same_study, checked_same_study
 from studyctl.study.signals import stop_on_signals
 from studyctl.study.store import sync_points
 
@@ -113,13 +114,17 @@ def submit(sweep_path: Path, backend: str = "local", results: Path = Path("resul
     paths = StudyPaths((results / sweep.study).resolve())
     report = SubmitReport(paths, backend, points=len(planned), excluded=summary.excluded,
                           node_hours=summary.node_hours)
+    text = sweep_path.read_text()
     if dry_run:
+        check_same_study(paths, planned, text)
         report.launched = summary.runnable
         return report
     runner = base.make(backend, sweep, paths)
     report.runs_to_completion = runner.runs_to_completion
-    with study_lock(paths), open_ledger(paths, backend, report.notes) as ledger:
-        atomic_write_text(paths.sweep_copy, sweep_path.read_text())
+    # the study check under the lock, before the ledger opens: no other submit records its sweep meanwhile
+    with study_lock(paths), checked_same_study(paths, planned, text), open_ledger(paths, backend, report.notes) \
+            as ledger:
+        atomic_write_text(paths.sweep_copy, text)
         ledger.set_meta(source_path=str(sweep_path.resolve()), study=sweep.study, backend=backend)
         report.new_points = sync_points(ledger, planned)
         alive = reconcile(paths, ledger, sweep, {backend: runner}).alive

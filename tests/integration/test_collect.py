@@ -168,7 +168,7 @@ def test_import_dlio(tmp_path: Path, small_study: Path) -> None:
 from studyctl.analysis.collect import PointStatus, collect  # noqa: E402
 from tests.resultgen import make_point, scaling_study, write_error, write_result  # noqa: E402
 
-NBYTES = 256 << 20  # resultgen's default: 0.25 GiB per checkpoint
+NBYTES = make_point(nodes=1).layout().total_bytes  # resultgen's default: the point's layout
 
 
 def hand_study(root: Path) -> tuple[Path, dict[str, list]]:
@@ -201,7 +201,8 @@ def test_summary_stats_match_hand_computed_values(tmp_path: Path) -> None:
     assert (w1["bytes_over_time_GiBps_rep_min"], w1["bytes_over_time_GiBps_rep_max"]) == \
         pytest.approx((0.5 / times[0], 0.5 / times[2]))
     # duration: the slowest rank's time per checkpoint, mean over checkpoints, then over repetitions
-    durs = [(0.25 + 0.25 / 3) / 2, 0.0625, (0.05 + 0.25 / 7) / 2]
+    g = NBYTES / (1 << 30)  # GiB per checkpoint of the 1-node points
+    durs = [(g + g / 3) / 2, g / 4, (g / 5 + g / 7) / 2]
     assert w1["duration_s_mean"] == pytest.approx(sum(durs) / 3)
     assert w1["per_node_GiBps"] == pytest.approx(headline)
     w2 = summary[(summary["nodes"] == 2) & (summary["phase"] == "write")].iloc[0]
@@ -218,7 +219,7 @@ def test_summary_stats_match_hand_computed_values(tmp_path: Path) -> None:
     cps = pd.read_csv(study / "tables" / "checkpoints.csv")
     assert len(cps) == 6 * 4
     assert {"aggregate_GiBps", "duration_s", "bytes", "attempt", "tool"} <= set(cps.columns)
-    assert (cps["tool"] == "studyctl").all() and (cps["bytes"] == NBYTES).all()
+    assert (cps["tool"] == "studyctl").all() and (cps[cps["nodes"] == 1]["bytes"] == NBYTES).all()
     assert len(pd.read_parquet(study / "tables" / "checkpoints.parquet")) == len(cps)
     ranks = pd.read_parquet(study / "tables" / "ranks.parquet")
     assert len(ranks) == 3 * 4 * 2 + 3 * 4 * 4  # points × checkpoints × ranks (2 per node)

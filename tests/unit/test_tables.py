@@ -9,7 +9,8 @@ import pytest
 from studyctl.analysis.tables import HEADLINE, build_tables
 from tests.resultgen import make_point, write_result
 
-NBYTES = 256 << 20
+POINT = make_point()
+NBYTES, NOMINAL = POINT.layout().total_bytes, POINT.nominal_layout().total_bytes  # resultgen: the layout's
 
 
 def test_zero0_fixed_writers_have_a_flat_ideal(tmp_path: Path) -> None:
@@ -33,45 +34,49 @@ def test_projection_and_sizes(tmp_path: Path) -> None:
     for rep in range(3):
         write_result(study, make_point(rep=rep), [2.0, 2.0], [4.0])
     row = build_tables(study).summary.set_index("phase").loc["write"]
-    assert row["bytes"] == NBYTES and row["nominal_checkpoint_bytes"] == NBYTES * 100  # resultgen: 1/100 scale
-    assert row["projected_full_size_s"] == pytest.approx(NBYTES * 100 / (1 << 30) / 2.0)
+    assert row["bytes"] == NBYTES and row["nominal_checkpoint_bytes"] == NOMINAL  # resultgen: 1/100 scale
+    assert row["projected_full_size_s"] == pytest.approx(NOMINAL / (1 << 30) / 2.0)
     assert row["scale"] == 0.01 and row[HEADLINE] == pytest.approx(2.0)
 
 
-def flags_of(tmp_path: Path, name: str, reps: int = 3, **kw) -> dict[str, str]:
+def flags_of(tmp_path: Path, name: str, reps: int = 3, seconds: float = 2.0, **kw) -> dict[str, str]:
+    """Writes take `seconds` (bandwidth from the layout's bytes), restores 2/3 of that per written byte."""
     study = tmp_path / name
     options = {k: kw.pop(k) for k in ("rank_shift", "restore", "cold_read") if k in kw}
     for rep in range(reps):
-        write_result(study, make_point(rep=rep, **options), [2.0 + 0.01 * rep], [3.0], **kw)
+        point = make_point(rep=rep, **options)
+        bw = point.layout().total_bytes / (1 << 30) / seconds
+        write_result(study, point, [bw * (1 + 0.005 * rep)], [1.5 * bw], **kw)
     summary = build_tables(study).summary
     return dict(zip(summary["phase"], summary["flags"], strict=True))
 
 
 def test_adequacy_flags(tmp_path: Path) -> None:
-    plain = flags_of(tmp_path, "plain", nbytes=4 << 30)  # 4 GiB at 2 GiB/s: 2 s per checkpoint
+    plain = flags_of(tmp_path, "plain")  # 2 s per checkpoint
     assert plain == {"write": "", "read": ""}
-    short = flags_of(tmp_path, "short")  # 0.25 GiB at 2 GiB/s: 0.125 s
+    short = flags_of(tmp_path, "short", seconds=0.125)
     assert "checkpoint < 1 s" in short["write"]
-    few = flags_of(tmp_path, "few", reps=2, nbytes=4 << 30)
+    few = flags_of(tmp_path, "few", reps=2)
     assert "n = 2 < 3 repetitions" in few["write"]
-    shifted = flags_of(tmp_path, "shift", rank_shift=2, nbytes=4 << 30)
+    shifted = flags_of(tmp_path, "shift", rank_shift=2)
     assert "warm reads: simulated nodes share one page cache" in shifted["read"] and shifted["write"] == ""
-    full = flags_of(tmp_path, "full", restore="full", nbytes=4 << 30)
+    full = flags_of(tmp_path, "full", restore="full")
     assert "warm reads: simulated nodes share one page cache" in full["read"]
-    direct = flags_of(tmp_path, "direct", rank_shift=2, cold_read="direct", nbytes=4 << 30)
+    direct = flags_of(tmp_path, "direct", rank_shift=2, cold_read="direct")
     assert direct["read"] == ""  # O_DIRECT reads bypass the shared page cache
-    real_nodes = flags_of(tmp_path, "real", rank_shift=2, nbytes=4 << 30, simulated=False)
+    real_nodes = flags_of(tmp_path, "real", rank_shift=2, simulated=False)
     assert real_nodes["read"] == ""
-    memory = flags_of(tmp_path, "mem", fstype="tmpfs", nbytes=4 << 30)
+    memory = flags_of(tmp_path, "mem", fstype="tmpfs")
     assert "memory filesystem" in memory["write"] and "memory filesystem" in memory["read"]
-    warm = flags_of(tmp_path, "warm", cold_read="none", nbytes=4 << 30)
+    warm = flags_of(tmp_path, "warm", cold_read="none")
     assert "warm reads (cold_read none)" in warm["read"]
 
 
 def test_wide_interval_is_flagged(tmp_path: Path) -> None:
     study = tmp_path / "noisy"
     for rep, bw in enumerate((1.0, 3.0, 6.0)):
-        write_result(study, make_point(rep=rep), [bw], [bw], nbytes=8 << 30)
+        g = NBYTES / (1 << 30) / 8  # as 8 GiB at 1, 3 and 6 GiB/s: every checkpoint over 1 s
+        write_result(study, make_point(rep=rep), [bw * g], [bw * g])
     flags = build_tables(study).summary["flags"]
     assert all("95% CI ±" in f for f in flags)
 

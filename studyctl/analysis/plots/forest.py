@@ -10,7 +10,7 @@ from matplotlib import pyplot as plt
 from matplotlib import ticker
 from matplotlib.lines import Line2D
 
-from studyctl.analysis.plots.style import COLOURS, save
+from studyctl.analysis.plots.style import COLOURS, labels_of, save
 
 PHASE_COLOUR = {"write": COLOURS[0], "read": COLOURS[4]}
 
@@ -47,4 +47,4 @@ def forest(rows: pd.DataFrame, title: str, xlabel: str, path: Path, threshold: f
     if threshold is not None:
         handles += [Line2D([], [], color="#d62728", marker="o", linestyle="", label="regressed"),
                     Line2D([], [], color="#d62728", linestyle=(0, (4, 2)), label=f"threshold {1 - threshold:.0%}")]
-    return save(fig, path, handles, [h.get_label() for h in handles], "ratio, 95% CI")
+    return save(fig, path, handles, labels_of(handles), "ratio, 95% CI")

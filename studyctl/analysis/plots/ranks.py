@@ -8,7 +8,7 @@ import pandas as pd
 from matplotlib import pyplot as plt
 from matplotlib.patches import Patch
 
-from studyctl.analysis.plots.style import COLOURS, save
+from studyctl.analysis.plots.style import COLOURS, labels_of, save
 
 ORDER = ["model", "nodes", "zero_stage", "io_mode", "filesystem", "repetition"]
 
@@ -42,4 +42,4 @@ def rank_spread(ranks: pd.DataFrame, path: Path, limit: int = 32) -> tuple[Path 
     shown = f" ({len(order)} of {len(points)} points, largest node counts)" if len(points) > len(order) else ""
     ax.set_title(f"Per-rank write bandwidth, all checkpoints{shown}")
     handles = [Patch(facecolor=c, alpha=0.5, label=fs) for fs, c in colour.items()]
-    return save(fig, path, handles, [h.get_label() for h in handles], "filesystem"), None
+    return save(fig, path, handles, labels_of(handles), "filesystem"), None

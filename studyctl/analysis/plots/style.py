@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 import matplotlib
 
@@ -22,6 +22,9 @@ from matplotlib.lines import Line2D
 
 from studyctl.analysis.cells import axis_label
 
+if TYPE_CHECKING:
+    from matplotlib.typing import LineStyleType  # matplotlib >= 3.8; annotations only
+
 COLOURS = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2", "#17becf",
            "#7f7f7f", "#bcbd22")
 MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*")
@@ -31,7 +34,18 @@ CHANNELS: tuple[tuple[str, tuple[Any, ...]], ...] = (("color", COLOURS), ("marke
 DEFAULT = {"color": "#1f77b4", "marker": "o", "linestyle": "-"}
 MAX_SERIES_PER_PANEL = 8
 MAX_FACETS = 12
-IDEAL = {"color": "grey", "alpha": 0.6, "linestyle": (0, (1, 2)), "linewidth": 1.3}
+
+
+class LineKw(TypedDict):
+    """Line2D keywords, typed as matplotlib's stubs want them (a plain dict would be dict[str, object])."""
+
+    color: str
+    alpha: float
+    linestyle: tuple[float, tuple[float, ...]]
+    linewidth: float
+
+
+IDEAL = LineKw(color="grey", alpha=0.6, linestyle=(0, (1, 2)), linewidth=1.3)
 PHASE_TITLE = {"write": "checkpoint write", "read": "restore (read)"}
 DPI = 110
 plt.rcParams.update({"font.size": 10.5, "axes.titlesize": 11.5, "axes.labelsize": 11, "legend.fontsize": 9,
@@ -70,12 +84,16 @@ class Encoding:
         handles, labels = [], []
         for axis, (channel, styles) in self.channels.items():
             for value, style in styles.items():
-                kw = {"color": "#333333", "marker": "", "linestyle": "-"}
+                color, marker = "#333333", ""
+                linestyle: LineStyleType = "-"
                 if channel == "marker":
-                    kw.update(marker=style, linestyle="")
+                    marker, linestyle = style, ""
+                elif channel == "color":
+                    color = style
                 else:
-                    kw[channel] = style
-                handles.append(Line2D([], [], markersize=7, linewidth=1.8, **kw))
+                    linestyle = style
+                handles.append(Line2D([], [], color=color, marker=marker, linestyle=linestyle, markersize=7,
+                                      linewidth=1.8))
                 labels.append(axis_label(axis, value))
         return handles, labels
 
@@ -123,6 +141,11 @@ def _panel_series(data: pd.DataFrame, enc: Encoding) -> int:
 
 def facet_title(values: dict[str, Any]) -> str:
     return ", ".join(axis_label(a, v) for a, v in values.items())
+
+
+def labels_of(handles: Sequence[Any]) -> list[str]:
+    """Legend labels of artists (matplotlib types `get_label()` as object)."""
+    return [str(h.get_label()) for h in handles]
 
 
 def save(fig: plt.Figure, path: Path, handles: Sequence[Any] = (), labels: Sequence[str] = (),

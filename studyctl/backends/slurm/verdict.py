@@ -7,9 +7,11 @@ ids, and attempts that never reached the scheduler.
 
 from __future__ import annotations
 
+import pickle
 import re
 import time
 from pathlib import Path
+from typing import Any
 
 from studyctl.attempt.outcome import read_outcome
 from studyctl.attempt.records import Active, Launch, Update
@@ -101,16 +103,27 @@ def never_submitted(a: Active, now: float) -> Update | None:
                   "never reached the scheduler (studyctl stopped before sbatch returned)", ended_at=now)
 
 
+class _PlainDataUnpickler(pickle.Unpickler):
+    """Builds only plain data (tuples, strings, numbers…): a pickle naming any class or function is refused, so
+    a result pickle in a study directory from someone else cannot run code (submitit's own loader would)."""
+
+    def find_class(self, module: str, name: str) -> Any:
+        raise pickle.UnpicklingError(f"{module}.{name}: only plain data is read")
+
+
 def submitit_error(job_folder: Path, job_id: str) -> str | None:
-    """The traceback submitit pickled for task 0, if the task got as far as raising."""
+    """The traceback submitit pickled for task 0, if the task got as far as raising.
+
+    submitit pickles ("error", traceback text) for a task that raised: plain data, read without submitit's
+    loader. Anything else (a success value, a foreign or torn pickle) gives None; the log tail explains then.
+    """
     path = job_folder / f"{job_id}_0_result.pkl"
     if not path.is_file():
         return None
     try:
-        from submitit.core.utils import pickle_load
-
-        outcome, value = pickle_load(path)
-    except Exception:  # a torn or foreign pickle is no reason to fail a poll
+        with path.open("rb") as fh:
+            outcome, value = _PlainDataUnpickler(fh).load()
+    except Exception:  # a torn, foreign or non-plain pickle is no reason to fail a poll
         return None
     return str(value) if outcome == "error" else None
 

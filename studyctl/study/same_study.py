@@ -1,0 +1,48 @@
+"""A study name in a results directory names one study: another sweep under it is refused.
+
+Two sweeps are the same study when the new one still expands to every point the recorded one
+(results/<study>/sweep.yaml) expands to, excluded points included: resubmitting, adding exclusions,
+widening an axis (more node counts, block sizes, repetitions, models) keep the study. A sweep that drops
+or changes points (another model, scale, filesystem name, any setting of the old points) is another
+study: `collect` would pool the two. Dropping points from a study is done with `exclude:`, which keeps
+them in the expansion. Point ids hash every measured setting and nothing else, so comments, key order,
+`local:`/`slurm:` options and filesystem paths may change freely.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+
+from studyctl.attempt.paths import StudyPaths
+from studyctl.errors import UserError
+from studyctl.spec.expand import PlannedPoint, expand
+from studyctl.spec.sweep import load_sweep
+
+
+def check_same_study(paths: StudyPaths, planned: Sequence[PlannedPoint], text: str) -> None:
+    """UserError (exit 2) when `planned` (from the sweep `text`) is not the study recorded under `paths`."""
+    recorded = paths.sweep_copy
+    try:
+        if not recorded.is_file() or recorded.read_text() == text:
+            return
+    except (OSError, UnicodeDecodeError):
+        pass  # unreadable: load_sweep below says why
+    advice = "use another study name or --results"
+    try:
+        old = {pp.point.point_id for pp in expand(load_sweep(recorded))}
+    except UserError as exc:
+        raise UserError(f"study {paths.name}: its recorded sweep {recorded} cannot be read ({exc}), so this "
+                        f"sweep cannot be checked against it; {advice}") from None
+    missing = old - {pp.point.point_id for pp in planned}
+    if missing:
+        raise UserError(f"study {paths.name} in {paths.root.parent} was submitted from a different sweep "
+                        f"({recorded}): {len(missing)} of its {len(old)} points are not in this one; "
+                        f"{advice} (to drop points of the same study, exclude them)")
+
+
+@contextmanager
+def checked_same_study(paths: StudyPaths, planned: Sequence[PlannedPoint], text: str) -> Iterator[None]:
+    """`check_same_study` as a step of a `with` (after the study lock, before the ledger opens)."""
+    check_same_study(paths, planned, text)
+    yield
