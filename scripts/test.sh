@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The whole test suite on a fresh Debian machine (as root): venv and packages, Debian packages the
-# tests use (fio, chromium), a real four-node Slurm cluster on this machine, then pytest.
+# tests use (fio, chromium), a real four-node Slurm cluster on this machine, then mypy and pytest.
 # Extra arguments go to pytest, e.g. `bash scripts/test.sh -k sweep`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -23,6 +23,9 @@ if ! scontrol ping 2>/dev/null | grep -q UP; then
 fi
 cleanup() { ((started_cluster)) && bash scripts/slurm-local-cluster.sh down || true; }
 trap cleanup EXIT
+
+echo "mypy (types, config in pyproject.toml)"
+python -m mypy
 
 set +e
 python -m pytest "$@"

@@ -31,8 +31,10 @@ from worker.clock import Clock, Phase, WorkerFailure, describe_oserror
 from worker.record import Gathered, now, write_result
 from worker.result import (
     SCHEMA_VERSION,
+    PhaseSummary,
     WorkerError,
 )
+from worker.result import Phase as PhaseName
 from worker.state import Run, Setup
 from worker.strategy_result import StrategyInfo
 
@@ -274,7 +276,7 @@ def _gather(run: Run) -> Gathered:
 
 
 def _record(run: Run, setup: Setup, timings: list[Any], got: Gathered, started_at: str,
-            strategy: StrategyInfo | None) -> dict[str, Any]:
+            strategy: StrategyInfo | None) -> dict[PhaseName, PhaseSummary]:
     """Rank 0, first thing once measured: the result file, so what was measured outlives a kill during clean-up.
     A full disk (results beside the checkpoints): the point's files are removed, unless kept, and it is retried."""
     try:
