@@ -50,8 +50,9 @@ def test_report_screenshot_shows_the_plots(small_study: Path, tmp_path: Path) ->
     assert img.shape[0] >= 4000
     non_white = (img < 0.95).any(axis=-1).mean()
     assert non_white > 0.04, "the page is (almost) blank"
-    # the filesystem's palette colour (lines, markers) is on screen: the plot images loaded and rendered
-    assert colour_fraction(img, COLOURS[0]) > 0.0005
+    # the palette's first colour (lines, markers) is on screen: the plot images loaded and rendered. How much of it
+    # depends on the measured figures (~0.05% of a 1280×4000 page here); a page without its images has ~none.
+    assert colour_fraction(img, COLOURS[0]) > 0.0002
 
 
 def test_report_escapes_html(small_study: Path, tmp_path: Path) -> None:
