@@ -5,8 +5,9 @@ A flag never hides a figure; tables, plots and the report carry it beside the nu
 
 from __future__ import annotations
 
-import math
 from typing import Any
+
+from studyctl.analysis.values import missing
 
 SHORT_CHECKPOINT_S = 1.0  # a checkpoint timed in less than this measures latency and noise as much as bandwidth
 MIN_REPETITIONS = 3  # fewer: the 95% interval rests on one or two degrees of freedom
@@ -20,13 +21,9 @@ def tool_label(tool: str) -> str:
     return DLIO_LABEL if tool == "dlio" else tool
 
 
-def _missing(x: Any) -> bool:
-    return x is None or (isinstance(x, float) and math.isnan(x))
-
-
 def _number(x: Any) -> float | None:
     """A figure of a row, None when missing (None or NaN)."""
-    return None if _missing(x) else float(x)
+    return None if missing(x) else float(x)
 
 
 def _read_flags(row: dict[str, Any]) -> list[str]:
@@ -52,7 +49,7 @@ def cell_flags(row: dict[str, Any]) -> list[str]:
     if row.get("fsync") is False or row.get("fsync") == 0:
         flags.append("no fsync")  # mirrors DLIO: what was written may not be on stable storage
     used, asked = row.get("io_mode_used"), row.get("io_mode")
-    if not _missing(used) and not _missing(asked) and used != asked:
+    if not missing(used) and not missing(asked) and used != asked:
         flags.append(f"fell back: {asked} ran as {used}")
     if row.get("phase") == "read":
         flags += _read_flags(row)

@@ -17,6 +17,7 @@ import pandas as pd
 from studyctl.analysis.cells import DERIVED, MEASURED, SETTINGS, describe_cell, independent, varying
 from studyctl.analysis.stats import ratio_ci
 from studyctl.analysis.tables import HEADLINE
+from studyctl.analysis.values import file_stem, missing
 from studyctl.errors import UserError
 
 
@@ -27,13 +28,12 @@ class RatioSpec:
 
     @property
     def name(self) -> str:
-        safe = "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in self.baseline)
-        return f"ratio_{self.axis}_{safe}"
+        return f"ratio_{self.axis}_{file_stem(self.baseline)}"
 
 
 def shown_value(value: Any) -> str:
     """A setting's value as users write it: `none` for an unset one, `4` (not `4.0`) for a whole number."""
-    if value is None or (not isinstance(value, str) and pd.isna(value)):
+    if missing(value):
         return "none"
     if isinstance(value, float) and value.is_integer():
         return str(int(value))

@@ -17,17 +17,14 @@ from studyctl.analysis.plots.plot import Plot
 from studyctl.analysis.plots.ranks import rank_spread
 from studyctl.analysis.plots.scaling import BANDWIDTH, DURATION, EFFICIENCY, checkpoint_size, scaling_plot
 from studyctl.analysis.plots.training import training_plots
+from studyctl.analysis.values import file_stem
 
 __all__ = ["Plot", "make_plots", "training_plots"]
 
 
-def _safe(name: str) -> str:
-    return "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in name)
-
-
 def _model_plots(summary: pd.DataFrame, model: str, out_dir: Path) -> tuple[list[Plot], list[str]]:
     data = summary[summary["model"] == model]
-    safe = _safe(model)
+    safe = file_stem(model)
     made = [Plot("bandwidth", f"{model}: total bytes / total time vs nodes (95% CI; dotted: ideal scaling)",
                  scaling_plot(summary, model, BANDWIDTH, out_dir / f"bandwidth_{safe}.png"))]
     skipped = []

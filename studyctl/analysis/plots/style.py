@@ -21,6 +21,7 @@ import pandas as pd
 from matplotlib.lines import Line2D
 
 from studyctl.analysis.cells import axis_label
+from studyctl.analysis.values import missing
 
 if TYPE_CHECKING:
     from matplotlib.typing import LineStyleType  # matplotlib >= 3.8; annotations only
@@ -54,7 +55,7 @@ plt.rcParams.update({"font.size": 10.5, "axes.titlesize": 11.5, "axes.labelsize"
 
 def style_key(value: Any) -> Any:
     """A value as a style-table key: every missing value (None, NaN, NaT) is one key, None."""
-    return None if value is None or (not isinstance(value, str) and pd.isna(value)) else value
+    return None if missing(value) else value
 
 
 def _sorted_values(values: Any) -> list[Any]:

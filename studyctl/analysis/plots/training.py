@@ -17,6 +17,7 @@ from matplotlib.patches import Patch
 
 from studyctl.analysis.plots.plot import Plot
 from studyctl.analysis.plots.style import nodes_axis, plt, save
+from studyctl.analysis.values import file_stem
 from studyctl.units import format_bytes
 
 STRATEGY_COLOURS = {"sync": "#d62728", "async": "#1f77b4", "tiered": "#2ca02c"}
@@ -120,7 +121,7 @@ def training_plots(training: pd.DataFrame, out_dir: Path) -> tuple[list[Plot], l
     made: list[Plot] = []
     skipped: list[str] = []
     for model in sorted(training["model"].astype(str).unique()):
-        safe = "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in model)
+        safe = file_stem(model)
         made.append(Plot("overhead", f"Checkpoint overhead vs nodes per strategy (share of training time): {model}",
                          overhead_vs_nodes(training, model, out_dir / f"overhead_{safe}.png")))
     if training["restore_s"].notna().any():

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 import os
 from collections import Counter
 from collections.abc import Sequence
@@ -26,13 +25,10 @@ from studyctl.analysis.report.coverage import coverage
 from studyctl.analysis.status import PointStatus
 from studyctl.analysis.tables import HEADLINE, Tables
 from studyctl.analysis.training_cost import cost_summary
+from studyctl.analysis.values import missing
 from studyctl.units import format_bytes
 
 PHASE_ORDER = {"write": 0, "read": 1}
-
-
-def _missing(x: Any) -> bool:
-    return x is None or x is pd.NA or (isinstance(x, float) and math.isnan(x))
 
 
 def plot_entries(plots: Sequence[Plot], base: Path) -> list[dict[str, str]]:
@@ -55,7 +51,7 @@ def settings(summary: pd.DataFrame) -> list[tuple[str, str]]:
     for col in IDENTITY:
         if col not in summary:
             continue
-        values = sorted({str(v) for v in summary[col].tolist() if not _missing(v)})
+        values = sorted({str(v) for v in summary[col].tolist() if not missing(v)})
         if values:
             rows.append((col, ", ".join(values)))
     return rows
@@ -67,7 +63,7 @@ def _best(summary: pd.DataFrame, phase: str) -> str | None:
         return None
     r = rows.loc[rows[HEADLINE].idxmax()]
     ci = r[f"{HEADLINE}_ci95"]
-    band = f" [{r[f'{HEADLINE}_ci95_low']:.2f}, {r[f'{HEADLINE}_ci95_high']:.2f}] 95% CI" if not _missing(ci) \
+    band = f" [{r[f'{HEADLINE}_ci95_low']:.2f}, {r[f'{HEADLINE}_ci95_high']:.2f}] 95% CI" if not missing(ci) \
         else " (no CI: one repetition)"
     shown = with_fallbacks_shown(summary)
     axes = independent(shown, varying(shown, ("phase", *DERIVED)))

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import math
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
 import jinja2
-import pandas as pd
 
+from studyctl.analysis.values import missing
 from studyctl.fsutil import atomic_write_text
 from studyctl.units import format_bytes
 
@@ -21,24 +20,20 @@ def template_dir() -> Path:
     return packaged if packaged.is_dir() else package.parent / "templates"
 
 
-def _missing(x: Any) -> bool:
-    return x is None or x is pd.NA or (isinstance(x, float) and math.isnan(x))
-
-
 def _fmt(x: Any, digits: int = 3) -> str:
-    return "–" if _missing(x) else f"{x:.{digits}f}"
+    return "–" if missing(x) else f"{x:.{digits}f}"
 
 
 def _pct(x: Any) -> str:
-    return "–" if _missing(x) else f"{x * 100:.0f}%"
+    return "–" if missing(x) else f"{x * 100:.0f}%"
 
 
 def _size(n: Any) -> str:
-    return "–" if _missing(n) else format_bytes(n, 1)
+    return "–" if missing(n) else format_bytes(n, 1)
 
 
 def _value(x: Any) -> str:
-    return "–" if _missing(x) else str(x)
+    return "–" if missing(x) else str(x)
 
 
 def _md_cell(x: Any) -> str:
