@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from studyctl.analysis.cells import point_label
 from studyctl.analysis.collect import CollectResult
 from studyctl.analysis.compare import CompareResult
 from studyctl.analysis.status import PointStatus
@@ -59,10 +60,8 @@ def plan_capacity(sweep: Any, summary: Any, backend: str) -> tuple[list[str], li
 
 
 def _label(cfg: dict[str, Any]) -> str:
-    ckpt = cfg.get("checkpoint") or {}
-    return (f"{cfg['model']['name']} ZeRO-{cfg['zero_stage']} TP{cfg['tensor_parallel']}×PP"
-            f"{cfg['pipeline_parallel']} {cfg['nodes']}×{cfg['ranks_per_node']} {cfg['filesystem']} "
-            f"{cfg['io_mode']} rep {cfg['repetition']}" + (f" scale {ckpt['scale']}" if ckpt.get("scale") else ""))
+    """A ledger point's configuration (as `Point.canonical()` nests it) in one line."""
+    return point_label({**cfg, "model": cfg["model"]["name"], "scale": (cfg.get("checkpoint") or {}).get("scale")})
 
 
 def point_statuses(study: StudyPaths) -> list[PointStatus]:

@@ -11,6 +11,7 @@ import dataclasses
 import hashlib
 import json
 import math
+from collections.abc import Mapping
 from typing import Any
 
 import pandas as pd
@@ -97,6 +98,17 @@ def axis_label(axis: str, value: Any) -> str:
     if axis == "fsync" and value is not None:
         return "fsync" if value else "no fsync"
     return f"{axis} {'–' if value is None else value}"
+
+
+LABEL_KEYS = ("model", "zero_stage", "tensor_parallel", "pipeline_parallel", "nodes", "ranks_per_node", "filesystem",
+              "io_mode", "repetition")
+
+
+def point_label(v: Mapping[str, Any]) -> str:
+    """One point in a line (coverage, status): `gpt2-125m ZeRO-1 TP1×PP1 2×1 scratch buffered rep 0[ scale 0.01]`."""
+    text = (f"{v['model']} ZeRO-{v['zero_stage']} TP{v['tensor_parallel']}×PP{v['pipeline_parallel']} "
+            f"{v['nodes']}×{v['ranks_per_node']} {v['filesystem']} {v['io_mode']} rep {v['repetition']}")
+    return text + (f" scale {v['scale']}" if v.get("scale") else "")
 
 
 def describe_cell(row: Any, axes: list[str]) -> str:

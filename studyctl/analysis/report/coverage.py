@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from studyctl.analysis.cells import LABEL_KEYS, point_label
 from studyctl.analysis.results import Failure, Problem
 from studyctl.analysis.status import PointStatus
 from studyctl.analysis.tables import Tables
@@ -30,8 +31,7 @@ def _labels(tables: Tables) -> dict[str, str]:
     if pts.empty or "point_id" not in pts:
         return {}
     first = pts.drop_duplicates("point_id")
-    return {r.point_id: f"{r.model} ZeRO-{r.zero_stage} TP{r.tensor_parallel}×PP{r.pipeline_parallel} "
-                        f"{r.nodes}×{r.ranks_per_node} {r.filesystem} {r.io_mode} rep {r.repetition}"
+    return {r.point_id: point_label({k: getattr(r, k) for k in LABEL_KEYS})
             for r in first.itertuples() if r.tool == "studyctl"}
 
 
