@@ -14,9 +14,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 from studyctl.attempt.records import Update
-from studyctl.spec.expand import iter_points
-from studyctl.spec.plan import plan_rows, summarize_plan
-from studyctl.spec.sweep import parse_sweep
+from studyctl.definition.expand import iter_points
+from studyctl.definition.plan import plan_rows, summarize_plan
+from studyctl.definition.sweep import parse_sweep
 from studyctl.states import State
 from studyctl.study.ledger import Ledger
 
@@ -44,7 +44,7 @@ def timed(fn: Callable[[], object], repeat: int) -> list[float]:
 def bench_plan(repeat: int) -> tuple[int, list[float]]:
     def run() -> int:
         sweep = parse_sweep(BIG_STUDY, Path("bench.yaml"))  # fresh caches each time: a cold `plan`
-        from studyctl.spec import expand, layout, plan, points
+        from studyctl.definition import expand, layout, plan, points
 
         for fn in (expand._problems, expand._checkpoint_options, layout.summarize, layout.num_parameters,
                    points.restore_bytes, plan._sized, plan._settings):

@@ -22,9 +22,9 @@ import tempfile
 from pathlib import Path
 
 from benchmarks.worker_vs_fio import MPIEXEC, fio
-from studyctl.spec.catalog import lookup
-from studyctl.spec.layout import rank_files, summarize
-from studyctl.spec.points import CheckpointOptions, Point, WorkerTask
+from studyctl.definition.catalog import lookup
+from studyctl.definition.layout import rank_files, summarize
+from studyctl.definition.points import CheckpointOptions, Point, WorkerTask
 
 GIB = 1 << 30
 MIB = 1 << 20

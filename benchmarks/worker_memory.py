@@ -12,9 +12,9 @@ import sys
 import tempfile
 from pathlib import Path
 
-from studyctl.spec.catalog import lookup
-from studyctl.spec.layout import summarize
-from studyctl.spec.points import CheckpointOptions, Point, WorkerTask
+from studyctl.definition.catalog import lookup
+from studyctl.definition.layout import summarize
+from studyctl.definition.points import CheckpointOptions, Point, WorkerTask
 
 MIB = 1 << 20
 MPIEXEC = str(Path(sys.executable).parent / "mpiexec")

@@ -19,9 +19,9 @@ import sys
 import tempfile
 from pathlib import Path
 
-from studyctl.spec.catalog import lookup
-from studyctl.spec.layout import summarize
-from studyctl.spec.points import CheckpointOptions, Point, WorkerTask
+from studyctl.definition.catalog import lookup
+from studyctl.definition.layout import summarize
+from studyctl.definition.points import CheckpointOptions, Point, WorkerTask
 
 GIB = 1 << 30
 MIB = 1 << 20

@@ -17,10 +17,10 @@ from studyctl.analysis.compare import CompareResult
 from studyctl.analysis.status import PointStatus
 from studyctl.attempt.paths import StudyPaths
 from studyctl.backends.base import names as backend_names
+from studyctl.definition.expand import iter_points
+from studyctl.definition.plan import plan_rows
+from studyctl.definition.sweep import SweepFile, load_sweep
 from studyctl.errors import UserError
-from studyctl.spec.expand import iter_points
-from studyctl.spec.plan import plan_rows
-from studyctl.spec.sweep import SweepFile, load_sweep
 from studyctl.states import EXCLUDED
 from studyctl.study.cancel import cancel
 from studyctl.study.resubmit import resubmit
@@ -53,7 +53,7 @@ def plan(sweep_path: Path) -> Plan:
 def plan_capacity(sweep: Any, summary: Any, backend: str) -> tuple[list[str], list[str]]:
     """Will the largest point fit the filesystems' free space and the hosts' memory? (problems, notes)"""
     from studyctl.backends.capacity import probe
-    from studyctl.spec.plan import capacity_notes, capacity_problems
+    from studyctl.definition.plan import capacity_notes, capacity_problems
 
     capacity = probe(sweep, backend)
     return capacity_problems(summary, capacity), capacity_notes(summary, capacity)

@@ -11,8 +11,8 @@ import statistics
 from pathlib import Path
 from typing import Any
 
-from studyctl.spec.catalog import lookup
-from studyctl.spec.points import CheckpointOptions, Point, restore_bytes
+from studyctl.definition.catalog import lookup
+from studyctl.definition.points import CheckpointOptions, Point, restore_bytes
 from worker.result import Result
 
 GIB = 1 << 30

@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from studyctl.spec.layout import CheckpointFile
-from studyctl.spec.points import WorkerTask
+from studyctl.definition.layout import CheckpointFile
+from studyctl.definition.points import WorkerTask
 from studyctl.states import FailureClass
 from worker import io
 from worker.nodes import NodeMap, node_map

@@ -9,8 +9,8 @@ import contextlib
 import fcntl
 import os
 
-from studyctl.spec.filesystems import FILESYSTEM_KINDS
-from studyctl.spec.points import WorkerTask
+from studyctl.definition.filesystems import FILESYSTEM_KINDS
+from studyctl.definition.points import WorkerTask
 from worker import provenance
 
 

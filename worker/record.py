@@ -7,8 +7,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from studyctl.definition.layout import summarize
 from studyctl.fsutil import atomic_write_text
-from studyctl.spec.layout import summarize
 from studyctl.units import MIB
 from worker import provenance
 from worker.result import (

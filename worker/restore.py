@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from studyctl.spec.layout import CheckpointFile, Parallelism, rank_files
-from studyctl.spec.points import Point, replicated_kinds
+from studyctl.definition.layout import CheckpointFile, Parallelism, rank_files
+from studyctl.definition.points import Point, replicated_kinds
 from worker import io
 from worker.persist import aligned
 from worker.strategy_result import StrategyTiming

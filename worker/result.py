@@ -16,7 +16,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, model_validator
 
-from studyctl.spec.points import Point
+from studyctl.definition.points import Point
 from worker.strategy_result import Count, Rate, Seconds, StrategyInfo
 
 SCHEMA_VERSION: Literal[1] = 1

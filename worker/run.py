@@ -18,10 +18,9 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+from studyctl.definition.layout import CheckpointFile, disk_steps_needed, step_dir_name
+from studyctl.definition.points import WorkerTask, cold_read_method
 from studyctl.fsutil import atomic_write_text
-from studyctl.spec.layout import CheckpointFile, step_dir_name
-from studyctl.spec.plan import disk_steps_needed
-from studyctl.spec.points import WorkerTask, cold_read_method
 from studyctl.states import FailureClass
 from studyctl.units import MIB, format_bytes
 from worker import io, provenance

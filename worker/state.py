@@ -6,8 +6,8 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
-from studyctl.spec.layout import rank_files, summarize
-from studyctl.spec.points import ColdReadMethod, WorkerTask, restore_files
+from studyctl.definition.layout import rank_files, summarize
+from studyctl.definition.points import ColdReadMethod, WorkerTask, restore_files
 from worker import provenance
 
 

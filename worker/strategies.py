@@ -20,8 +20,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from studyctl.spec.layout import CheckpointFile, rank_files, step_dir_name
-from studyctl.spec.points import WorkerTask
+from studyctl.definition.layout import CheckpointFile, rank_files, step_dir_name
+from studyctl.definition.points import WorkerTask
 from studyctl.states import FailureClass
 from studyctl.units import GIB
 from worker import io, persist

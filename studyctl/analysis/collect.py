@@ -25,9 +25,9 @@ from studyctl.analysis.results import Failure, Problem
 from studyctl.analysis.status import PointStatus
 from studyctl.analysis.tables import Tables, build_tables, write_frame, write_tables
 from studyctl.attempt.paths import StudyPaths, attempt_number
+from studyctl.definition.yamlpos import load_yaml_bounded
 from studyctl.errors import UserError
 from studyctl.fsutil import atomic_write_json
-from studyctl.spec.yamlpos import load_yaml_bounded
 from studyctl.states import NOT_FAILED, State
 
 __all__ = ["CollectResult", "DlioRun", "Failure", "PointStatus", "Problem", "Tables", "build_tables", "collect"]

@@ -27,8 +27,8 @@ from typing import Any
 import pandas as pd
 
 from studyctl.analysis.cells import cell_key
+from studyctl.definition.yamlpos import load_yaml_bounded
 from studyctl.errors import UserError
-from studyctl.spec.yamlpos import load_yaml_bounded
 from studyctl.units import GIB
 
 RECORD = re.compile(r"^(save_ckpt|load_ckpt|ckpt)(\d+)$")

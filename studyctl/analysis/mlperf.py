@@ -16,7 +16,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from statistics import mean
 
-from studyctl.spec.catalog import ALIASES, MLPERF_SHAPES
+from studyctl.definition.catalog import ALIASES, MLPERF_SHAPES
 from studyctl.units import GB
 from worker.result import Result
 

@@ -13,8 +13,8 @@ from studyctl.analysis.plausibility import implausible
 from studyctl.analysis.report import template_dir
 from studyctl.analysis.results import file_status, find_attempts, read_regular
 from studyctl.attempt.paths import StudyPaths
+from studyctl.definition.catalog import MLPERF_SHAPES
 from studyctl.fsutil import atomic_write_text
-from studyctl.spec.catalog import MLPERF_SHAPES
 from worker.provenance import mount_of
 from worker.result import Result
 

@@ -1,7 +1,7 @@
 """What each point's checkpoints cost training: the `training` table (one row per point).
 
 From the measured strategy fields (means over the point's checkpoints and restores) and the sweep's
-`training:` block, through the pure cost model in `studyctl.spec.training`. A scaled run (scale < 1)
+`training:` block, through the pure cost model in `studyctl.definition.training`. A scaled run (scale < 1)
 is projected to its nominal checkpoint size at the bandwidth it measured, and the row says so
 (`projected`, `projection_factor`); seconds named `_measured_s` are as measured.
 """
@@ -14,9 +14,9 @@ from typing import Any
 
 import pandas as pd
 
+from studyctl.definition.training import CostInputs, TrainingSpec, projection_factor, training_cost
+from studyctl.definition.yamlpos import load_yaml_bounded
 from studyctl.errors import UserError
-from studyctl.spec.training import CostInputs, TrainingSpec, projection_factor, training_cost
-from studyctl.spec.yamlpos import load_yaml_bounded
 from worker.result import Result
 
 # Per-checkpoint strategy fields carried into rows (write and read ones; the rest of StrategyTiming is derived).

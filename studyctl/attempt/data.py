@@ -8,7 +8,7 @@ import os
 import shutil
 
 from studyctl.attempt.paths import AttemptPaths
-from studyctl.spec.points import WorkerTask
+from studyctl.definition.points import WorkerTask
 
 
 def read_task(paths: AttemptPaths) -> WorkerTask | None:

@@ -17,13 +17,13 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, ClassVar
 
 from studyctl.attempt.records import Active, Handle, Launch, RecordHandle, RecordUpdate, Update
+from studyctl.definition.points import Point
 from studyctl.errors import UserError
-from studyctl.spec.points import Point
 from studyctl.states import State
 
 if TYPE_CHECKING:
     from studyctl.attempt.paths import StudyPaths
-    from studyctl.spec.sweep import SweepFile
+    from studyctl.definition.sweep import SweepFile
 
 
 class Backend(ABC):

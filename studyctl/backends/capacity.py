@@ -1,6 +1,6 @@
 """What the machines offer before a study runs: free space per filesystem, memory per host.
 
-I/O, so it lives here and not in spec/ (which only compares numbers). Each backend knows where
+I/O, so it lives here and not in definition/ (which only compares numbers). Each backend knows where
 its hosts' memory is written down: the local backend's simulated nodes share this machine; a
 Slurm node's memory is its RealMemory as Slurm reports it.
 """
@@ -11,8 +11,8 @@ import os
 import subprocess
 from pathlib import Path
 
-from studyctl.spec.plan import Capacity
-from studyctl.spec.sweep import SweepFile
+from studyctl.definition.plan import Capacity
+from studyctl.definition.sweep import SweepFile
 from studyctl.units import MIB
 
 

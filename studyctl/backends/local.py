@@ -23,14 +23,14 @@ from studyctl.attempt.outcome import read_outcome, stderr_tail
 from studyctl.attempt.records import Active, Handle, Launch, RecordHandle, RecordUpdate, Update
 from studyctl.backends.base import Backend
 from studyctl.backends.machine import Machine, misfit
+from studyctl.definition.options import LocalOptions
+from studyctl.definition.points import Point
 from studyctl.errors import UserError
-from studyctl.spec.options import LocalOptions
-from studyctl.spec.points import Point
 from studyctl.states import FailureClass, State
 
 if TYPE_CHECKING:
     from studyctl.attempt.paths import StudyPaths
-    from studyctl.spec.sweep import SweepFile
+    from studyctl.definition.sweep import SweepFile
 
 POLL_S = 0.1
 KILL_GRACE_S = 5.0

@@ -11,8 +11,8 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from studyctl.spec.points import Point
-from studyctl.spec.strategies import memory_per_host_bytes
+from studyctl.definition.points import Point
+from studyctl.definition.strategies import memory_per_host_bytes
 from studyctl.units import format_bytes
 
 

@@ -24,9 +24,9 @@ def plan(
     strict: Annotated[bool, typer.Option(help="exit 1 when disk or memory will not suffice")] = False,
 ) -> None:
     """What each point writes, needs and costs, and whether disk and memory suffice, before a node-hour."""
-    from studyctl.spec.expand import iter_points
-    from studyctl.spec.plan import PlanSummary, plan_rows
-    from studyctl.spec.sweep import load_sweep
+    from studyctl.definition.expand import iter_points
+    from studyctl.definition.plan import PlanSummary, plan_rows
+    from studyctl.definition.sweep import load_sweep
 
     def run() -> None:
         spec = load_sweep(sweep)
@@ -97,7 +97,7 @@ def _print_plan(study: str, rows: list[dict[str, Any]], summary: Any, limit: int
 
 def _print_needs(needs: dict[tuple[str, str, int], dict[str, Any]], limit: int = 12) -> None:
     """The inverse question: the bandwidth that keeps checkpoint overhead under the target."""
-    from studyctl.spec.plan import BLOCKS_ON
+    from studyctl.definition.plan import BLOCKS_ON
 
     if not needs:
         return

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from studyctl.attempt.records import Active, Update
 from studyctl.backends import base
-from studyctl.spec.sweep import load_sweep
+from studyctl.definition.sweep import load_sweep
 from studyctl.states import FailureClass, State
 from studyctl.study.launches import existing_launch
 from studyctl.study.lock import stop_runner

@@ -5,9 +5,9 @@ from __future__ import annotations
 from studyctl.attempt.paths import StudyPaths
 from studyctl.attempt.records import Launch
 from studyctl.backends.base import Backend
+from studyctl.definition.points import Point, WorkerTask, data_key
+from studyctl.definition.sweep import SweepFile
 from studyctl.fsutil import atomic_write_text
-from studyctl.spec.points import Point, WorkerTask, data_key
-from studyctl.spec.sweep import SweepFile
 from studyctl.study.ledger import AttemptRow
 
 

@@ -15,7 +15,7 @@ from studyctl.attempt.paths import StudyPaths
 from studyctl.attempt.records import Active, Update
 from studyctl.backends import base
 from studyctl.backends.base import Backend
-from studyctl.spec.sweep import SweepFile
+from studyctl.definition.sweep import SweepFile
 from studyctl.states import State
 from studyctl.study.launches import existing_launch
 from studyctl.study.ledger import AttemptRow, Ledger

@@ -7,9 +7,9 @@ from collections.abc import Callable, Sequence
 from studyctl.attempt.data import read_task, remove_unclaimed_data
 from studyctl.attempt.paths import StudyPaths
 from studyctl.attempt.records import Handle, Launch, Update
+from studyctl.definition.points import Point
+from studyctl.definition.sweep import SweepFile
 from studyctl.errors import StorageError
-from studyctl.spec.points import Point
-from studyctl.spec.sweep import SweepFile
 from studyctl.states import ACTIVE_STATES, FINAL_STATES, FailureClass, State
 from studyctl.study.ledger import Ledger
 

@@ -19,8 +19,8 @@ from studyctl.attempt.outcome import read_outcome
 from studyctl.attempt.paths import StudyPaths
 from studyctl.attempt.records import Update
 from studyctl.backends import base
+from studyctl.definition.points import WorkerTask
 from studyctl.errors import UserError
-from studyctl.spec.points import WorkerTask
 from studyctl.states import State
 from studyctl.study.ledger import Ledger
 

@@ -6,9 +6,9 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from studyctl.backends import base
+from studyctl.definition.expand import PlannedPoint, expand
+from studyctl.definition.points import Point
 from studyctl.errors import UserError
-from studyctl.spec.expand import PlannedPoint, expand
-from studyctl.spec.points import Point
 from studyctl.states import ACTIVE_STATES, RETRYABLE_STATES, State
 from studyctl.study.ledger import Ledger
 from studyctl.study.lock import study_lock

@@ -15,9 +15,9 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 
 from studyctl.attempt.paths import StudyPaths
+from studyctl.definition.expand import PlannedPoint, expand
+from studyctl.definition.sweep import load_sweep
 from studyctl.errors import UserError
-from studyctl.spec.expand import PlannedPoint, expand
-from studyctl.spec.sweep import load_sweep
 
 
 def check_same_study(paths: StudyPaths, planned: Sequence[PlannedPoint], text: str) -> None:

@@ -10,9 +10,9 @@ from pathlib import Path
 from studyctl.attempt.outcome import read_outcome
 from studyctl.attempt.paths import StudyPaths
 from studyctl.backends import base
+from studyctl.definition.expand import expand
+from studyctl.definition.sweep import SweepFile
 from studyctl.errors import StorageError, UserError
-from studyctl.spec.expand import expand
-from studyctl.spec.sweep import SweepFile
 from studyctl.states import ACTIVE_STATES, State, shown_state
 from studyctl.study.ledger import Ledger, PointRow
 from studyctl.study.lock import runner_active

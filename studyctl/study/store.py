@@ -6,10 +6,10 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from studyctl.attempt.paths import StudyPaths
+from studyctl.definition.expand import PlannedPoint
+from studyctl.definition.sweep import SweepFile, load_sweep
 from studyctl.errors import UserError
 from studyctl.fsutil import atomic_write_text
-from studyctl.spec.expand import PlannedPoint
-from studyctl.spec.sweep import SweepFile, load_sweep
 from studyctl.study.ledger import Ledger
 
 

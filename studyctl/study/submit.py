@@ -13,12 +13,12 @@ from studyctl.attempt.paths import StudyPaths
 from studyctl.attempt.records import Active, Update
 from studyctl.backends import base
 from studyctl.backends.base import Backend
+from studyctl.definition.expand import PlannedPoint, expand
+from studyctl.definition.plan import plan_rows, summarize_plan
+from studyctl.definition.points import Point
+from studyctl.definition.sweep import SweepFile, load_sweep
 from studyctl.errors import StorageError, UserError
 from studyctl.fsutil import atomic_write_text
-from studyctl.spec.expand import PlannedPoint, expand
-from studyctl.spec.plan import plan_rows, summarize_plan
-from studyctl.spec.points import Point
-from studyctl.spec.sweep import SweepFile, load_sweep
 from studyctl.states import ACTIVE_STATES, FailureClass, State
 from studyctl.study.launches import new_launch
 from studyctl.study.ledger import Ledger

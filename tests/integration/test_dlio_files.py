@@ -1,7 +1,7 @@
 """A kept checkpoint on disk has DLIO's file and folder names and sizes, rank for rank.
 
 The expected listing is generated here from the rules in shared notes `checkpoint-model.md`
-(written out again, independently of studyctl.spec.layout) and DLIO's naming
+(written out again, independently of studyctl.definition.layout) and DLIO's naming
 (`global_epoch1_step{N}/`, `model_{mp}_model_states.pt`, `layer_{i}-model_{mp}_model_states.pt`,
 `zero_pp_rank_{dp}_mp_rank_{mp}_{model|optim}_states.pt`), never copied from a run.
 """
@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from studyctl.spec.catalog import ModelSpec, lookup
-from studyctl.spec.layout import Parallelism, summarize
+from studyctl.definition.catalog import ModelSpec, lookup
+from studyctl.definition.layout import Parallelism, summarize
 from tests.integration.test_worker import files_under, make_task, run_worker
 from worker.result import Result
 

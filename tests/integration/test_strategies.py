@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from studyctl.spec.catalog import lookup
-from studyctl.spec.layout import rank_files, step_dir_name, summarize
-from studyctl.spec.points import CheckpointOptions, Point, WorkerTask
+from studyctl.definition.catalog import lookup
+from studyctl.definition.layout import rank_files, step_dir_name, summarize
+from studyctl.definition.points import CheckpointOptions, Point, WorkerTask
 from worker.result import Result
 
 MPIEXEC = str(Path(sys.executable).parent / "mpiexec")
@@ -129,7 +129,7 @@ def test_a_study_tabulates_and_plots_what_checkpoints_cost(tmp_path: Path) -> No
     import pandas as pd
 
     from studyctl import api
-    from studyctl.spec import training as tc
+    from studyctl.definition import training as tc
 
     for name in ("fs", "tier"):
         (tmp_path / name).mkdir()

@@ -18,10 +18,10 @@ from studyctl.attempt.paths import StudyPaths
 from studyctl.attempt.records import Launch
 from studyctl.backends.slurm import SlurmBackend
 from studyctl.backends.slurm.sacct import expand_job_ids
-from studyctl.spec.expand import expand
-from studyctl.spec.options import SlurmOptions
-from studyctl.spec.points import WorkerTask
-from studyctl.spec.sweep import load_sweep
+from studyctl.definition.expand import expand
+from studyctl.definition.options import SlurmOptions
+from studyctl.definition.points import WorkerTask
+from studyctl.definition.sweep import load_sweep
 from studyctl.states import FINAL_STATES, State
 from studyctl.study.ledger import Ledger
 from tests.cli import CliRun, run_cli

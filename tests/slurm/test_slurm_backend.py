@@ -38,10 +38,10 @@ from studyctl.backends.slurm import (
 )
 from studyctl.backends.slurm.sacct import SacctRow, SacctWatcher, expand_job_ids, parse_sacct
 from studyctl.backends.slurm.verdict import submitit_error
+from studyctl.definition.catalog import lookup
+from studyctl.definition.options import SlurmOptions
+from studyctl.definition.points import CheckpointOptions, Point, WorkerTask
 from studyctl.fsutil import atomic_write_json
-from studyctl.spec.catalog import lookup
-from studyctl.spec.options import SlurmOptions
-from studyctl.spec.points import CheckpointOptions, Point, WorkerTask
 from studyctl.states import FINAL_STATES, FailureClass, State
 from tests.slurm.slurmdiag import diagnose
 

@@ -1,8 +1,8 @@
-"""The import graph runs one way: kernel < spec < {worker, attempt} < backends < {study, analysis} < api < cli.
+"""The import graph runs one way: kernel < definition < {worker, attempt} < backends < {study, analysis} < api < cli.
 
 Every module under studyctl/ and worker/ is parsed (ast: module-level and function-level imports, and those
 under TYPE_CHECKING); a module may import only its own layer or lower, analysis never imports study or
-backends, worker only the spec and the kernel; there is no import cycle; no module above backends/ compares
+backends, worker only the definition and the kernel; there is no import cycle; no module above backends/ compares
 a backend name; no module is over 400 lines, and in the core packages no function is over 60.
 """
 
@@ -18,16 +18,16 @@ REPO = Path(__file__).resolve().parents[2]
 PACKAGES = ("studyctl", "worker")
 KERNEL = {"studyctl", "studyctl.errors", "studyctl.fsutil", "studyctl.units", "studyctl.states"}
 # group → the groups it may import (its own included)
-ORDER = ["kernel", "spec", "worker", "attempt", "backends", "study", "analysis", "api", "cli"]
+ORDER = ["kernel", "definition", "worker", "attempt", "backends", "study", "analysis", "api", "cli"]
 ALLOWED = {
     "kernel": {"kernel"},
-    "spec": {"kernel", "spec"},
-    "worker": {"kernel", "spec", "worker"},
-    "attempt": {"kernel", "spec", "attempt"},
-    "backends": {"kernel", "spec", "worker", "attempt", "backends"},
-    "study": {"kernel", "spec", "worker", "attempt", "backends", "study"},
-    "analysis": {"kernel", "spec", "worker", "attempt", "analysis"},
-    "api": {"kernel", "spec", "worker", "attempt", "backends", "study", "analysis", "api"},
+    "definition": {"kernel", "definition"},
+    "worker": {"kernel", "definition", "worker"},
+    "attempt": {"kernel", "definition", "attempt"},
+    "backends": {"kernel", "definition", "worker", "attempt", "backends"},
+    "study": {"kernel", "definition", "worker", "attempt", "backends", "study"},
+    "analysis": {"kernel", "definition", "worker", "attempt", "analysis"},
+    "api": {"kernel", "definition", "worker", "attempt", "backends", "study", "analysis", "api"},
     "cli": set(ORDER),
 }
 MAX_MODULE_LINES = 400

@@ -6,8 +6,8 @@ import json
 from typing import Any
 
 from studyctl.analysis.mlperf import figures, judge, mlperf_view
-from studyctl.spec.catalog import lookup
-from studyctl.spec.points import CheckpointOptions, Point
+from studyctl.definition.catalog import lookup
+from studyctl.definition.points import CheckpointOptions, Point
 from tests.resultgen import result_dict
 from worker.result import Result
 

@@ -5,9 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from studyctl.spec.catalog import lookup
-from studyctl.spec.layout import Parallelism, summarize
-from studyctl.spec.plan import disk_steps_needed
+from studyctl.definition.catalog import lookup
+from studyctl.definition.layout import Parallelism, disk_steps_needed, summarize
 from studyctl.units import GIB
 from tests.cli import run_cli
 
@@ -95,7 +94,7 @@ filesystems: {fs: {path: /tmp/fs}}
 
 
 def test_dlio_memory_is_base_plus_state_once_or_twice() -> None:
-    from studyctl.spec.plan import DLIO_BASE_BYTES, dlio_memory_per_host
+    from studyctl.definition.plan import DLIO_BASE_BYTES, dlio_memory_per_host
 
     assert dlio_memory_per_host(10 * GIB, 8, restores=True) == 8 * (DLIO_BASE_BYTES + 20 * GIB)
     assert dlio_memory_per_host(10 * GIB, 8, restores=False) == 8 * (DLIO_BASE_BYTES + 10 * GIB)
@@ -124,14 +123,14 @@ checkpoint: {subset_world_size: 512}
 filesystems: {fs: {path: /tmp/fs}}
 """)
     assert not row["excluded"] and row["writer_ranks"] == 8 and row["data_parallel"] == 2
-    from studyctl.spec.layout import rank_files
+    from studyctl.definition.layout import rank_files
 
     files = [f for r in range(8) for f in rank_files(lookup("llama3-405b"), Parallelism(8, 32, 2, 1), r)]
     assert row["checkpoint_bytes"] == sum(f.nbytes for f in files)
 
 
 def test_capacity_problems_name_the_need_and_what_is_there() -> None:
-    from studyctl.spec.plan import Capacity, PlanSummary, capacity_notes, capacity_problems
+    from studyctl.definition.plan import Capacity, PlanSummary, capacity_notes, capacity_problems
 
     summary = PlanSummary(runnable=1, max_disk_bytes_needed={"fs": 10 * GIB}, max_worker_memory_per_host=GIB,
                           max_worker_memory_per_point=4 * GIB)

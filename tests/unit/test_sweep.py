@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from studyctl.definition.sweep import load_sweep
 from studyctl.errors import UserError
-from studyctl.spec.sweep import load_sweep
 
 REPO = Path(__file__).resolve().parents[2]
 

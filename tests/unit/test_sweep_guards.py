@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from studyctl.definition.expand import expand
+from studyctl.definition.sweep import load_sweep
 from studyctl.errors import UserError
-from studyctl.spec.expand import expand
-from studyctl.spec.sweep import load_sweep
 
 BASE = "study: s\nmodels: [llama_7b]\nfilesystems: {fs: {path: /tmp}}\n"
 

@@ -8,11 +8,11 @@ from pathlib import Path
 import pytest
 import yaml
 
+from studyctl.definition import training as tc
+from studyctl.definition.expand import expand
+from studyctl.definition.plan import plan_row
+from studyctl.definition.sweep import parse_sweep
 from studyctl.errors import UserError
-from studyctl.spec import training as tc
-from studyctl.spec.expand import expand
-from studyctl.spec.plan import plan_row
-from studyctl.spec.sweep import parse_sweep
 
 TOL = 1e-9
 

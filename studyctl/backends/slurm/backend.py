@@ -20,13 +20,13 @@ from studyctl.backends.slurm import verdict
 from studyctl.backends.slurm.discovery import Manifests, find_jobs, names_other_study, recover_handles
 from studyctl.backends.slurm.sacct import Runner, SacctWatcher, array_of
 from studyctl.backends.slurm.submit import ArraySubmitter, cluster_max_array_size, group_by_shape
+from studyctl.definition.options import SlurmOptions
 from studyctl.errors import UserError
-from studyctl.spec.options import SlurmOptions
 from studyctl.states import State
 
 if TYPE_CHECKING:
     from studyctl.attempt.paths import StudyPaths
-    from studyctl.spec.sweep import SweepFile
+    from studyctl.definition.sweep import SweepFile
 
 SCANCEL_BATCH = 500
 

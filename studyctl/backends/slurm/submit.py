@@ -22,7 +22,7 @@ from typing import Any
 from studyctl.attempt.records import Handle, Launch, RecordHandle, RecordUpdate, Update
 from studyctl.backends.slurm.discovery import Manifests, find_jobs, job_name
 from studyctl.backends.slurm.sacct import Runner, index_of
-from studyctl.spec.options import SlurmOptions
+from studyctl.definition.options import SlurmOptions
 from studyctl.states import FailureClass, State
 from studyctl.units import GIB
 

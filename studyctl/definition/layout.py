@@ -13,7 +13,7 @@ from dataclasses import dataclass, replace
 from functools import lru_cache
 from typing import Literal
 
-from studyctl.spec.catalog import ARCHITECTURE_DEFAULTS, ModelSpec
+from studyctl.definition.catalog import ARCHITECTURE_DEFAULTS, ModelSpec
 
 OPTIMIZER_GROUPS = 3  # fp32 master weights, Adam m, Adam v
 OPTIMIZER_SMALL_TENSOR_FACTOR = 5  # DLIO adds 3 tensors of 5h elements; kept for exact agreement
@@ -198,6 +198,14 @@ def rank_files(m: ModelSpec, par: Parallelism, rank: int, scale: float = 1.0,
         for i in layers if layer_tensors(m, i)  # a tied output layer has no file of its own
     ]
     return [*files, optim]
+
+
+def disk_steps_needed(writes: int, reads: int, keep: bool = False) -> int:
+    """Step directories on disk at the peak: the ones restores read, plus one being written (all with keep)."""
+    if writes == 0 or keep:
+        return writes
+    kept = min(writes, reads)
+    return kept + (1 if writes > kept else 0)
 
 
 def rank_classes(par: Parallelism) -> list[tuple[int, int]]:

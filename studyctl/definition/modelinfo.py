@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from studyctl.spec.catalog import (
+from studyctl.definition.catalog import (
     ARCHITECTURE_DEFAULTS,
     CATALOG,
     DLIO_DEFAULT_LAYOUT,
@@ -14,7 +14,7 @@ from studyctl.spec.catalog import (
     ModelSpec,
     default_world_size,
 )
-from studyctl.spec.layout import OPTIMIZER_GROUPS, Parallelism, dlio_reported_bytes, num_parameters, summarize
+from studyctl.definition.layout import OPTIMIZER_GROUPS, Parallelism, dlio_reported_bytes, num_parameters, summarize
 
 
 def bytes_per_parameter(m: ModelSpec) -> int:

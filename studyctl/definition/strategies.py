@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from studyctl.spec.catalog import ModelSpec
-from studyctl.spec.layout import Parallelism, summarize
-from studyctl.spec.points import CheckpointOptions
-from studyctl.spec.sweep import Estimate
+from studyctl.definition.catalog import ModelSpec
+from studyctl.definition.layout import Parallelism, summarize
+from studyctl.definition.points import CheckpointOptions
+from studyctl.definition.sweep import Estimate
 from studyctl.units import GIB, MIB, format_bytes
 
 # Resident memory of one worker rank besides its buffer (Python, mpi4py, MPICH), measured ~80 MiB.

@@ -12,8 +12,8 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 from pydantic.json_schema import JsonDict
 
-from studyctl.spec.catalog import ARCHITECTURE_DEFAULTS, ModelSpec
-from studyctl.spec.layout import (
+from studyctl.definition.catalog import ARCHITECTURE_DEFAULTS, ModelSpec
+from studyctl.definition.layout import (
     CheckpointFile,
     LayoutSummary,
     Naming,

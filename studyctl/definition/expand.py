@@ -13,11 +13,11 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from studyctl.definition.catalog import ModelSpec
+from studyctl.definition.points import CheckpointOptions, Point
+from studyctl.definition.strategies import strategy_problems
+from studyctl.definition.sweep import CHECKPOINT_AXES, CONDITION, POINT_AXES, ZERO_ALIASES, SweepFile
 from studyctl.errors import UserError
-from studyctl.spec.catalog import ModelSpec
-from studyctl.spec.points import CheckpointOptions, Point
-from studyctl.spec.strategies import strategy_problems
-from studyctl.spec.sweep import CHECKPOINT_AXES, CONDITION, POINT_AXES, ZERO_ALIASES, SweepFile
 
 OPS = {"<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge, "==": operator.eq,
        "!=": operator.ne}
@@ -197,7 +197,7 @@ def _planned(sweep: SweepFile, values: dict[str, Any], point: Point, infeasible:
 @lru_cache(maxsize=8192)
 def _problems(model: ModelSpec, world: int, tp: int, pp: int, zero: int, subset_of: int | None
               ) -> tuple[str, ...]:
-    from studyctl.spec.layout import layout_problems
+    from studyctl.definition.layout import layout_problems
 
     return tuple(layout_problems(model, world, tp, pp, zero, subset_of))
 

@@ -8,13 +8,13 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
-from studyctl.spec.catalog import ModelSpec
-from studyctl.spec.expand import PlannedPoint
-from studyctl.spec.layout import Parallelism, num_parameters, summarize
-from studyctl.spec.points import CheckpointOptions, cold_read_method, restore_bytes
-from studyctl.spec.strategies import memory_per_host_bytes
-from studyctl.spec.sweep import Estimate, SweepFile
-from studyctl.spec.training import TrainingSpec, max_cost_at_optimum, max_cost_for_overhead, required_bandwidth
+from studyctl.definition.catalog import ModelSpec
+from studyctl.definition.expand import PlannedPoint
+from studyctl.definition.layout import Parallelism, disk_steps_needed, num_parameters, summarize
+from studyctl.definition.points import CheckpointOptions, cold_read_method, restore_bytes
+from studyctl.definition.strategies import memory_per_host_bytes
+from studyctl.definition.sweep import Estimate, SweepFile
+from studyctl.definition.training import TrainingSpec, max_cost_at_optimum, max_cost_for_overhead, required_bandwidth
 from studyctl.units import GIB, format_bytes
 
 # DLIO's resident memory per process before any tensor (Python, PyTorch, mpi4py), measured: about 0.36 GiB.
@@ -23,12 +23,6 @@ PLAN_AXES = ("model", "zero_stage", "nodes", "ranks_per_node", "tensor_parallel"
              "io_mode", "strategy", "restore", "repetition")
 
 
-def disk_steps_needed(writes: int, reads: int, keep: bool = False) -> int:
-    """Step directories on disk at the peak: the ones restores read, plus one being written (all with keep)."""
-    if writes == 0 or keep:
-        return writes
-    kept = min(writes, reads)
-    return kept + (1 if writes > kept else 0)
 
 
 def plan_row(pp: PlannedPoint, sweep: SweepFile) -> dict[str, Any]:
@@ -203,7 +197,7 @@ def summarize_plan(rows: Iterable[dict[str, Any]]) -> PlanSummary:
 
 @dataclass(frozen=True)
 class Capacity:
-    """What the machines offer, probed outside spec/ (free space and memory are I/O)."""
+    """What the machines offer, probed outside definition/ (free space and memory are I/O)."""
 
     free_bytes: dict[str, int | None]  # per filesystem name; None: could not be read
     free_where: dict[str, str]  # the directory whose free space was read (the path or its nearest parent)

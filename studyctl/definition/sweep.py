@@ -22,14 +22,14 @@ from pydantic import (
     model_validator,
 )
 
+from studyctl.definition.catalog import CATALOG, DIMENSIONS, DTYPE_BYTES, MlpKind, ModelSpec, lookup
+from studyctl.definition.filesystems import FILESYSTEM_KINDS, FilesystemSpec
+from studyctl.definition.layout import Naming
+from studyctl.definition.options import LocalOptions, SlurmOptions
+from studyctl.definition.points import CheckpointOptions, ColdRead, DrainBy, IoMode, RestoreMode, Strategy
+from studyctl.definition.training import TrainingSpec
+from studyctl.definition.yamlpos import Loc, line_of, load_yaml_with_lines
 from studyctl.errors import UserError
-from studyctl.spec.catalog import CATALOG, DIMENSIONS, DTYPE_BYTES, MlpKind, ModelSpec, lookup
-from studyctl.spec.filesystems import FILESYSTEM_KINDS, FilesystemSpec
-from studyctl.spec.layout import Naming
-from studyctl.spec.options import LocalOptions, SlurmOptions
-from studyctl.spec.points import CheckpointOptions, ColdRead, DrainBy, IoMode, RestoreMode, Strategy
-from studyctl.spec.training import TrainingSpec
-from studyctl.spec.yamlpos import Loc, line_of, load_yaml_with_lines
 
 ZERO_ALIASES = {"ddp": 0, "fsdp": 3, "zero0": 0, "zero1": 1, "zero2": 2, "zero3": 3}
 # Study, model and filesystem names end up in directory names and table keys: bounded and plain.

@@ -1,0 +1,51 @@
+"""definition/ is pure, and worker/ stands on definition/ and the kernel only (the two lowest layers)."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+# the kernel, and the package root for its __version__
+KERNEL = {"studyctl", "studyctl.errors", "studyctl.fsutil", "studyctl.units", "studyctl.states"}
+IMPURE = {"subprocess", "pandas", "matplotlib", "jinja2", "sqlite3", "submitit", "mpi4py"}
+
+
+def imports_of(path: Path) -> set[str]:
+    names: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            names.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names.add(node.module)
+    return names
+
+
+def test_definition_imports_only_definition_kernel_and_no_io_libraries() -> None:
+    for path in sorted((REPO / "studyctl" / "definition").glob("*.py")):
+        for name in imports_of(path):
+            assert name.split(".")[0] not in IMPURE, f"{path.name} imports {name}"
+            if name.startswith("studyctl"):
+                assert name.startswith("studyctl.definition") or name in KERNEL, f"{path.name} imports {name}"
+
+
+def test_worker_imports_spec_and_kernel_only() -> None:
+    for path in sorted((REPO / "worker").glob("*.py")):
+        for name in imports_of(path):
+            if name.startswith("studyctl"):
+                assert name.startswith("studyctl.definition") or name in KERNEL, f"worker/{path.name} imports {name}"
+
+
+def test_a_rank_loads_no_sweep_schema_yaml_expansion_or_plan() -> None:
+    """What every MPI rank imports stays small: the layout and the point, not the study definition's parser."""
+    import subprocess
+    import sys
+
+    code = ("import sys, worker.__main__, worker.run, worker.strategies, worker.restore\n"
+            "print(' '.join(sorted(sys.modules)))")
+    loaded = set(subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True,
+                                check=True).stdout.split())
+    heavy = {"yaml", "studyctl.definition.sweep", "studyctl.definition.expand", "studyctl.definition.plan",
+             "studyctl.definition.yamlpos", "pandas", "matplotlib", "jinja2"}
+    assert not heavy & loaded, sorted(heavy & loaded)
+    assert "studyctl.definition.layout" in loaded  # the check sees what a rank imports
