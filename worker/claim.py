@@ -29,15 +29,28 @@ def placement_problem(path: str, kind: str | None) -> str | None:
     return None
 
 
+def _open_claim_file(task: WorkerTask, tries: int = 50) -> int:
+    """Create the study's data directory and the claim file in it. Another point of the study that ends
+    removes the data directory when it looks empty (release below): between our mkdir and our open it may
+    vanish, so both are retried; once the claim file exists the directory is no longer empty."""
+    path = task.claim_file
+    for _ in range(tries - 1):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            return os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        except FileNotFoundError:
+            continue
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+
+
 # The claim on this process's point directory, held until the process ends (rank 0 only).
 CLAIMS: list[int] = []
 
 
 def claim(task: WorkerTask) -> str | None:
     """Rank 0: hold the point's claim file (flock) for the whole run; why not, if another live run holds it."""
-    path = task.claim_file
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    fd = _open_claim_file(task)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
