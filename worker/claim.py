@@ -35,10 +35,10 @@ def _open_claim_file(task: WorkerTask, tries: int = 50) -> int:
     vanish, so both are retried; once the claim file exists the directory is no longer empty."""
     path = task.claim_file
     for _ in range(tries - 1):
-        path.parent.mkdir(parents=True, exist_ok=True)
         try:
+            path.parent.mkdir(parents=True, exist_ok=True)
             return os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-        except FileNotFoundError:
+        except (FileNotFoundError, FileExistsError):  # pathlib: "exists" then gone before its is_dir check
             continue
     path.parent.mkdir(parents=True, exist_ok=True)
     return os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
