@@ -34,6 +34,8 @@ DrainBy = Literal["rank", "node"]
 # Options added after points were first hashed: left out of a point's identity while at their default,
 # so the points of existing studies keep their ids.
 _OMIT_AT_DEFAULT: JsonDict = {"omit_at_default": True}
+# Every checkpoint option is a sweep axis (`matrix:`, `zip:`, `exclude:`) unless marked with this.
+_NOT_AN_AXIS: JsonDict = {"axis": False}
 
 
 class CheckpointOptions(BaseModel):
@@ -50,8 +52,10 @@ class CheckpointOptions(BaseModel):
     rank_shift: int = Field(0, ge=0, description="rank r restores the files of rank r+shift")
     restore: RestoreMode = "rank"
     direct_fallback: bool = Field(False, description="O_DIRECT refused: run buffered, say so")
-    keep: bool = False
-    free_space_margin: float = Field(0.05, ge=0, le=1, description="fraction kept free")
+    keep: bool = Field(False, json_schema_extra=_NOT_AN_AXIS,
+                       description="keep every checkpoint written (default: deleted as it goes)")
+    free_space_margin: float = Field(0.05, ge=0, le=1, json_schema_extra=_NOT_AN_AXIS,
+                                     description="fraction kept free")
     naming: Naming = Field("dlio", description="file and folder names: DLIO's exactly, or DeepSpeed's")
     fsync: bool = Field(True, description="fsync every file; false only mirrors DLIO, labelled 'no fsync'")
     subset_world_size: int | None = Field(None, ge=1, description=(
@@ -69,7 +73,7 @@ class CheckpointOptions(BaseModel):
     replaced_nodes: int = Field(0, ge=0, json_schema_extra=_OMIT_AT_DEFAULT,
                                 description="tiered: nodes whose tier is wiped before restoring (replaced after a "
                                             "failure): they restore from shared storage")
-    step_s: float | None = Field(None, gt=0, json_schema_extra=_OMIT_AT_DEFAULT,
+    step_s: float | None = Field(None, gt=0, json_schema_extra={**_OMIT_AT_DEFAULT, **_NOT_AN_AXIS},
                                  description="async/tiered: compute per simulated training step (training.step_s)")
 
     @model_validator(mode="after")
@@ -89,6 +93,12 @@ class CheckpointOptions(BaseModel):
         if self.strategy != "tiered":
             update.update({name: TIER_OPTION_DEFAULTS[name] for name in TIER_OPTION_DEFAULTS})
         return self if all(getattr(self, k) == v for k, v in update.items()) else self.model_copy(update=update)
+
+
+# The options a sweep may vary, in the order they are crossed: derived here, declared nowhere else.
+CHECKPOINT_AXES: tuple[str, ...] = tuple(
+    name for name, f in CheckpointOptions.model_fields.items()
+    if not (isinstance(f.json_schema_extra, dict) and f.json_schema_extra.get("axis") is False))
 
 
 def cold_read_method(io_mode: str, cold_read: ColdRead) -> ColdReadMethod:

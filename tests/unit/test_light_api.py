@@ -66,6 +66,6 @@ def test_planning_and_following_a_study_load_no_analysis_stack(study: Path, args
 
 def test_the_check_sees_what_a_command_imports(study: Path) -> None:
     """The probe is not blind: collect, which does need the analysis stack, is seen loading it."""
-    code, packages, output = loaded("collect", str(study), "--results", str(study.parent))
+    _, packages, output = loaded("collect", str(study), "--results", str(study.parent))
     assert {"pandas", "matplotlib", "jinja2"} <= packages, output
     assert "Traceback" not in output
