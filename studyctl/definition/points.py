@@ -24,7 +24,6 @@ from studyctl.definition.layout import (
     summarize,
 )
 
-IO_MODES = ("buffered", "direct", "hybrid")
 IoMode = Literal["buffered", "direct", "hybrid"]
 ColdRead = Literal["auto", "direct", "fadvise", "none"]
 ColdReadMethod = Literal["direct", "fadvise", "none"]  # what `auto` became
@@ -179,7 +178,7 @@ class Point(BaseModel):
     def canonical(self) -> dict:
         return json.loads(self.canonical_json())
 
-    def canonical_json(self, without_repetition: bool = False) -> str:
+    def canonical_json(self) -> str:
         """`json.dumps(canonical(), sort_keys=True, separators=(",", ":"))`, built from cached parts.
 
         Planning hashes every point of 100,000-point studies; the model and checkpoint parts repeat.
@@ -195,17 +194,12 @@ class Point(BaseModel):
             ("tensor_parallel", str(self.tensor_parallel)),
             ("zero_stage", str(self.zero_stage)),
         )
-        body = ",".join(f'"{k}":{v}' for k, v in scalars if not (without_repetition and k == "repetition"))
+        body = ",".join(f'"{k}":{v}' for k, v in scalars)
         return '{"checkpoint":' + _checkpoint_json(self.checkpoint) + "," + body + "}"
 
     @cached_property
     def point_id(self) -> str:
         return hashlib.sha256(self.canonical_json().encode()).hexdigest()[:12]
-
-    @property
-    def cell_key(self) -> str:
-        """Identity of the point minus its repetition: what statistics group over."""
-        return hashlib.sha256(self.canonical_json(without_repetition=True).encode()).hexdigest()[:12]
 
 
 # Settings added after studies were run: left out of a point's identity while at their defaults, so a
