@@ -1,10 +1,10 @@
 """`studyctl sweep status` on a 1,000-point study: the real command in a fresh process, as a user runs it.
 
-Target (issue 16): under 0.5 s. The study is built with the library's own ledger and task files
-(tests/studygen.py: 950 COMPLETED, 30 FAILED, 20 never run; one attempt directory each), so the command
-opens, repairs-checks and reconciles a real ledger and renders its table. Printed beside it, measured
-back to back: the same command with `--json` (every point parsed into its model), `--help` (the CLI's own
-start-up) and a bare interpreter, and which heavy libraries the status process loaded (none should be).
+Target (issue 16): under 0.5 s, for `sweep cancel`, `sweep resubmit` and `plan` too. The study is built with
+the library's own ledger and task files (tests/studygen.py: 950 COMPLETED, 30 FAILED, 20 never run; one attempt
+directory each), so each command opens, checks and reconciles a real ledger and prints its answer. Printed
+beside them, measured back to back: `--help` (the CLI's own start-up), a bare interpreter, and which heavy
+libraries the status process loaded (none should be).
 """
 
 from __future__ import annotations
@@ -25,11 +25,12 @@ LOADED = ("import sys, runpy; sys.argv = ['studyctl', 'sweep', 'status', {study!
           "print('loaded:', *(m for m in {heavy!r} if m in sys.modules), file=sys.stderr)")
 
 
-def timed(argv: list[str], repeat: int) -> list[float]:
+def timed(argv: list[str], repeat: int, check: bool = True) -> list[float]:
+    """Wall seconds of each run; `check=False` where exit 1 is the answer (a study with FAILED points)."""
     out = []
     for _ in range(repeat):
         t0 = time.perf_counter()
-        subprocess.run(argv, check=True, stdout=subprocess.DEVNULL)
+        subprocess.run(argv, check=check, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         out.append(time.perf_counter() - t0)
     return out
 
@@ -47,6 +48,9 @@ def main(points: int = 1000, repeat: int = 10) -> int:
         subprocess.run([*cli, "sweep", "status", study], check=True, stdout=subprocess.DEVNULL)  # warm the caches
         status = timed([*cli, "sweep", "status", study], repeat)
         as_json = timed([*cli, "sweep", "status", study, "--json"], repeat)
+        cancel = timed([*cli, "sweep", "cancel", study], repeat)  # nothing is queued: reconcile, find none
+        resubmit = timed([*cli, "sweep", "resubmit", study, "--max-attempts", "1"], repeat, check=False)
+        plan = timed([*cli, "plan", str(Path(tmp) / "status-bench.yaml")], repeat)
         helped = timed([*cli, "--help"], repeat)
         bare = timed([sys.executable, "-c", "pass"], repeat)
         probe = subprocess.run([sys.executable, "-c", LOADED.format(study=study, heavy=HEAVY)], check=True,
@@ -54,6 +58,9 @@ def main(points: int = 1000, repeat: int = 10) -> int:
         heavy = next(line for line in probe.splitlines() if line.startswith("loaded:")).split()[1:]
     print(row(f"sweep status, {points:,} points", status, TARGET_S))
     print(row(f"sweep status --json, {points:,} points", as_json, TARGET_S))
+    print(row(f"sweep cancel, {points:,} points (none queued)", cancel, TARGET_S))
+    print(row(f"sweep resubmit, {points:,} points (none to rerun)", resubmit, TARGET_S))
+    print(row(f"plan, {points:,} points", plan, TARGET_S))
     print(row("studyctl --help (start-up alone)", helped))
     print(row("python -c pass", bare))
     print(f"heavy libraries the status process loaded: {' '.join(heavy) or 'none'} (of {', '.join(HEAVY)})")

@@ -18,7 +18,6 @@ from typing import TYPE_CHECKING, Any
 
 from studyctl.attempt.paths import StudyPaths
 from studyctl.attempt.records import Update
-from studyctl.backends.base import names as backend_names
 from studyctl.definition.expand import iter_points
 from studyctl.definition.modelinfo import model_rows
 from studyctl.definition.plan import BLOCKS_ON, PlanSummary, check_budget, plan_rows
@@ -37,9 +36,9 @@ if TYPE_CHECKING:
     from studyctl.analysis.mlperf import ModelVerdict
     from studyctl.analysis.status import PointStatus
 
-__all__ = ["BLOCKS_ON", "Plan", "PlanSummary", "StatusReport", "StudyPaths", "SubmitReport", "Update",
-           "backend_names", "cancel", "collect", "compare", "find_study", "mlperf_report", "model_rows",
-           "parse_threshold", "plan", "plan_capacity", "point_statuses", "resubmit", "status", "submit"]
+__all__ = ["BLOCKS_ON", "Plan", "PlanSummary", "StatusReport", "StudyPaths", "SubmitReport", "Update", "cancel",
+           "collect", "compare", "find_study", "mlperf_report", "model_rows", "parse_threshold", "plan",
+           "plan_capacity", "resubmit", "status", "submit"]
 
 
 @dataclass
@@ -76,7 +75,7 @@ def plan_capacity(sweep: Any, summary: Any, backend: str) -> tuple[list[str], li
     return capacity_problems(summary, capacity), capacity_notes(summary, capacity)
 
 
-def point_statuses(study: StudyPaths) -> list[PointStatus]:
+def _point_statuses(study: StudyPaths) -> list[PointStatus]:
     """Every point's state as the ledger last recorded it: read-only (no reconcile, no sacct, no deletes)."""
     from studyctl.analysis.cells import point_label, point_settings
     from studyctl.analysis.status import PointStatus
@@ -101,7 +100,7 @@ def collect(study_ref: str | Path, results: Path = Path("results"), import_dlio:
     from studyctl.analysis.collect import collect as collect_files
 
     study = find_study(study_ref, results)
-    return collect_files(study.root, point_statuses(study), list(import_dlio), ratios=list(ratios), force=force)
+    return collect_files(study.root, _point_statuses(study), list(import_dlio), ratios=list(ratios), force=force)
 
 
 def parse_threshold(text: str) -> float:
