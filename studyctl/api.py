@@ -44,12 +44,13 @@ __all__ = ["BLOCKS_ON", "Plan", "PlanSummary", "StatusReport", "StudyPaths", "Su
 @dataclass
 class Plan:
     """A sweep and its plan rows, streamed (a million points never sit in memory); `summary` totals the rows
-    streamed so far, so after `rows()` is consumed it holds the whole study's."""
+    streamed so far, so once `rows()` is consumed it holds the whole study's."""
 
     sweep: SweepFile
     summary: PlanSummary = field(default_factory=PlanSummary)
 
     def rows(self) -> Iterator[dict[str, Any]]:
+        self.summary = PlanSummary()  # streamed again: counted once
         for row in plan_rows(iter_points(self.sweep), self.sweep):
             self.summary.add(row)
             yield row

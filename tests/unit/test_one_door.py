@@ -36,6 +36,7 @@ def test_a_plan_totals_the_rows_it_streamed() -> None:
     assert [r["point_id"] for r in rows] == [pp.point.point_id for pp in planned]
     assert plan.summary.points == len(rows) and plan.summary.excluded == sum(pp.excluded for pp in planned)
     assert plan.summary.node_hours == sum(r["node_hours"] for r in rows if not r["excluded"])
+    assert len(list(plan.rows())) == plan.summary.points == len(rows)  # streamed again: counted once
 
 
 def test_status_reads_each_point_as_its_model(tmp_path: Path) -> None:
