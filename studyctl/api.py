@@ -1,9 +1,9 @@
 """The one library the CLI calls: plan, submit, resubmit, status, cancel, models; collect, compare, mlperf.
 
-Two halves in one door. Planning and running a study (plan, submit, resubmit, status, cancel, models) load
-neither the analysis stack (pandas, matplotlib, jinja2) nor a backend's client library: `sweep status` answers
-in a fraction of a second. collect, compare and mlperf import theirs when called (tested in
-tests/unit/test_light_api.py).
+Two halves in one door. Planning and following a study (plan, status, cancel, resubmit, models) never load
+the analysis stack (pandas, matplotlib, jinja2), and submitit only when points go to Slurm: `sweep status`
+answers in a fraction of a second. collect, compare and mlperf import the analysis stack when called (tested
+in tests/unit/test_light_api.py).
 
 Results carry what the caller needs to know about the backend that ran (e.g. `SubmitReport.runs_to_completion`:
 show progress while it runs, or say how to follow the queued points); nothing here names a backend.
