@@ -1,4 +1,5 @@
-"""`python -m benchmarks all` (or one of: orchestrator, collect, memory, submission, fio, buffered, strategies)."""
+"""`python -m benchmarks all` (or one of: orchestrator, status, collect, memory, submission, fio, buffered,
+strategies)."""
 
 from __future__ import annotations
 
@@ -28,6 +29,10 @@ def main(argv: list[str]) -> int:
         from benchmarks import orchestrator
 
         orchestrator.main(repeat)
+    if which in ("all", "status"):
+        from benchmarks import status_speed
+
+        status_speed.main(1000, max(repeat, 10))
     if which in ("all", "collect"):
         from benchmarks import collect_bench
 

@@ -1,4 +1,9 @@
-"""The one library the CLI calls: plan, submit, resubmit, status, cancel, collect, compare, mlperf.
+"""The one library the CLI calls: plan, submit, resubmit, status, cancel, models; collect, compare, mlperf.
+
+Two halves in one door. Planning and following a study (plan, status, cancel, resubmit, models) never load
+the analysis stack (pandas, matplotlib, jinja2), and submitit only when points go to Slurm: `sweep status`
+answers in a fraction of a second. collect, compare and mlperf import the analysis stack when called (tested
+in tests/unit/test_light_api.py).
 
 Results carry what the caller needs to know about the backend that ran (e.g. `SubmitReport.runs_to_completion`:
 show progress while it runs, or say how to follow the queued points); nothing here names a backend.
@@ -7,18 +12,15 @@ show progress while it runs, or say how to follow the queued points); nothing he
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from studyctl.analysis.cells import point_label
-from studyctl.analysis.collect import CollectResult
-from studyctl.analysis.compare import CompareResult
-from studyctl.analysis.status import PointStatus
 from studyctl.attempt.paths import StudyPaths
-from studyctl.backends.base import names as backend_names
+from studyctl.attempt.records import Update
 from studyctl.definition.expand import iter_points
-from studyctl.definition.plan import plan_rows
+from studyctl.definition.modelinfo import model_rows
+from studyctl.definition.plan import BLOCKS_ON, PlanSummary, check_budget, plan_rows
 from studyctl.definition.sweep import SweepFile, load_sweep
 from studyctl.errors import UserError
 from studyctl.states import EXCLUDED
@@ -29,21 +31,36 @@ from studyctl.study.store import find_study
 from studyctl.study.submit import SubmitReport, submit
 
 if TYPE_CHECKING:
+    from studyctl.analysis.collect import CollectResult
+    from studyctl.analysis.compare import CompareResult
     from studyctl.analysis.mlperf import ModelVerdict
+    from studyctl.analysis.status import PointStatus
 
-__all__ = ["CollectResult", "CompareResult", "Plan", "StatusReport", "StudyPaths", "SubmitReport", "backend_names",
-           "cancel", "collect", "compare", "find_study", "mlperf_report", "parse_threshold", "plan", "plan_capacity",
-           "point_statuses", "resubmit", "status", "submit"]
+__all__ = ["BLOCKS_ON", "Plan", "PlanSummary", "StatusReport", "StudyPaths", "SubmitReport", "Update", "cancel",
+           "collect", "compare", "find_study", "mlperf_report", "model_rows", "parse_threshold", "plan",
+           "plan_capacity", "resubmit", "status", "submit"]
 
 
-@dataclass(frozen=True)
+@dataclass
 class Plan:
-    """A sweep and its plan rows (one dict per point, streamed: a million points never sit in memory)."""
+    """A sweep and its plan rows, streamed (a million points never sit in memory); `summary` totals the rows
+    streamed so far, so once `rows()` is consumed it holds the whole study's."""
 
     sweep: SweepFile
+    summary: PlanSummary = field(default_factory=PlanSummary)
 
     def rows(self) -> Iterator[dict[str, Any]]:
-        return plan_rows(iter_points(self.sweep), self.sweep)
+        self.summary = PlanSummary()  # streamed again: counted once
+        for row in plan_rows(iter_points(self.sweep), self.sweep):
+            self.summary.add(row)
+            yield row
+
+    def capacity(self, backend: str) -> tuple[list[str], list[str]]:
+        return plan_capacity(self.sweep, self.summary, backend)
+
+    def check_budget(self, budget_node_hours: float | None) -> None:
+        """The same refusal (exit 1) `submit` gives before it records or runs anything."""
+        check_budget(self.summary, budget_node_hours)
 
 
 def plan(sweep_path: Path) -> Plan:
@@ -59,21 +76,19 @@ def plan_capacity(sweep: Any, summary: Any, backend: str) -> tuple[list[str], li
     return capacity_problems(summary, capacity), capacity_notes(summary, capacity)
 
 
-def _label(cfg: dict[str, Any]) -> str:
-    """A ledger point's configuration (as `Point.canonical()` nests it) in one line."""
-    return point_label({**cfg, "model": cfg["model"]["name"], "scale": (cfg.get("checkpoint") or {}).get("scale")})
-
-
-def point_statuses(study: StudyPaths) -> list[PointStatus]:
+def _point_statuses(study: StudyPaths) -> list[PointStatus]:
     """Every point's state as the ledger last recorded it: read-only (no reconcile, no sacct, no deletes)."""
+    from studyctl.analysis.cells import point_label, point_settings
+    from studyctl.analysis.status import PointStatus
+
     out = []
     for p in read_points(study):
+        label = point_label({**point_settings(p.point), "repetition": p.point.repetition})
         if p.excluded:
-            out.append(PointStatus(p.point_id, EXCLUDED, p.attempts, excluded_reason=p.exclude_reason,
-                                   label=_label(p.config)))
+            out.append(PointStatus(p.point_id, EXCLUDED, p.attempts, excluded_reason=p.exclude_reason, label=label))
         else:
             out.append(PointStatus(p.point_id, p.state.value, p.attempts,
-                                   failure_reason=p.latest.reason if p.latest else None, label=_label(p.config)))
+                                   failure_reason=p.latest.reason if p.latest else None, label=label))
     return out
 
 
@@ -86,7 +101,7 @@ def collect(study_ref: str | Path, results: Path = Path("results"), import_dlio:
     from studyctl.analysis.collect import collect as collect_files
 
     study = find_study(study_ref, results)
-    return collect_files(study.root, point_statuses(study), list(import_dlio), ratios=list(ratios), force=force)
+    return collect_files(study.root, _point_statuses(study), list(import_dlio), ratios=list(ratios), force=force)
 
 
 def parse_threshold(text: str) -> float:

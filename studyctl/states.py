@@ -46,8 +46,6 @@ class FailureClass(str, Enum):
 # An excluded point has no state of its own: the sweep rules it out. Tables, status and the report
 # show it under this label, in the place of a state.
 EXCLUDED = "EXCLUDED"
-# States a point can be shown in: every State, then EXCLUDED.
-SHOWN_STATES = (*(s.value for s in State), EXCLUDED)
 NOT_FAILED = frozenset({*(s.value for s in ACTIVE_STATES), State.PLANNED.value, State.COMPLETED.value, EXCLUDED})
 
 

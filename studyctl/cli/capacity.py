@@ -2,16 +2,17 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from rich.console import Console
 
+if TYPE_CHECKING:
+    from studyctl.api import Plan
 
-def print_capacity(err: Console, sweep: Any, summary: Any, backend: str) -> list[str]:
+
+def print_capacity(err: Console, plan: Plan, backend: str) -> list[str]:
     """Print each capacity problem and note (what was not checked, DLIO's memory); return the problems."""
-    from studyctl.api import plan_capacity
-
-    problems, notes = plan_capacity(sweep, summary, backend)
+    problems, notes = plan.capacity(backend)
     for line in problems:
         err.print(f"[bold yellow]will not fit:[/] {line}", highlight=False, soft_wrap=True)
     for line in notes:

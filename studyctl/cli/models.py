@@ -10,7 +10,7 @@ from studyctl.units import format_bytes
 
 def models() -> None:
     """The model catalog: parameters, bytes per parameter, checkpoint size at the default layout."""
-    from studyctl.definition.modelinfo import model_rows
+    from studyctl.api import model_rows
 
     table = Table("model", "layers", "hidden", "ffn", "heads/kv", "vocab", "architecture", "params", "B/param",
                   "default layout", "checkpoint", "DLIO's size", "MLPerf procs")

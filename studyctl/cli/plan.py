@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.table import Table
@@ -13,6 +13,9 @@ from rich.table import Table
 from studyctl.cli.common import err, guard, out
 from studyctl.errors import UserError
 from studyctl.units import format_bytes
+
+if TYPE_CHECKING:
+    from studyctl.api import PlanSummary
 
 
 def plan(
@@ -24,41 +27,33 @@ def plan(
     strict: Annotated[bool, typer.Option(help="exit 1 when disk or memory will not suffice")] = False,
 ) -> None:
     """What each point writes, needs and costs, and whether disk and memory suffice, before a node-hour."""
-    from studyctl.definition.expand import iter_points
-    from studyctl.definition.plan import PlanSummary, plan_rows
-    from studyctl.definition.sweep import load_sweep
+    from studyctl import api
 
     def run() -> None:
-        spec = load_sweep(sweep)
-        summary = PlanSummary()
+        planned = api.plan(sweep)
         if as_json:
             write = sys.stdout.write
             write("[")
-            for i, row in enumerate(plan_rows(iter_points(spec), spec)):
-                summary.add(row)
+            for i, row in enumerate(planned.rows()):
                 write(("\n" if i == 0 else ",\n") + json.dumps(row))
             write("\n]\n")
         else:
             rows: list[dict[str, Any]] = []
-            for row in plan_rows(iter_points(spec), spec):
-                summary.add(row)
+            for row in planned.rows():
                 if not limit or len(rows) < limit:
                     rows.append(row)
-            _print_plan(spec.study, rows, summary, limit)
+            _print_plan(planned.sweep.study, rows, planned.summary, limit)
         from studyctl.cli.capacity import print_capacity
 
-        problems = print_capacity(err, spec, summary, backend)
-        if budget_node_hours is not None and summary.node_hours > budget_node_hours:
-            raise UserError(f"estimated {summary.node_hours:.2f} node-hours exceeds --budget-node-hours "
-                            f"{budget_node_hours:g}", 1)
+        problems = print_capacity(err, planned, backend)
+        planned.check_budget(budget_node_hours)
         if strict and problems:
             raise UserError(f"{len(problems)} capacity problem(s) above (--strict)", 1)
 
     guard(run)
 
 
-
-def _print_plan(study: str, rows: list[dict[str, Any]], summary: Any, limit: int) -> None:
+def _print_plan(study: str, rows: list[dict[str, Any]], summary: PlanSummary, limit: int) -> None:
     table = Table("point", "model", "ZeRO", "TP×PP×DP", "nodes×rpn", "fs", "io", "restore", "rep", "checkpoint",
                   "max/min per rank", "files", "mem/host worker", "mem/host DLIO", "disk", "node-h",
                   title=f"study {study}", title_justify="left")
@@ -97,7 +92,7 @@ def _print_plan(study: str, rows: list[dict[str, Any]], summary: Any, limit: int
 
 def _print_needs(needs: dict[tuple[str, str, int], dict[str, Any]], limit: int = 12) -> None:
     """The inverse question: the bandwidth that keeps checkpoint overhead under the target."""
-    from studyctl.definition.plan import BLOCKS_ON
+    from studyctl.api import BLOCKS_ON
 
     if not needs:
         return

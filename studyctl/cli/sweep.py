@@ -6,7 +6,7 @@ import json
 import sys
 import time
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.live import Live
@@ -14,11 +14,13 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from studyctl.attempt.records import Update
 from studyctl.cli.common import ResultsOpt, err, guard, out
 from studyctl.errors import UserError
 from studyctl.states import FINAL_STATES, RETRYABLE_STATES, State, shown_state
 from studyctl.units import format_bytes
+
+if TYPE_CHECKING:
+    from studyctl.api import StatusReport, SubmitReport, Update
 
 
 class _ProgressView:
@@ -97,7 +99,7 @@ def sweep_submit(
     guard(run)
 
 
-def _print_after_run(submitted: Any, results: Path) -> None:
+def _print_after_run(submitted: SubmitReport, results: Path) -> None:
     """The study's states after a run; exit code 1 (typer.Exit) when any point of it ended failed."""
     from studyctl import api as study
 
@@ -120,16 +122,15 @@ def _counts_line(counts: Any) -> str:
     return "states: " + ", ".join(f"{k} {v}" for k, v in sorted(counts.items()))
 
 
-def _status_json(rep: Any) -> list[dict[str, Any]]:
+def _status_json(rep: StatusReport) -> list[dict[str, Any]]:
     rows = []
     for p in rep.points:
-        a = p.latest
-        cfg = p.config
+        a, pt = p.latest, p.point
         rows.append({
             "point_id": p.point_id, "state": shown_state(p.state, p.excluded), "attempts": p.attempts,
-            "model": cfg["model"]["name"], "zero_stage": cfg["zero_stage"], "nodes": cfg["nodes"],
-            "ranks_per_node": cfg["ranks_per_node"], "filesystem": cfg["filesystem"], "io_mode": cfg["io_mode"],
-            "repetition": cfg["repetition"], "exclude_reason": p.exclude_reason,
+            "model": pt.model.name, "zero_stage": pt.zero_stage, "nodes": pt.nodes,
+            "ranks_per_node": pt.ranks_per_node, "filesystem": pt.filesystem, "io_mode": pt.io_mode,
+            "repetition": pt.repetition, "exclude_reason": p.exclude_reason,
             "backend": a.backend if a else None, "job_id": a.job_id if a else None,
             "failure_class": a.failure_class if a else None, "reason": a.reason if a else None,
             "exit_code": a.exit_code if a else None, "node_list": a.node_list if a else None,
@@ -138,20 +139,20 @@ def _status_json(rep: Any) -> list[dict[str, Any]]:
     return rows
 
 
-def _status_table(rep: Any, limit: int) -> Table:
+def _status_table(rep: StatusReport, limit: int) -> Table:
     table = Table("point", "state", "att", "model", "ZeRO", "nodes×rpn", "fs", "io", "rep", "job", "nodes",
                   "reason", title=f"study {rep.study.name}  ({_counts_line(rep.counts)})", title_justify="left")
     colours = {State.COMPLETED: "green", State.RUNNING: "yellow", State.FAILED: "red", State.TIMEOUT: "red",
                State.LOST: "red", State.CANCELLED: "magenta"}
     shown = sorted(rep.points, key=lambda p: (p.state is State.COMPLETED, p.excluded, p.run_order))
     for p in shown[: limit or None]:
-        a, cfg = p.latest, p.config
+        a, pt = p.latest, p.point
         state = shown_state(p.state, p.excluded)
         colour = colours.get(p.state, "white") if not p.excluded else "dim"
         reason = p.exclude_reason if p.excluded else (a.reason if a and p.state is not State.COMPLETED else "")
-        table.add_row(p.point_id, f"[{colour}]{state}[/]", str(p.attempts), cfg["model"]["name"],
-                      str(cfg["zero_stage"]), f"{cfg['nodes']}×{cfg['ranks_per_node']}", cfg["filesystem"],
-                      cfg["io_mode"], str(cfg["repetition"]), (a.job_id or (str(a.pid) if a.pid else "")) if a else "",
+        table.add_row(p.point_id, f"[{colour}]{state}[/]", str(p.attempts), pt.model.name,
+                      str(pt.zero_stage), f"{pt.nodes}×{pt.ranks_per_node}", pt.filesystem,
+                      pt.io_mode, str(pt.repetition), (a.job_id or (str(a.pid) if a.pid else "")) if a else "",
                       (a.node_list or "") if a else "", reason or "")
     captions = []
     if limit and len(shown) > limit:

@@ -14,9 +14,9 @@ from typing import Any
 from pydantic import ValidationError
 
 from studyctl.definition.catalog import ModelSpec
-from studyctl.definition.points import CheckpointOptions, Point
+from studyctl.definition.points import CHECKPOINT_AXES, CheckpointOptions, Point
 from studyctl.definition.strategies import strategy_problems
-from studyctl.definition.sweep import CHECKPOINT_AXES, CONDITION, POINT_AXES, ZERO_ALIASES, SweepFile
+from studyctl.definition.sweep import CONDITION, POINT_AXES, ZERO_ALIASES, SweepFile
 from studyctl.errors import UserError
 
 OPS = {"<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge, "==": operator.eq,

@@ -66,13 +66,10 @@ class LayoutSummary:
     num_parameters: int
     total_bytes: int
     model_bytes: int
-    optimizer_bytes: int
     files_per_checkpoint: int
     bytes_per_rank_max: int
     bytes_per_rank_min: int  # over all ranks, non-writers (0 B) included
     writer_ranks: int
-    max_files_per_rank: int
-    largest_file_bytes: int
 
 
 @lru_cache(maxsize=1024)
@@ -229,30 +226,24 @@ def rank_classes(par: Parallelism) -> list[tuple[int, int]]:
 @lru_cache(maxsize=4096)
 def summarize(m: ModelSpec, par: Parallelism, scale: float = 1.0) -> LayoutSummary:
     """Totals over the ranks that run, one representative rank per class."""
-    total = model = optim = files = writers = max_files = largest = 0
+    total = model = files = writers = 0
     rank_bytes: list[int] = []
     for rank, count in rank_classes(par):
         stage_files = rank_files(m, par, rank, scale)
         nbytes = sum(f.nbytes for f in stage_files)
         total += nbytes * count
         model += sum(f.nbytes for f in stage_files if f.kind == "model") * count
-        optim += sum(f.nbytes for f in stage_files if f.kind == "optimizer") * count
         files += len(stage_files) * count
         rank_bytes.append(nbytes)
         writers += count if stage_files else 0
-        max_files = max(max_files, len(stage_files))
-        largest = max([largest, *(f.nbytes for f in stage_files)])
     return LayoutSummary(
         num_parameters=num_parameters(m),
         total_bytes=total,
         model_bytes=model,
-        optimizer_bytes=optim,
         files_per_checkpoint=files,
         bytes_per_rank_max=max(rank_bytes),
         bytes_per_rank_min=min(rank_bytes),
         writer_ranks=writers,
-        max_files_per_rank=max_files,
-        largest_file_bytes=largest,
     )
 
 

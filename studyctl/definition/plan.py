@@ -15,6 +15,7 @@ from studyctl.definition.points import CheckpointOptions, cold_read_method, rest
 from studyctl.definition.strategies import memory_per_host_bytes
 from studyctl.definition.sweep import Estimate, SweepFile
 from studyctl.definition.training import TrainingSpec, max_cost_at_optimum, max_cost_for_overhead, required_bandwidth
+from studyctl.errors import UserError
 from studyctl.units import GIB, format_bytes
 
 # DLIO's resident memory per process before any tensor (Python, PyTorch, mpi4py), measured: about 0.36 GiB.
@@ -186,6 +187,13 @@ NEEDS_KEYS = ("nominal_checkpoint_bytes", "target_overhead", "interval_s", "job_
 # What each strategy's training waits on, for the inverse question's answer.
 BLOCKS_ON = {"sync": "from the writers to shared storage", "async": "into host memory (snapshot)",
              "tiered": "into the node-local tier"}
+
+
+def check_budget(summary: PlanSummary, budget_node_hours: float | None) -> None:
+    """The one budget gate, for `plan` and `submit` alike: over the estimate is a failure (exit 1), not bad input."""
+    if budget_node_hours is not None and summary.node_hours > budget_node_hours:
+        raise UserError(f"estimated {summary.node_hours:.2f} node-hours exceeds --budget-node-hours "
+                        f"{budget_node_hours:g}; nothing was submitted", 1)
 
 
 def summarize_plan(rows: Iterable[dict[str, Any]]) -> PlanSummary:

@@ -24,7 +24,6 @@ from studyctl.definition.layout import (
     summarize,
 )
 
-IO_MODES = ("buffered", "direct", "hybrid")
 IoMode = Literal["buffered", "direct", "hybrid"]
 ColdRead = Literal["auto", "direct", "fadvise", "none"]
 ColdReadMethod = Literal["direct", "fadvise", "none"]  # what `auto` became
@@ -34,6 +33,8 @@ DrainBy = Literal["rank", "node"]
 # Options added after points were first hashed: left out of a point's identity while at their default,
 # so the points of existing studies keep their ids.
 _OMIT_AT_DEFAULT: JsonDict = {"omit_at_default": True}
+# Every checkpoint option is a sweep axis (`matrix:`, `zip:`, `exclude:`) unless marked with this.
+_NOT_AN_AXIS: JsonDict = {"axis": False}
 
 
 class CheckpointOptions(BaseModel):
@@ -50,8 +51,10 @@ class CheckpointOptions(BaseModel):
     rank_shift: int = Field(0, ge=0, description="rank r restores the files of rank r+shift")
     restore: RestoreMode = "rank"
     direct_fallback: bool = Field(False, description="O_DIRECT refused: run buffered, say so")
-    keep: bool = False
-    free_space_margin: float = Field(0.05, ge=0, le=1, description="fraction kept free")
+    keep: bool = Field(False, json_schema_extra=_NOT_AN_AXIS,
+                       description="keep every checkpoint written (default: deleted as it goes)")
+    free_space_margin: float = Field(0.05, ge=0, le=1, json_schema_extra=_NOT_AN_AXIS,
+                                     description="fraction kept free")
     naming: Naming = Field("dlio", description="file and folder names: DLIO's exactly, or DeepSpeed's")
     fsync: bool = Field(True, description="fsync every file; false only mirrors DLIO, labelled 'no fsync'")
     subset_world_size: int | None = Field(None, ge=1, description=(
@@ -69,7 +72,7 @@ class CheckpointOptions(BaseModel):
     replaced_nodes: int = Field(0, ge=0, json_schema_extra=_OMIT_AT_DEFAULT,
                                 description="tiered: nodes whose tier is wiped before restoring (replaced after a "
                                             "failure): they restore from shared storage")
-    step_s: float | None = Field(None, gt=0, json_schema_extra=_OMIT_AT_DEFAULT,
+    step_s: float | None = Field(None, gt=0, json_schema_extra={**_OMIT_AT_DEFAULT, **_NOT_AN_AXIS},
                                  description="async/tiered: compute per simulated training step (training.step_s)")
 
     @model_validator(mode="after")
@@ -89,6 +92,12 @@ class CheckpointOptions(BaseModel):
         if self.strategy != "tiered":
             update.update({name: TIER_OPTION_DEFAULTS[name] for name in TIER_OPTION_DEFAULTS})
         return self if all(getattr(self, k) == v for k, v in update.items()) else self.model_copy(update=update)
+
+
+# The options a sweep may vary, in the order they are crossed: derived here, declared nowhere else.
+CHECKPOINT_AXES: tuple[str, ...] = tuple(
+    name for name, f in CheckpointOptions.model_fields.items()
+    if not (isinstance(f.json_schema_extra, dict) and f.json_schema_extra.get("axis") is False))
 
 
 def cold_read_method(io_mode: str, cold_read: ColdRead) -> ColdReadMethod:
@@ -169,7 +178,7 @@ class Point(BaseModel):
     def canonical(self) -> dict:
         return json.loads(self.canonical_json())
 
-    def canonical_json(self, without_repetition: bool = False) -> str:
+    def canonical_json(self) -> str:
         """`json.dumps(canonical(), sort_keys=True, separators=(",", ":"))`, built from cached parts.
 
         Planning hashes every point of 100,000-point studies; the model and checkpoint parts repeat.
@@ -185,17 +194,12 @@ class Point(BaseModel):
             ("tensor_parallel", str(self.tensor_parallel)),
             ("zero_stage", str(self.zero_stage)),
         )
-        body = ",".join(f'"{k}":{v}' for k, v in scalars if not (without_repetition and k == "repetition"))
+        body = ",".join(f'"{k}":{v}' for k, v in scalars)
         return '{"checkpoint":' + _checkpoint_json(self.checkpoint) + "," + body + "}"
 
     @cached_property
     def point_id(self) -> str:
         return hashlib.sha256(self.canonical_json().encode()).hexdigest()[:12]
-
-    @property
-    def cell_key(self) -> str:
-        """Identity of the point minus its repetition: what statistics group over."""
-        return hashlib.sha256(self.canonical_json(without_repetition=True).encode()).hexdigest()[:12]
 
 
 # Settings added after studies were run: left out of a point's identity while at their defaults, so a

@@ -7,7 +7,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import (
     AfterValidator,
@@ -18,15 +18,16 @@ from pydantic import (
     PositiveInt,
     PrivateAttr,
     ValidationError,
+    create_model,
     field_validator,
     model_validator,
 )
+from pydantic.fields import FieldInfo
 
 from studyctl.definition.catalog import CATALOG, DIMENSIONS, DTYPE_BYTES, MlpKind, ModelSpec, lookup
 from studyctl.definition.filesystems import FILESYSTEM_KINDS, FilesystemSpec
-from studyctl.definition.layout import Naming
 from studyctl.definition.options import LocalOptions, SlurmOptions
-from studyctl.definition.points import CheckpointOptions, ColdRead, DrainBy, IoMode, RestoreMode, Strategy
+from studyctl.definition.points import CHECKPOINT_AXES, CheckpointOptions, IoMode
 from studyctl.definition.training import TrainingSpec
 from studyctl.definition.yamlpos import Loc, line_of, load_yaml_with_lines
 from studyctl.errors import UserError
@@ -106,8 +107,8 @@ def _listify(cls: type[BaseModel], data: Any) -> Any:
     return data
 
 
-class Matrix(_Strict):
-    """Axes to cross; a scalar means a one-value axis. Checkpoint options may be axes too."""
+class _PointAxes(_Strict):
+    """The point's own axes; `Matrix` adds every checkpoint option that is an axis."""
 
     model: list[str] | None = None  # subset of `models` by name; default: all
     zero_stage: list[ZeroStage] = [1]
@@ -117,24 +118,6 @@ class Matrix(_Strict):
     pipeline_parallel: list[PositiveInt] = [1]
     filesystem: list[str] | None = None  # default: every filesystem
     io_mode: list[IoMode] = ["buffered"]
-    # checkpoint options as axes
-    writes: list[Annotated[int, Field(ge=0)]] | None = None
-    reads: list[Annotated[int, Field(ge=0)]] | None = None
-    scale: list[Annotated[float, Field(gt=0, le=1)]] | None = None
-    buffer_mib: list[PositiveInt] | None = None
-    block_mib: list[PositiveInt] | None = None
-    cold_read: list[ColdRead] | None = None
-    rank_shift: list[Annotated[int, Field(ge=0)]] | None = None
-    restore: list[RestoreMode] | None = None
-    direct_fallback: list[bool] | None = None
-    naming: list[Naming] | None = None
-    fsync: list[bool] | None = None
-    subset_world_size: list[PositiveInt | None] | None = None
-    strategy: list[Strategy] | None = None
-    tier: list[str] | None = None
-    drain: list[DrainBy] | None = None
-    tier_keep: list[PositiveInt] | None = None
-    replaced_nodes: list[Annotated[int, Field(ge=0)]] | None = None
 
     @model_validator(mode="before")
     @classmethod
@@ -149,11 +132,21 @@ class Matrix(_Strict):
         return value
 
 
-POINT_AXES = ("model", "zero_stage", "nodes", "ranks_per_node", "tensor_parallel", "pipeline_parallel",
-              "filesystem", "io_mode")
-CHECKPOINT_AXES = ("writes", "reads", "scale", "buffer_mib", "block_mib", "cold_read", "rank_shift",
-                   "restore", "direct_fallback", "naming", "fsync", "subset_world_size", "strategy", "tier", "drain",
-                   "tier_keep", "replaced_nodes")
+def _as_axis(option: FieldInfo) -> Any:
+    """A checkpoint option as an axis: a list of what the option accepts, bounds included (None: not crossed)."""
+    accepts = (option.annotation, *option.metadata)
+    value = Annotated[accepts] if option.metadata else option.annotation
+    return list[value] | None  # type: ignore[valid-type]
+
+
+POINT_AXES: tuple[str, ...] = tuple(_PointAxes.model_fields)
+if TYPE_CHECKING:
+    class Matrix(_PointAxes):
+        def __getattr__(self, axis: str) -> list[Any] | None: ...  # a checkpoint axis: its values, or None
+else:
+    Matrix = create_model(
+        "Matrix", __base__=_PointAxes, __doc__="Axes to cross; a scalar means a one-value axis.",
+        **{name: (_as_axis(CheckpointOptions.model_fields[name]), None) for name in CHECKPOINT_AXES})
 AXES = POINT_AXES + CHECKPOINT_AXES
 CONDITION = re.compile(r"^\s*(<=|>=|!=|==|<|>)\s*(\S.*?)\s*$")
 STRING_RULE = re.compile(r"^\s*([a-z_]+)\s*(<=|>=|!=|==|<|>)\s*([^<>=!\s].*?)\s*$")

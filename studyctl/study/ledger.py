@@ -14,10 +14,14 @@ import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
+from pydantic import ValidationError
+
 from studyctl.attempt.records import Handle, Update
+from studyctl.definition.points import Point
 from studyctl.errors import StorageError, UserError
 from studyctl.states import ACTIVE_STATES, EXCLUDED, State
 
@@ -90,7 +94,7 @@ class AttemptRow:
 class PointRow:
     point_id: str
     run_order: int
-    config: dict[str, Any]
+    config: dict[str, Any]  # as stored (`Point.canonical()`); read it through `point`
     excluded: bool
     exclude_reason: str | None
     in_sweep: bool
@@ -103,6 +107,15 @@ class PointRow:
     @property
     def attempts(self) -> int:
         return self.latest.attempt if self.latest else 0
+
+    @cached_property
+    def point(self) -> Point:
+        """The stored configuration as the point model, parsed once, on first use (a status table shows 50 rows)."""
+        try:
+            return Point.model_validate(self.config)
+        except ValidationError as exc:
+            raise UserError(f"point {self.point_id}: the ledger's configuration of it is not a point "
+                            f"({exc.errors(include_url=False)[0]['msg']}); was the ledger edited by hand?", 1) from None
 
 
 def _connect_read_only(path: Path) -> sqlite3.Connection:

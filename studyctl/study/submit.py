@@ -14,10 +14,10 @@ from studyctl.attempt.records import Active, Update
 from studyctl.backends import base
 from studyctl.backends.base import Backend
 from studyctl.definition.expand import PlannedPoint, expand
-from studyctl.definition.plan import plan_rows, summarize_plan
+from studyctl.definition.plan import check_budget, plan_rows, summarize_plan
 from studyctl.definition.points import Point
 from studyctl.definition.sweep import SweepFile, load_sweep
-from studyctl.errors import StorageError, UserError
+from studyctl.errors import StorageError
 from studyctl.fsutil import atomic_write_text
 from studyctl.states import ACTIVE_STATES, FailureClass, State
 from studyctl.study.launches import new_launch
@@ -108,9 +108,7 @@ def submit(sweep_path: Path, backend: str = "local", results: Path = Path("resul
     sweep = load_sweep(sweep_path)
     planned = expand(sweep)
     summary = summarize_plan(plan_rows(planned, sweep))
-    if budget_node_hours is not None and summary.node_hours > budget_node_hours:
-        raise UserError(f"the study needs an estimated {summary.node_hours:.2f} node-hours, over the budget of "
-                        f"{budget_node_hours:g} (--budget-node-hours); nothing was submitted", 1)
+    check_budget(summary, budget_node_hours)
     paths = StudyPaths((results / sweep.study).resolve())
     report = SubmitReport(paths, backend, points=len(planned), excluded=summary.excluded,
                           node_hours=summary.node_hours)

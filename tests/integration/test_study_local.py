@@ -92,7 +92,7 @@ def test_failed_point_then_fixed_path_and_resubmit(tmp_path: Path) -> None:
     assert status.counts == {"COMPLETED": 2, "FAILED": 2}
     failed = [p for p in status.points if p.state is State.FAILED]
     for p in failed:
-        assert p.config["filesystem"] == "other"
+        assert p.point.filesystem == "other"
         assert p.latest.reason and str(blocker) in p.latest.reason
     completed_before = {p.point_id: Path(p.latest.result_path).stat().st_mtime_ns
                         for p in status.points if p.state is State.COMPLETED}

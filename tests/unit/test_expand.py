@@ -145,10 +145,6 @@ def test_fast_canonical_json_equals_the_plain_one() -> None:
         point = p.point
         full = json.dumps(point.canonical(), sort_keys=True, separators=(",", ":"))
         assert point.canonical_json() == full
-        without = point.canonical()
-        without.pop("repetition")
-        assert point.canonical_json(without_repetition=True) == json.dumps(without, sort_keys=True,
-                                                                           separators=(",", ":"))
 
 
 def test_a_rule_wins_over_infeasibility_and_keeps_its_kind() -> None:

@@ -1,0 +1,65 @@
+"""What the CLI learns through its one door (studyctl.api): one budget refusal for plan and submit, the plan's
+streamed totals, and ledger points read as point models (their attributes, not nested dicts)."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from pathlib import Path
+
+from studyctl import api
+from studyctl.definition.expand import expand
+from studyctl.definition.sweep import load_sweep
+from tests.cli import REPO, run_cli
+from tests.studygen import build_study
+
+QUICKSTART = str(REPO / "sweeps" / "quickstart.yaml")
+
+
+def test_plan_and_submit_refuse_a_budget_with_the_same_line(tmp_path: Path) -> None:
+    plan = run_cli("plan", QUICKSTART, "--budget-node-hours", "0.001")
+    submit = run_cli("sweep", "submit", QUICKSTART, "--results", str(tmp_path), "--budget-node-hours", "0.001")
+    refusal = [line for line in plan.stderr.splitlines() if "--budget-node-hours" in line]
+    assert plan.returncode == submit.returncode == 1
+    assert len(refusal) == 1 and refusal[0] in submit.stderr.splitlines(), (plan.stderr, submit.stderr)
+    assert not any(tmp_path.iterdir())  # nothing recorded
+    for budget in ("1000", "0"):  # under it: no refusal; 0 for a study that costs something: refused
+        proc = run_cli("plan", QUICKSTART, "--budget-node-hours", budget)
+        assert (proc.returncode, "--budget-node-hours" in proc.stderr) == ((0, False) if budget == "1000" else
+                                                                          (1, True)), proc.stderr
+
+
+def test_a_plan_totals_the_rows_it_streamed() -> None:
+    plan = api.plan(Path(QUICKSTART))
+    rows = list(plan.rows())
+    planned = expand(load_sweep(Path(QUICKSTART)))
+    assert [r["point_id"] for r in rows] == [pp.point.point_id for pp in planned]
+    assert plan.summary.points == len(rows) and plan.summary.excluded == sum(pp.excluded for pp in planned)
+    assert plan.summary.node_hours == sum(r["node_hours"] for r in rows if not r["excluded"])
+    assert len(list(plan.rows())) == plan.summary.points == len(rows)  # streamed again: counted once
+
+
+def test_status_reads_each_point_as_its_model(tmp_path: Path) -> None:
+    study = build_study(tmp_path, 40, "door")
+    proc = run_cli("sweep", "status", str(study.root), "--json")
+    assert proc.returncode == 0, proc.stderr
+    shown = {p["point_id"]: p for p in json.loads(proc.stdout)["points"]}
+    points = {pp.point.point_id: pp.point for pp in expand(load_sweep(study.sweep_copy))}
+    assert shown.keys() == points.keys()
+    for pid, p in points.items():
+        assert (shown[pid]["model"], shown[pid]["nodes"], shown[pid]["io_mode"], shown[pid]["zero_stage"],
+                shown[pid]["repetition"]) == (p.model.name, p.nodes, p.io_mode, p.zero_stage, p.repetition)
+    rows = api.status(study.root).points
+    assert all(r.point.point_id == r.point_id for r in rows)  # the stored configuration hashes to its id
+
+
+def test_a_hand_edited_ledger_configuration_is_one_line(tmp_path: Path) -> None:
+    study = build_study(tmp_path, 40, "edited")
+    with sqlite3.connect(study.ledger) as db:
+        (pid,) = db.execute("SELECT point_id FROM points ORDER BY run_order LIMIT 1").fetchone()
+        db.execute("UPDATE points SET config = ? WHERE point_id = ?", (json.dumps({"model": "?"}), pid))
+    for args in ((), ("--json",)):
+        proc = run_cli("sweep", "status", str(study.root), *args)
+        assert proc.returncode == 1 and "Traceback" not in proc.stderr
+        (line,) = proc.stderr.strip().splitlines()
+        assert pid in line and "not a point" in line, line
