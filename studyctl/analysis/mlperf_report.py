@@ -14,9 +14,9 @@ from studyctl.analysis.report import template_dir
 from studyctl.analysis.results import file_status, find_attempts, read_regular
 from studyctl.attempt.paths import StudyPaths
 from studyctl.definition.catalog import MLPERF_SHAPES
+from studyctl.definition.result_schema import Result
 from studyctl.fsutil import atomic_write_text
-from worker.provenance import mount_of
-from worker.result import Result
+from studyctl.mounts import mount_of
 
 DEFINITIONS = [
     ("GB", "10^9 bytes (MLPerf's unit; studyctl's own tables use GiB = 2^30 B)"),

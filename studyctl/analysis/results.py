@@ -21,8 +21,7 @@ from studyctl.analysis.plausibility import implausible
 from studyctl.analysis.result_cache import ParseCache
 from studyctl.analysis.training_cost import strategy_rows
 from studyctl.attempt.paths import StudyPaths, attempt_number
-from worker.result import CheckpointTiming, Result, WorkerError
-from worker.timing import mlperf_throughput_GiBps
+from studyctl.definition.result_schema import CheckpointTiming, Result, WorkerError, mlperf_throughput_GiBps
 
 RANK_FIELDS = ("phase", "index", "rank", "host", "bytes", "duration_s", "bandwidth_GiBps")
 RANK_CONTEXT = ("point_id", "cell_key", "model", "zero_stage", "nodes", "filesystem", "io_mode", "repetition")
