@@ -23,7 +23,7 @@ from studyctl.units import GIB
 SCHEMA_VERSION: Literal[1] = 1
 Phase = Literal["write", "read"]
 # Field constraints: a damaged or hand-edited file with NaN, infinite or negative figures fails validation
-# (collect reports it as unusable, with the field). Cross-field checks: `studyctl.analysis.plausibility`.
+# (collect reports it as unusable, with the field). Cross-field checks: `studyctl.attempt.plausibility`.
 # Seconds, Rate (GiB/s, and sizes in GiB) and Count (bytes, files, ranks, indexes) are defined beside
 # the strategy fields, which this schema includes.
 

@@ -1,6 +1,6 @@
 """Cross-field checks of a schema-valid result: figures that cannot be true make the file unusable.
 
-The schema (studyctl/definition/result_schema.py) already refuses NaN, infinite and negative figures; what is left is
+The schema (definition/result_schema.py) already refuses NaN, infinite and negative figures; what is left is
 a file whose fields disagree with each other or with the point's layout (hand-edited, damaged, or
 written by a studyctl with other layout rules), and rates no storage reaches (1e308 GiB/s crashed the
 plots). The first problem found is returned as one line.
