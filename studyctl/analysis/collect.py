@@ -2,7 +2,8 @@
 
 A function of the files: it never reads the ledger, polls a scheduler or deletes results. Work is
 skipped when nothing it depends on changed (a manifest under tables/.cache). Bad input (a ratio
-naming no axis, an unreadable DLIO folder) is refused before anything is written.
+naming no axis, a DLIO path with no summary.json) is refused before anything is written; a damaged or
+implausible DLIO folder is a problem naming its file, like a damaged result file, and the rest is kept.
 """
 
 from __future__ import annotations
@@ -69,7 +70,8 @@ class CollectResult:
         states = "" if self.completed is None else f"{self.completed} completed, {self.failed} failed; "
         lines = [f"study {self.study}: {states}{self.points} points collected into {self.cells} cell×phase "
                  f"rows{how}"]
-        lines += [f"  unusable result: point {p.point_id} attempt {p.attempt}: {p.reason}" for p in self.problems]
+        lines += [f"  unusable result: {p.point_id}: {p.reason}" if p.attempt is None else
+                  f"  unusable result: point {p.point_id} attempt {p.attempt}: {p.reason}" for p in self.problems]
         lines += [f"  worker error: point {f.point_id} attempt {f.attempt}: {f.failure_class}: {f.reason}"
                   for f in self.failures]
         if self.left_out:
@@ -226,11 +228,11 @@ def collect(study_dir: Path, statuses: Sequence[PointStatus] | None = None,
     manifest = None if force else _load_manifest(manifest_path, stamp)
     if manifest is not None:
         return _from_manifest(paths, manifest, statuses)
-    extra, runs = import_runs(dlio) if dlio else (None, [])
+    extra, runs, dlio_problems = import_runs(dlio) if dlio else (None, [], [])
     excluded = frozenset(s.point_id for s in statuses or () if s.excluded)
     tables = build_tables(paths.root, extra, paths.tables_cache, excluded, found)
     specs = [parse_ratio(text, tables.summary) for text in ratios]  # refused before anything is written
-    tables.problems.extend(_missing_results(tables, statuses))
+    tables.problems.extend([*_missing_results(tables, statuses), *dlio_problems])
     written = write_tables(tables, paths.tables)
     plots, skipped = make_plots(tables.summary, tables.ranks, paths.plots)
     more, why = training_plots(tables.training, paths.plots)

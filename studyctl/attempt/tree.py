@@ -53,17 +53,17 @@ _KINDS = ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a device"), (stat.S_ISBLK, 
           (stat.S_ISSOCK, "a socket"), (stat.S_ISDIR, "a directory"))
 
 
-def file_status(path: Path, within: StudyPaths) -> tuple[os.stat_result | None, str | None]:
+def file_status(path: Path, within: StudyPaths, where: str = "the study") -> tuple[os.stat_result | None, str | None]:
     """(stat, None) for a regular file inside `within` (a symlink to one inside counts); else (None, a reason).
 
-    Nothing is opened here."""
+    Nothing is opened here. `where`: what `within` is, for the reason."""
     try:
         if os.path.islink(path):
             target = os.readlink(path)
             if not os.path.exists(path):
                 return None, f"dangling symlink (to {target}): unusable"
             if not within.contains(path):
-                return None, f"a symlink out of the study (to {target}): never followed"
+                return None, f"a symlink out of {where} (to {target}): never followed"
         st = os.stat(path)
     except OSError as exc:
         return None, f"unreadable: {exc.strerror}"
