@@ -49,8 +49,8 @@ from studyctl.definition.sweep import NAME
 from studyctl.errors import UserError
 from studyctl.units import GIB
 
-RECORD = re.compile(r"^(save_ckpt|load_ckpt|ckpt)(\d+)$")
-RANK_FILE = re.compile(r"^(\d+)_per_epoch_stats\.json$")
+RECORD = re.compile(r"^(save_ckpt|load_ckpt|ckpt)([0-9]{1,9})$")  # a longer number is no checkpoint of DLIO's
+RANK_FILE = re.compile(r"^([0-9]{1,9})_per_epoch_stats\.json$")
 Records = dict[tuple[str, str, int], list[Record]]
 
 
@@ -93,7 +93,7 @@ def _records(run_dir: Path) -> Records:
 
 def _order(item: tuple[tuple[str, str, int], Any]) -> tuple[int, int | str, int]:
     _, epoch, number = item[0]
-    return (0, int(epoch), number) if epoch.isdigit() else (1, epoch, number)
+    return (0, int(epoch), number) if re.fullmatch(r"[0-9]{1,9}", epoch) else (1, epoch, number)
 
 
 def _measure(records: list[Record], size_gib: float) -> tuple[float, float, float]:

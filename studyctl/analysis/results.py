@@ -51,7 +51,7 @@ class LoadedRows:
     failures: list[Failure]
     files_read: int
     files_cached: int
-    left_out: list[str] = field(default_factory=list)  # usable results of points the sweep copy excludes
+    left_out: list[str] = field(default_factory=list)  # points not judged (excluded) that left a result file
 
 
 def _checkpoint_row(c: CheckpointTiming) -> dict[str, Any]:
@@ -101,24 +101,22 @@ def parse_result(path: Path, point_id: str, attempt: int) -> tuple[dict[str, Any
     return (_rows_from_result(result, path), None) if result is not None else (None, reason)
 
 
-def _one_result(paths: StudyPaths, cache: ParseCache, out: LoadedRows, a: AttemptFiles) -> bool:
-    """True when this attempt's result is usable (its rows added); else a problem is recorded."""
-    assert a.result is not None
-    st, error = file_status(a.result, paths)
+def _one_result(paths: StudyPaths, cache: ParseCache, out: LoadedRows, a: AttemptFiles, path: Path) -> bool:
+    """True when this attempt's result (`path`) is usable (its rows added); else a problem is recorded."""
+    st, error = file_status(path, paths)
     rows = None
     if st is not None:
-        rows, error = cache.get_or_parse(a.result, st, parse_result, a.point_id, a.attempt)
+        rows, error = cache.get_or_parse(path, st, parse_result, a.point_id, a.attempt)
     if rows is not None:
         out.rows.append(rows)
         return True
-    out.problems.append(Problem(a.point_id, a.attempt, str(a.result), error or "invalid"))
+    out.problems.append(Problem(a.point_id, a.attempt, str(path), error or "invalid"))
     return False
 
 
-def _failure(paths: StudyPaths, cache: ParseCache, latest: AttemptFiles) -> Failure:
-    assert latest.error is not None
-    st, why = file_status(latest.error, paths)
-    cls, reason = cache.get_or_parse(latest.error, st, read_error) if st else ("unknown", f"error.json: {why}")
+def _failure(paths: StudyPaths, cache: ParseCache, latest: AttemptFiles, path: Path) -> Failure:
+    st, why = file_status(path, paths)
+    cls, reason = cache.get_or_parse(path, st, read_error) if st else ("unknown", f"error.json: {why}")
     return Failure(latest.point_id, latest.attempt, cls, reason)
 
 
@@ -136,10 +134,10 @@ def load_rows(paths: StudyPaths, cache_dir: Path | None = None, excluded: frozen
             if any(a.result is not None for a in attempts):
                 out.left_out.append(point_id)
             continue
-        if any(_one_result(paths, cache, out, a) for a in attempts if a.result is not None):
+        if any(_one_result(paths, cache, out, a, a.result) for a in attempts if a.result is not None):
             continue
         if attempts[0].error is not None:
-            out.failures.append(_failure(paths, cache, attempts[0]))
+            out.failures.append(_failure(paths, cache, attempts[0], attempts[0].error))
     cache.save()
     out.files_read, out.files_cached = cache.misses, cache.hits
     return out

@@ -50,7 +50,7 @@ class Tables:
     infos: dict[str, dict[str, Any]] = field(default_factory=dict)  # point_id → provenance of its result
     files_read: int = 0
     files_cached: int = 0
-    left_out: list[str] = field(default_factory=list)  # valid results of points the sweep now excludes
+    left_out: list[str] = field(default_factory=list)  # points the sweep now excludes that left a result
     training: pd.DataFrame = field(default_factory=pd.DataFrame)  # per point: what checkpoints cost training
 
 

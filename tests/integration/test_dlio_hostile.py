@@ -179,3 +179,12 @@ def test_collect_cli_exits_0_with_hostile_folders(tmp_path: Path, small_study: P
     assert res.returncode == 0, res.stdout + res.stderr
     assert "Traceback" not in res.stdout + res.stderr
     assert res.stdout.count("unusable result: dlio-") == len(CASES)
+
+
+def test_odd_keys_are_not_records_and_never_crash(tmp_path: Path) -> None:
+    """Epoch and checkpoint numbers Python's int() refuses (5000 digits) or that only look like digits."""
+    record = good_records()["1"]["save_ckpt1"]
+    records = {"9" * 5000: {"save_ckpt1": record}, "\u00b2": {"save_ckpt2": record},
+               "1": {"save_ckpt" + "9" * 5000: record, "load_ckpt\u00b2": record}}
+    frame = import_dlio(folder(tmp_path, "odd", records=records))
+    assert list(frame["phase"]) == ["write", "write"] and list(frame["index"]) == [0, 1]
