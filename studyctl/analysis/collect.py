@@ -94,9 +94,12 @@ def _file_stamps(found: dict[str, list[AttemptFiles]]) -> list[str]:
         for a in found[pid]:
             for path in (p for p in (a.result, a.error) if p is not None):
                 try:
-                    st = os.stat(path) if os.path.exists(path) else os.lstat(path)  # a dangling link: its own stamp
-                except OSError:
-                    continue
+                    st = os.stat(path)
+                except OSError:  # a dangling link: its own stamp
+                    try:
+                        st = os.lstat(path)
+                    except OSError:
+                        continue
                 out.append(f"{pid}/{a.attempt}/{path.name}/{st.st_mtime_ns}/{st.st_size}\n")
     return out
 

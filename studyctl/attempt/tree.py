@@ -36,12 +36,8 @@ def scan_attempts(paths: StudyPaths) -> dict[str, list[AttemptFiles]]:
         attempts = []
         for number in paths.attempts_on_disk(point_id):
             files = paths.attempt(point_id, number)
-            try:
-                names = set(os.listdir(files.dir))
-            except OSError:
-                continue
-            result = files.result if files.result.name in names else None
-            error = files.error if files.error.name in names else None
+            result = files.result if os.path.lexists(files.result) else None  # any file type: judged on reading
+            error = files.error if os.path.lexists(files.error) else None
             if result or error:
                 attempts.append(AttemptFiles(point_id, number, result, error))
         if attempts:
