@@ -1,4 +1,4 @@
-"""Hand-made result files that validate against `worker.result.Result`, with bandwidths the test chooses.
+"""Hand-made result files that validate against `definition.result_schema.Result`, with bandwidths the test chooses.
 
 Used by the collect/report/compare tests and by benchmarks/collect_bench.py, so neither needs MPI.
 """
@@ -13,7 +13,7 @@ from typing import Any
 
 from studyctl.definition.catalog import lookup
 from studyctl.definition.points import CheckpointOptions, Point, restore_bytes
-from worker.result import Result
+from studyctl.definition.result_schema import Result
 
 GIB = 1 << 30
 

@@ -16,13 +16,13 @@ from typing import Any
 
 from studyctl.definition.layout import CheckpointFile
 from studyctl.definition.points import WorkerTask
+from studyctl.definition.result_fields import StrategyInfo, StrategyTiming
+from studyctl.definition.result_schema import CheckpointTiming
 from studyctl.states import FailureClass
 from worker import io
 from worker.nodes import NodeMap, node_map
 from worker.restore import Restorer, read_timing
-from worker.result import CheckpointTiming
 from worker.strategies import Describe, WriteStrategy, write_timing
-from worker.strategy_result import StrategyInfo, StrategyTiming
 
 Work = Callable[[Any], None]
 

@@ -7,9 +7,9 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from studyctl.definition.result_schema import Phase as PhaseName
 from studyctl.states import FailureClass
 from worker import io
-from worker.result import Phase as PhaseName
 from worker.timing import checkpoint_timing
 
 

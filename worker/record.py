@@ -8,10 +8,8 @@ from pathlib import Path
 from typing import Any
 
 from studyctl.definition.layout import summarize
-from studyctl.fsutil import atomic_write_text
-from studyctl.units import MIB
-from worker import provenance
-from worker.result import (
+from studyctl.definition.result_fields import StrategyInfo
+from studyctl.definition.result_schema import (
     SCHEMA_VERSION,
     FilesystemInfo,
     IoInfo,
@@ -21,8 +19,10 @@ from worker.result import (
     Result,
     SizeInfo,
 )
+from studyctl.fsutil import atomic_write_text
+from studyctl.units import MIB
+from worker import provenance
 from worker.state import Run, Setup
-from worker.strategy_result import StrategyInfo
 from worker.timing import dlio_compat, phase_summary
 
 

@@ -16,9 +16,9 @@ from typing import Any
 
 from studyctl.definition.layout import CheckpointFile, Parallelism, rank_files
 from studyctl.definition.points import Point, replicated_kinds
+from studyctl.definition.result_fields import StrategyTiming
 from worker import io
 from worker.persist import aligned
-from worker.strategy_result import StrategyTiming
 
 Describe = Callable[[OSError, str], tuple[str, str]]
 # Per rank and restore: (tier_bytes, shared_bytes, read_s, broadcast_s, broadcast_bytes)

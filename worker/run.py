@@ -20,6 +20,13 @@ from typing import Any
 
 from studyctl.definition.layout import CheckpointFile, disk_steps_needed, step_dir_name
 from studyctl.definition.points import WorkerTask, cold_read_method
+from studyctl.definition.result_fields import StrategyInfo
+from studyctl.definition.result_schema import (
+    SCHEMA_VERSION,
+    PhaseSummary,
+    WorkerError,
+)
+from studyctl.definition.result_schema import Phase as PhaseName
 from studyctl.fsutil import atomic_write_text
 from studyctl.states import FailureClass
 from studyctl.units import MIB, format_bytes
@@ -28,14 +35,7 @@ from worker.checkpointing import Checkpointing
 from worker.claim import CLAIMS, claim, placement_problem, release
 from worker.clock import Clock, Phase, WorkerFailure, describe_oserror
 from worker.record import Gathered, now, write_result
-from worker.result import (
-    SCHEMA_VERSION,
-    PhaseSummary,
-    WorkerError,
-)
-from worker.result import Phase as PhaseName
 from worker.state import Run, Setup
-from worker.strategy_result import StrategyInfo
 
 
 def _gib(n: float) -> str:

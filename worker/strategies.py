@@ -22,12 +22,12 @@ from typing import Any
 
 from studyctl.definition.layout import CheckpointFile, rank_files, step_dir_name
 from studyctl.definition.points import WorkerTask
+from studyctl.definition.result_fields import StrategyTiming
 from studyctl.states import FailureClass
 from studyctl.units import GIB
 from worker import io, persist
 from worker.compute import Compute
 from worker.nodes import NodeMap, tier_point_dir
-from worker.strategy_result import StrategyTiming
 
 Describe = Callable[[OSError, str], tuple[str, str]]
 Problem = tuple[str, str]  # (a FailureClass value, one-line reason)

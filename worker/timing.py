@@ -10,8 +10,15 @@ from __future__ import annotations
 import statistics
 from collections.abc import Sequence
 
+from studyctl.definition.result_schema import (
+    CheckpointTiming,
+    DlioCompat,
+    Phase,
+    PhaseSummary,
+    RankTiming,
+    mlperf_throughput_GiBps,
+)
 from studyctl.units import GIB
-from worker.result import CheckpointTiming, DlioCompat, Phase, PhaseSummary, RankTiming
 
 
 def rank_timing(rank: int, host: str, start: float, end: float, nbytes: int, files: int, origin: float
@@ -57,11 +64,6 @@ def phase_summary(timings: Sequence[CheckpointTiming]) -> PhaseSummary:
         mlperf_duration_s_mean=statistics.fmean(durations),
         mlperf_throughput_GiBps_mean=statistics.fmean(mlperf_throughput_GiBps(t) for t in timings),
     )
-
-
-def mlperf_throughput_GiBps(t: CheckpointTiming) -> float:
-    """MLPerf's throughput of one checkpoint: min over processes of global size / the rank's duration."""
-    return t.bytes / t.duration_max_s / GIB if t.duration_max_s > 0 else 0.0
 
 
 def dlio_compat(checkpoint_bytes: int, timings: Sequence[CheckpointTiming]) -> DlioCompat:

@@ -2,7 +2,8 @@
 
 A function of the files: it never reads the ledger, polls a scheduler or deletes results. Work is
 skipped when nothing it depends on changed (a manifest under tables/.cache). Bad input (a ratio
-naming no axis, an unreadable DLIO folder) is refused before anything is written.
+naming no axis, a DLIO path with no summary.json) is refused before anything is written; a damaged or
+implausible DLIO folder is a problem naming its file, like a damaged result file, and the rest is kept.
 """
 
 from __future__ import annotations
@@ -24,7 +25,8 @@ from studyctl.analysis.result_cache import CACHE_VERSION
 from studyctl.analysis.results import Failure, Problem
 from studyctl.analysis.status import PointStatus
 from studyctl.analysis.tables import Tables, build_tables, write_frame, write_tables
-from studyctl.attempt.paths import StudyPaths, attempt_number
+from studyctl.attempt.paths import StudyPaths
+from studyctl.attempt.tree import AttemptFiles, scan_attempts
 from studyctl.definition.yamlpos import load_yaml_bounded
 from studyctl.errors import UserError
 from studyctl.fsutil import atomic_write_json
@@ -68,7 +70,8 @@ class CollectResult:
         states = "" if self.completed is None else f"{self.completed} completed, {self.failed} failed; "
         lines = [f"study {self.study}: {states}{self.points} points collected into {self.cells} cell×phase "
                  f"rows{how}"]
-        lines += [f"  unusable result: point {p.point_id} attempt {p.attempt}: {p.reason}" for p in self.problems]
+        lines += [f"  unusable result: {p.point_id}: {p.reason}" if p.attempt is None else
+                  f"  unusable result: point {p.point_id} attempt {p.attempt}: {p.reason}" for p in self.problems]
         lines += [f"  worker error: point {f.point_id} attempt {f.attempt}: {f.failure_class}: {f.reason}"
                   for f in self.failures]
         if self.left_out:
@@ -84,40 +87,45 @@ class CollectResult:
         return lines
 
 
-def _file_stamps(paths: StudyPaths) -> list[str]:
-    """"point/attempt/file/mtime/size" per result and error file; plain os calls (10k points: ~0.2 s)."""
+def _file_stamps(found: dict[str, list[AttemptFiles]]) -> list[str]:
+    """"point/attempt/file/mtime/size" per result and error file the tree scan found (10k points: ~0.2 s)."""
     out: list[str] = []
-    try:
-        point_ids = sorted(e.name for e in os.scandir(paths.points) if e.is_dir())
-    except OSError:
-        return out
-    for pid in point_ids:
-        for name in sorted(os.listdir(paths.point(pid))):
-            number = attempt_number(name)
-            if number is None:
-                continue
-            files = paths.attempt(pid, number)
-            for path in (files.result, files.error):
+    for pid in sorted(found):
+        for a in found[pid]:
+            for path in (p for p in (a.result, a.error) if p is not None):
                 try:
                     st = os.stat(path)
-                except OSError:
-                    continue
-                out.append(f"{pid}/{name}/{path.name}/{st.st_mtime_ns}/{st.st_size}\n")
+                except OSError:  # a dangling link: its own stamp
+                    try:
+                        st = os.lstat(path)
+                    except OSError:
+                        continue
+                out.append(f"{pid}/{a.attempt}/{path.name}/{st.st_mtime_ns}/{st.st_size}\n")
     return out
 
 
-def _fingerprint(paths: StudyPaths, statuses: Sequence[PointStatus] | None, dlio: Sequence[Path],
-                 ratios: Sequence[str]) -> str:
+def _dlio_stamps(run: Path) -> str:
+    """Every JSON file of a DLIO folder, by name, mtime and size (lstat: a dangling link is a stamp too)."""
+    stamps = []
+    for p in sorted(run.glob("*.json")):
+        try:
+            st = os.lstat(p)
+        except OSError:
+            continue
+        stamps.append(f"{p.name}/{st.st_mtime_ns}/{st.st_size}\n")
+    return "".join(stamps)
+
+
+def _fingerprint(paths: StudyPaths, found: dict[str, list[AttemptFiles]], statuses: Sequence[PointStatus] | None,
+                 dlio: Sequence[Path], ratios: Sequence[str]) -> str:
     """Everything the outputs depend on: result/error files, statuses, DLIO input, ratios, code version."""
     h = hashlib.sha256(f"{studyctl.__version__}/{CACHE_VERSION}/{MANIFEST_VERSION}\n".encode())
-    h.update("".join(_file_stamps(paths)).encode())
+    h.update("".join(_file_stamps(found)).encode())
     h.update(repr(sorted(statuses, key=lambda s: s.point_id) if statuses is not None else None).encode())
     h.update(repr(list(ratios)).encode())
     for run in dlio:
         h.update(str(run.resolve()).encode())
-        for p in sorted(run.glob("*.json")):
-            st = p.stat()
-            h.update(f"{p.name}/{st.st_mtime_ns}/{st.st_size}\n".encode())
+        h.update(_dlio_stamps(run).encode())
     if paths.sweep_copy.exists():
         h.update(f"sweep/{paths.sweep_copy.stat().st_mtime_ns}".encode())
     return h.hexdigest()
@@ -218,15 +226,16 @@ def collect(study_dir: Path, statuses: Sequence[PointStatus] | None = None,
     paths = StudyPaths(Path(study_dir))
     dlio = [Path(p) for p in ([import_dlio] if isinstance(import_dlio, (str, Path)) else import_dlio or [])]
     manifest_path = paths.tables_cache / "outputs.json"
-    stamp = _fingerprint(paths, statuses, dlio, ratios)
+    found = scan_attempts(paths)
+    stamp = _fingerprint(paths, found, statuses, dlio, ratios)
     manifest = None if force else _load_manifest(manifest_path, stamp)
     if manifest is not None:
         return _from_manifest(paths, manifest, statuses)
-    extra, runs = import_runs(dlio) if dlio else (None, [])
+    extra, runs, dlio_problems = import_runs(dlio) if dlio else (None, [], [])
     excluded = frozenset(s.point_id for s in statuses or () if s.excluded)
-    tables = build_tables(paths.root, extra, paths.tables_cache, excluded)
+    tables = build_tables(paths.root, extra, paths.tables_cache, excluded, found)
     specs = [parse_ratio(text, tables.summary) for text in ratios]  # refused before anything is written
-    tables.problems.extend(_missing_results(tables, statuses))
+    tables.problems.extend([*_missing_results(tables, statuses), *dlio_problems])
     written = write_tables(tables, paths.tables)
     plots, skipped = make_plots(tables.summary, tables.ranks, paths.plots)
     more, why = training_plots(tables.training, paths.plots)

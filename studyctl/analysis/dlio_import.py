@@ -13,11 +13,16 @@ after writing (page cache) and its fsync option is misspelled in its code, so it
 runs (e.g. a write invocation and a read invocation) are imported side by side; each is a repetition
 of the cell its configuration names, and the report lists each folder with DLIO's own rank-0 figures
 beside our recomputation.
+
+Every file is validated first (`dlio_files`), and every row meets the rules our own results meet
+(`attempt.plausibility`): bytes moved in no time, or faster than 1 PiB/s, are not figures. A damaged or
+implausible folder is left out with a reason naming the file (`import_runs`' problems); the rest is kept.
 """
 
 from __future__ import annotations
 
-import json
+import math
+import os
 import re
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -27,19 +32,26 @@ from typing import Any
 import pandas as pd
 
 from studyctl.analysis.cells import cell_key
-from studyctl.definition.yamlpos import load_yaml_bounded
+from studyctl.analysis.dlio_files import (
+    DlioDamaged,
+    Metric,
+    Record,
+    Summary,
+    hydra_model,
+    load_json,
+    load_summary,
+    validated,
+)
+from studyctl.analysis.results import Problem
+from studyctl.attempt.plausibility import MAX_GIBPS
+from studyctl.attempt.result_file import name_problem
+from studyctl.definition.sweep import NAME
 from studyctl.errors import UserError
 from studyctl.units import GIB
 
-RECORD = re.compile(r"^(save_ckpt|load_ckpt|ckpt)(\d+)$")
-RANK_FILE = re.compile(r"^(\d+)_per_epoch_stats\.json$")
-
-
-def _load(path: Path) -> Any:
-    try:
-        return json.loads(path.read_text())
-    except (OSError, ValueError) as exc:
-        raise UserError(f"{path}: not a readable DLIO JSON file ({exc})") from None
+RECORD = re.compile(r"^(save_ckpt|load_ckpt|ckpt)([0-9]{1,9})$")  # a longer number is no checkpoint of DLIO's
+RANK_FILE = re.compile(r"^([0-9]{1,9})_per_epoch_stats\.json$")
+Records = dict[tuple[str, str, int], list[Record]]
 
 
 @dataclass
@@ -53,80 +65,77 @@ class DlioRun:
     ours_GiBps: dict[str, float] = field(default_factory=dict)  # phase → total bytes / total time, all ranks
 
 
-def _time(text: Any) -> float | None:
+def _time(text: str | None) -> float | None:
     try:
-        return datetime.fromisoformat(str(text)).timestamp()
-    except ValueError:
+        return datetime.fromisoformat(text).timestamp() if text else None
+    except (ValueError, OverflowError, OSError):
         return None
 
 
-def _hydra_config(run_dir: Path) -> dict[str, Any]:
-    """Model name and parallelism from DLIO's saved Hydra config, when the run kept it (optional)."""
-    path = run_dir / ".hydra" / "config.yaml"
-    try:
-        cfg = load_yaml_bounded(path) or {}
-    except UserError:  # no config kept, or a damaged one
-        return {}
-    model = ((cfg.get("workload") or cfg).get("model") or {}) if isinstance(cfg, dict) else {}
-    par = model.get("parallelism") or {} if isinstance(model, dict) else {}
-    out = {"model": model.get("name") if isinstance(model, dict) else None,
-           "tensor_parallel": par.get("tensor"), "pipeline_parallel": par.get("pipeline"),
-           "zero_stage": par.get("zero_stage")}
-    return {k: v for k, v in out.items() if v is not None}
-
-
-def _records(run_dir: Path) -> dict[tuple[str, str, int], list[dict[str, Any]]]:
-    """(phase, epoch, number) → that checkpoint's record from every rank file found."""
+def _records(run_dir: Path) -> Records:
+    """(phase, epoch, number) → that checkpoint's record from every rank file found, each validated."""
     files = sorted(run_dir.glob("*per_epoch_stats.json"))
     per_rank = [f for f in files if RANK_FILE.match(f.name)]
-    out: dict[tuple[str, str, int], list[dict[str, Any]]] = {}
+    out: Records = {}
     for path in per_rank or files:
-        stats = _load(path)
-        for epoch, record in stats.items() if isinstance(stats, dict) else ():
-            for key, value in record.items() if isinstance(record, dict) else ():
+        stats = load_json(path, run_dir)
+        if not isinstance(stats, dict):
+            raise DlioDamaged(path, f"the file is a JSON {type(stats).__name__}, not an object of epochs")
+        for epoch, entries in stats.items():
+            for key, value in entries.items() if isinstance(entries, dict) else ():
                 m = RECORD.match(key)
-                if m and isinstance(value, dict):
+                if m:
                     phase = "read" if m.group(1) == "load_ckpt" else "write"
-                    out.setdefault((phase, str(epoch), int(m.group(2))), []).append(value)
+                    record = validated(Record, value, path, f"{epoch}.{key}")
+                    out.setdefault((phase, str(epoch), int(m.group(2))), []).append(record)
     return out
 
 
 def _order(item: tuple[tuple[str, str, int], Any]) -> tuple[int, int | str, int]:
     _, epoch, number = item[0]
-    return (0, int(epoch), number) if epoch.isdigit() else (1, epoch, number)
+    return (0, int(epoch), number) if re.fullmatch(r"[0-9]{1,9}", epoch) else (1, epoch, number)
 
 
-def _measure(records: list[dict[str, Any]], size_gib: float) -> tuple[float, float, float]:
-    """(duration of the slowest rank, span, aggregate GiB/s) for one checkpoint."""
-    durations = [float(r["duration"]) for r in records if r.get("duration") not in (None, "")]
-    duration = max(durations) if durations else float("nan")
-    starts = [t for t in (_time(r.get("start")) for r in records) if t is not None]
-    ends = [t for t in (_time(r.get("end")) for r in records) if t is not None]
+def _measure(records: list[Record], size_gib: float) -> tuple[float, float, float]:
+    """(duration of the slowest rank, span, aggregate GiB/s) for one checkpoint (NaN where DLIO gave nothing)."""
+    durations = [r.duration for r in records if r.duration is not None]
+    duration = max(durations) if durations else math.nan
+    starts = [t for t in (_time(r.start) for r in records) if t is not None]
+    ends = [t for t in (_time(r.end) for r in records) if t is not None]
     span = max(ends) - min(starts) if starts and ends and max(ends) > min(starts) else duration
-    if size_gib and span and span == span:
+    if size_gib and span > 0:
         return duration, span, size_gib / span
-    rates = [float(r["throughput"]) for r in records if r.get("throughput")]
-    return duration, span, min(rates) if rates else float("nan")
+    rates = [r.throughput for r in records if r.throughput]
+    return duration, span, min(rates) if rates else math.nan
 
 
-def _dlio_mean(metric: dict[str, Any], prefix: str) -> float | None:
-    """DLIO's own rank-0 figure (older DLIO: one unprefixed set, saves only)."""
-    value = metric.get(f"{prefix}checkpoint_io_mean_GB_per_second")
-    if value is None and prefix == "save_":
-        value = metric.get("checkpoint_io_mean_GB_per_second")
-    return float(value) if value is not None else None
+def _model_name(run_dir: Path, summary: Summary, hydra_name: str | None) -> str:
+    """DLIO's model or workload name; the folder's name when DLIO gives none (or "dlio", if that is no name)."""
+    hydra, summary_path = run_dir / ".hydra" / "config.yaml", run_dir / "summary.json"
+    for path, key, name in ((hydra, "model.name", hydra_name), (summary_path, "workload", summary.workload),
+                            (summary_path, "model", summary.model)):
+        if name is not None:
+            problem = name_problem(key, name)
+            if problem:
+                raise DlioDamaged(path, problem)
+            return name
+    return run_dir.name if NAME.match(run_dir.name) else "dlio"
 
 
-def _base(run_dir: Path, summary: dict[str, Any], filesystem: str, repetition: int) -> dict[str, Any]:
-    hosts = int(summary.get("num_hosts") or 1)
-    accelerators = int(summary.get("num_accelerators") or hosts)
-    size = int(float((summary.get("metric") or {}).get("checkpoint_size_GB") or 0.0) * GIB)
-    config = {"model": summary.get("workload") or summary.get("model") or run_dir.name, "zero_stage": -1,
-              "tensor_parallel": 1, "pipeline_parallel": 1, **_hydra_config(run_dir)}
-    tp, pp = int(config["tensor_parallel"]), int(config["pipeline_parallel"])
+def _base(run_dir: Path, summary: Summary, filesystem: str, repetition: int) -> dict[str, Any]:
+    hosts = summary.num_hosts
+    accelerators = summary.num_accelerators or hosts
+    size = int((summary.metric or Metric()).checkpoint_size_GB * GIB)
+    hydra = hydra_model(run_dir)
+    par = hydra.parallelism if hydra and hydra.parallelism else None
+    tp, pp = (par.tensor or 1, par.pipeline or 1) if par else (1, 1)
+    zero = par.zero_stage if par and par.zero_stage is not None else -1
+    if tp * pp > accelerators:
+        raise DlioDamaged(run_dir / ".hydra" / "config.yaml",
+                          f"tensor × pipeline = {tp * pp} is more than num_accelerators = {accelerators}")
     base: dict[str, Any] = {
-        "tool": "dlio", "model": str(config["model"]), "zero_stage": int(config["zero_stage"]),
-        "tensor_parallel": tp, "pipeline_parallel": pp, "nodes": hosts, "ranks_per_node": max(1, accelerators // hosts),
+        "tool": "dlio", "model": _model_name(run_dir, summary, hydra.name if hydra else None), "zero_stage": zero,
+        "tensor_parallel": tp, "pipeline_parallel": pp, "nodes": hosts, "ranks_per_node": accelerators // hosts,
         "filesystem": filesystem, "io_mode": "buffered", "io_mode_used": "buffered", "cold_read_method": "none"}
     base["cell_key"] = cell_key(base)
     base.update(study="dlio", point_id=f"dlio-{repetition}-{run_dir.name}", attempt=1, repetition=repetition,
@@ -138,75 +147,105 @@ def _base(run_dir: Path, summary: dict[str, Any], filesystem: str, repetition: i
 def _row(base: dict[str, Any], phase: str, index: int, duration: float, span: float, rate: float,
          ranks: int) -> dict[str, Any]:
     size = base["written_checkpoint_bytes"]
-    nan = float("nan")
     return {**base, "phase": phase, "index": index, "bytes": size, "files": 0, "duration_s": duration,
             "span_s": span, "aggregate_GiBps": rate,
-            "mlperf_throughput_GiBps": size / GIB / duration if duration and duration == duration else nan,
-            "rank_bandwidth_min_GiBps": nan, "rank_bandwidth_max_GiBps": nan, "active_ranks": ranks}
+            "mlperf_throughput_GiBps": size / GIB / duration if duration > 0 else math.nan,
+            "rank_bandwidth_min_GiBps": math.nan, "rank_bandwidth_max_GiBps": math.nan, "active_ranks": ranks}
 
 
-def _summary_rows(base: dict[str, Any], metric: dict[str, Any]) -> list[dict[str, Any]]:
+def implausible_row(row: dict[str, Any]) -> str | None:
+    """The rules our own results meet, for one DLIO checkpoint row; None when it can be tabulated."""
+    what = f"{row['phase']} {row['index']}"
+    if not (row["span_s"] > 0):  # NaN too: DLIO gave no time for it
+        return f"{what}: {row['bytes']} bytes in {row['span_s']} s (no positive duration or start/end stamps)"
+    for name in ("aggregate_GiBps", "mlperf_throughput_GiBps"):
+        if row[name] > MAX_GIBPS:
+            return f"{what}: {name} = {row[name]:g} GiB/s, above {MAX_GIBPS:g} (1 PiB/s)"
+    if not (row["aggregate_GiBps"] > 0):
+        return f"{what}: no rate (no checkpoint_size_GB and no throughput)"
+    return None
+
+
+def _summary_rows(base: dict[str, Any], metric: Metric) -> list[dict[str, Any]]:
     """Only summary.json: one row per phase from DLIO's means."""
     rows = []
     for phase, prefix in (("write", "save_"), ("read", "load_")):
-        mean = _dlio_mean(metric, prefix)
+        mean = metric.mean_GiBps(prefix)
         if mean is not None:
-            duration = float(metric.get(f"{prefix}checkpoint_duration_mean_seconds") or float("nan"))
+            duration = metric.duration_s(prefix)
+            duration = math.nan if duration is None else duration
             rows.append(_row(base, phase, 0, duration, duration, mean, 0))
     return rows
 
 
-def _started(summary: dict[str, Any], records: dict[tuple[str, str, int], list[dict[str, Any]]]) -> str:
-    if summary.get("start"):
-        return str(summary["start"])
-    stamps = [r["start"] for recs in records.values() for r in recs if _time(r.get("start")) is not None]
+def _started(summary: Summary, records: Records) -> str:
+    if summary.start:
+        return summary.start
+    stamps = [r.start for recs in records.values() for r in recs if r.start and _time(r.start) is not None]
     return min(stamps) if stamps else "unknown"
 
 
-def import_run(run_dir: Path, filesystem: str = "dlio", repetition: int = 0) -> tuple[pd.DataFrame, DlioRun]:
-    """One DLIO output folder: rows in the columns of our checkpoints table, and its record."""
-    summary_path = run_dir / "summary.json"
-    if not summary_path.is_file():
-        raise UserError(f"--import-dlio {run_dir}: no summary.json (point it at a DLIO output directory)")
-    summary = _load(summary_path)
-    metric = summary.get("metric") or {}
-    base = _base(run_dir, summary, filesystem, repetition)
-    size_gib = base["written_checkpoint_bytes"] / GIB
-    records = _records(run_dir)
+def _rows(run_dir: Path, summary_path: Path, summary: Summary, base: dict[str, Any], records: Records
+          ) -> list[dict[str, Any]]:
     rows: list[dict[str, Any]] = []
     counters = {"write": 0, "read": 0}
     for (phase, _epoch, _n), recs in sorted(records.items(), key=_order):
-        duration, span, rate = _measure(recs, size_gib)
+        duration, span, rate = _measure(recs, base["written_checkpoint_bytes"] / GIB)
         rows.append(_row(base, phase, counters[phase], duration, span, rate, len(recs)))
         counters[phase] += 1
-    rows = rows or _summary_rows(base, metric)
+    rows = rows or _summary_rows(base, summary.metric or Metric())
     if not rows:
-        raise UserError(f"--import-dlio {run_dir}: no checkpoint records in summary.json or *per_epoch_stats.json")
-    frame = pd.DataFrame.from_records(rows)
+        raise DlioDamaged(summary_path, "no checkpoint records in summary.json or *per_epoch_stats.json")
+    for row in rows:
+        problem = implausible_row(row)
+        if problem:
+            where = summary_path if not records else run_dir / "*per_epoch_stats.json"
+            raise DlioDamaged(where, f"implausible figures: {problem}")
+    return rows
+
+
+def import_run(run_dir: Path, filesystem: str = "dlio", repetition: int = 0) -> tuple[pd.DataFrame, DlioRun]:
+    """One DLIO output folder: rows in the columns of our checkpoints table, and its record.
+
+    UserError when the folder has no summary.json; DlioDamaged (a UserError) when a file of it is unusable."""
+    summary_path = run_dir / "summary.json"
+    if not os.path.lexists(summary_path):
+        raise UserError(f"--import-dlio {run_dir}: no summary.json (point it at a DLIO output directory)")
+    summary = load_summary(summary_path, run_dir)
+    base = _base(run_dir, summary, filesystem, repetition)
+    records = _records(run_dir)
+    frame = pd.DataFrame.from_records(_rows(run_dir, summary_path, summary, base, records))
     run = DlioRun(str(run_dir), _started(summary, records))
+    metric = summary.metric or Metric()
     for phase, prefix in (("write", "save_"), ("read", "load_")):
         mine = frame[frame["phase"] == phase]
         if not mine.empty:
             run.checkpoints[phase] = len(mine)
-            run.dlio_GiBps[phase] = _dlio_mean(metric, prefix)
+            run.dlio_GiBps[phase] = metric.mean_GiBps(prefix)
             run.ours_GiBps[phase] = float(mine["bytes"].sum() / GIB / mine["span_s"].sum())
     return frame, run
 
 
 def import_dlio(run_dir: Path, filesystem: str = "dlio") -> pd.DataFrame:
-    """One DLIO run as rows of our checkpoints table."""
+    """One DLIO run as rows of our checkpoints table (UserError, exit 2, for a damaged one)."""
     return import_run(run_dir, filesystem)[0]
 
 
-def import_runs(run_dirs: list[Path], filesystem: str = "dlio") -> tuple[pd.DataFrame, list[DlioRun]]:
-    """Several DLIO runs (e.g. a write invocation and a read invocation), every one kept."""
+def import_runs(run_dirs: list[Path], filesystem: str = "dlio"
+                ) -> tuple[pd.DataFrame, list[DlioRun], list[Problem]]:
+    """Several DLIO runs (e.g. a write invocation and a read invocation): every usable one kept, each damaged
+    one a problem naming its file (the others still count). UserError for a folder that is no DLIO output."""
     seen: set[Path] = set()
-    frames, runs = [], []
+    frames, runs, problems = [], [], []
     for i, run_dir in enumerate(run_dirs):
         if run_dir.resolve() in seen:
             raise UserError(f"--import-dlio {run_dir}: given twice")
         seen.add(run_dir.resolve())
-        frame, run = import_run(run_dir, filesystem, repetition=i)
+        try:
+            frame, run = import_run(run_dir, filesystem, repetition=i)
+        except DlioDamaged as exc:
+            problems.append(Problem(f"dlio-{i}-{run_dir.name}", None, str(exc.path), exc.reason))
+            continue
         frames.append(frame)
         runs.append(run)
-    return (pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()), runs
+    return (pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()), runs, problems

@@ -17,8 +17,8 @@ from dataclasses import dataclass, field
 from statistics import mean
 
 from studyctl.definition.catalog import ALIASES, MLPERF_SHAPES
+from studyctl.definition.result_schema import Result
 from studyctl.units import GB
-from worker.result import Result
 
 MLPERF_WRITES = MLPERF_READS = 10
 PAGE_CACHE_FACTOR = 3  # per-node data below 3x node memory: the cache must be cleared before reading

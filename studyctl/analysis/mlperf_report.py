@@ -6,17 +6,17 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 import jinja2
-from pydantic import ValidationError
 
 from studyctl.analysis.mlperf import MLPERF_READS, MLPERF_WRITES, PAGE_CACHE_FACTOR, ModelVerdict, mlperf_view
-from studyctl.analysis.plausibility import implausible
 from studyctl.analysis.report import template_dir
-from studyctl.analysis.results import file_status, find_attempts, read_regular
+from studyctl.attempt.judged import excluded_points
 from studyctl.attempt.paths import StudyPaths
+from studyctl.attempt.result_file import read_result
+from studyctl.attempt.tree import file_status, scan_attempts
 from studyctl.definition.catalog import MLPERF_SHAPES
+from studyctl.definition.result_schema import Result
 from studyctl.fsutil import atomic_write_text
-from worker.provenance import mount_of
-from worker.result import Result
+from studyctl.mounts import mount_of
 
 DEFINITIONS = [
     ("GB", "10^9 bytes (MLPerf's unit; studyctl's own tables use GiB = 2^30 B)"),
@@ -58,17 +58,19 @@ def write_mlperf_report(study: str, out_dir: Path, verdicts: list[ModelVerdict])
 
 
 def load_results(study_dir: Path) -> list[Result]:
-    """Per point its newest valid result (what collect would tabulate); unreadable ones are collect's to report."""
+    """Per judged point its newest usable result: what collect tabulates, by the same reader and rules
+    (unusable files are collect's to report; points the sweep copy excludes are not judged)."""
+    paths = StudyPaths(study_dir)
+    excluded = excluded_points(paths)
     chosen = []
-    for attempts in find_attempts(StudyPaths(study_dir)).values():
+    for point_id, attempts in scan_attempts(paths).items():
+        if point_id in excluded:
+            continue
         for a in attempts:
-            if a.result is None or file_status(a.result)[0] is None:  # a FIFO or device is never opened
+            if a.result is None or file_status(a.result, paths)[0] is None:  # a FIFO or device is never opened
                 continue
-            try:
-                result = Result.model_validate_json(read_regular(a.result))
-            except (OSError, ValidationError):
-                continue
-            if not implausible(result):  # what collect refuses is not judged either
+            result, _ = read_result(a.result, point_id, a.attempt)
+            if result is not None:
                 chosen.append(result)
                 break
     return sorted(chosen, key=lambda r: (r.point.model.name, r.point.world_size, r.point_id))

@@ -1,28 +1,24 @@
-"""A study's result files → plain rows: find each point's attempts, validate against `Result`, cache.
+"""A study's result files → plain rows: each point's newest usable result (`attempt.result_file`), cached.
 
-Parsed files are cached by path, size and mtime (plain JSON under tables/.cache, `result_cache`), so
-re-collecting validates only what changed. Nothing here writes outside the cache or deletes anything.
-Only regular files are opened: a FIFO or device named result.json is skipped with a reason (opening it
-could block or act on a device), a dangling symlink is an unusable file.
+Files are found and opened by `attempt.tree` (one symlink rule, regular files only) and read by
+`attempt.result_file` (schema, identity, plausibility, names); points the sweep copy excludes are left out
+(`attempt.judged`). Parsed files are cached by path, size and mtime (plain JSON under tables/.cache,
+`result_cache`), so re-collecting validates only what changed. Nothing here writes outside the cache.
 """
 
 from __future__ import annotations
 
-import os
-import stat
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pydantic import ValidationError
-
 from studyctl.analysis.cells import cell_key, point_settings
-from studyctl.analysis.plausibility import implausible
 from studyctl.analysis.result_cache import ParseCache
 from studyctl.analysis.training_cost import strategy_rows
-from studyctl.attempt.paths import StudyPaths, attempt_number
-from worker.result import CheckpointTiming, Result, WorkerError
-from worker.timing import mlperf_throughput_GiBps
+from studyctl.attempt.paths import StudyPaths
+from studyctl.attempt.result_file import read_error, read_result
+from studyctl.attempt.tree import AttemptFiles, file_status, scan_attempts
+from studyctl.definition.result_schema import CheckpointTiming, Result, mlperf_throughput_GiBps
 
 RANK_FIELDS = ("phase", "index", "rank", "host", "bytes", "duration_s", "bandwidth_GiBps")
 RANK_CONTEXT = ("point_id", "cell_key", "model", "zero_stage", "nodes", "filesystem", "io_mode", "repetition")
@@ -49,43 +45,13 @@ class Failure:
 
 
 @dataclass
-class AttemptFiles:
-    attempt: int
-    result: Path | None
-    error: Path | None
-
-
-@dataclass
 class LoadedRows:
     rows: list[dict[str, Any]]  # per point: {"checkpoints": [...], "ranks": [...], "info": {...}}
     problems: list[Problem]
     failures: list[Failure]
     files_read: int
     files_cached: int
-
-
-def find_attempts(paths: StudyPaths) -> dict[str, list[AttemptFiles]]:
-    """point_id → its attempts (newest first) that left a result.json or error.json."""
-    found: dict[str, list[AttemptFiles]] = {}
-    try:
-        point_ids = [e.name for e in os.scandir(paths.points) if e.is_dir()]
-    except OSError:
-        return found
-    for point_id in point_ids:
-        attempts = []
-        for entry in os.scandir(paths.point(point_id)):
-            number = attempt_number(entry.name)
-            if number is None or not entry.is_dir():
-                continue
-            files = paths.attempt(point_id, number)
-            names = set(os.listdir(entry.path))
-            result = files.result if files.result.name in names else None
-            error = files.error if files.error.name in names else None
-            if result or error:
-                attempts.append(AttemptFiles(number, result, error))
-        if attempts:
-            found[point_id] = sorted(attempts, key=lambda a: a.attempt, reverse=True)
-    return found
+    left_out: list[str] = field(default_factory=list)  # points not judged (excluded) that left a result file
 
 
 def _checkpoint_row(c: CheckpointTiming) -> dict[str, Any]:
@@ -129,105 +95,49 @@ def _rows_from_result(r: Result, path: Path) -> dict[str, Any]:
     return {"checkpoints": checkpoints, "ranks": ranks, "info": _info(r, path), "training": strategy_rows(r, base)}
 
 
-def _describe_error(exc: ValidationError) -> str:
-    errors = exc.errors(include_url=False)
-    err = errors[0]
-    if err["type"] == "json_invalid":
-        return f"not valid JSON (truncated or corrupt): {err['msg']}"
-    where = ".".join(str(x) for x in err["loc"]) or "(top level)"
-    more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
-    return f"does not match the result schema: {where}: {err['msg']}{more}"
+def parse_result(path: Path, point_id: str, attempt: int) -> tuple[dict[str, Any] | None, str | None]:
+    """(rows, None) for a usable result of this attempt, else (None, one-line reason): what the cache keeps."""
+    result, reason = read_result(path, point_id, attempt)
+    return (_rows_from_result(result, path), None) if result is not None else (None, reason)
 
 
-_KINDS = ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a device"), (stat.S_ISBLK, "a device"),
-          (stat.S_ISSOCK, "a socket"), (stat.S_ISDIR, "a directory"))
-
-
-def file_status(path: Path) -> tuple[os.stat_result | None, str | None]:
-    """(stat, None) for a regular file (or a symlink to one); (None, reason) for anything else, never opened."""
-    try:
-        st = os.stat(path)
-    except FileNotFoundError:
-        target = os.readlink(path) if path.is_symlink() else "?"
-        return None, f"dangling symlink (to {target}): unusable"
-    except OSError as exc:
-        return None, f"unreadable: {exc.strerror}"
-    if not stat.S_ISREG(st.st_mode):
-        kind = next((name for test, name in _KINDS if test(st.st_mode)), "something else")
-        return None, f"{kind}, not a regular file: skipped, never opened"
-    return st, None
-
-
-def read_regular(path: Path) -> bytes:
-    """The bytes of a regular file; OSError for anything else (non-blocking open, checked on the descriptor,
-    so a file swapped for a FIFO after `file_status` cannot block us)."""
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise OSError(0, "not a regular file")
-        with os.fdopen(fd, "rb", closefd=False) as fh:
-            return fh.read()
-    finally:
-        os.close(fd)
-
-
-def parse_result(path: Path, point_id: str) -> tuple[dict[str, Any] | None, str | None]:
-    """(rows, None) for a valid, plausible result of this point, else (None, one-line reason)."""
-    try:
-        text = read_regular(path)
-    except OSError as exc:
-        return None, f"unreadable: {exc.strerror}"
-    if not text.strip():
-        return None, "empty file"
-    try:
-        result = Result.model_validate_json(text)
-    except ValidationError as exc:
-        return None, _describe_error(exc)
-    if result.point_id != point_id:
-        return None, f"holds point {result.point_id}, not {point_id}"
-    if result.point.point_id != point_id:
-        return None, f"its point configuration hashes to {result.point.point_id}, not {point_id}"
-    problem = implausible(result)
-    if problem:
-        return None, f"implausible figures: {problem}"
-    return _rows_from_result(result, path), None
-
-
-def parse_error(path: Path) -> tuple[str, str]:
-    """(failure class, reason) from a worker error record; tolerant, since it only explains a failure."""
-    try:
-        err = WorkerError.model_validate_json(read_regular(path))
-        return err.failure_class, err.reason
-    except (OSError, ValidationError) as exc:
-        return "unknown", f"error.json unreadable or invalid ({type(exc).__name__})"
-
-
-def _one_result(cache: ParseCache, out: LoadedRows, point_id: str, attempt: int, path: Path) -> bool:
-    """True when this attempt's result is usable (its rows added); else a problem is recorded."""
-    st, error = file_status(path)
+def _one_result(paths: StudyPaths, cache: ParseCache, out: LoadedRows, a: AttemptFiles, path: Path) -> bool:
+    """True when this attempt's result (`path`) is usable (its rows added); else a problem is recorded."""
+    st, error = file_status(path, paths)
     rows = None
     if st is not None:
-        rows, error = cache.get_or_parse(path, st, parse_result, point_id)
+        rows, error = cache.get_or_parse(path, st, parse_result, a.point_id, a.attempt)
     if rows is not None:
         out.rows.append(rows)
         return True
-    out.problems.append(Problem(point_id, attempt, str(path), error or "invalid"))
+    out.problems.append(Problem(a.point_id, a.attempt, str(path), error or "invalid"))
     return False
 
 
-def load_rows(paths: StudyPaths, cache_dir: Path | None = None) -> LoadedRows:
-    """Per point the newest attempt with a valid result; problems for newer invalid ones; failures."""
+def _failure(paths: StudyPaths, cache: ParseCache, latest: AttemptFiles, path: Path) -> Failure:
+    st, why = file_status(path, paths)
+    cls, reason = cache.get_or_parse(path, st, read_error) if st else ("unknown", f"error.json: {why}")
+    return Failure(latest.point_id, latest.attempt, cls, reason)
+
+
+def load_rows(paths: StudyPaths, cache_dir: Path | None = None, excluded: frozenset[str] = frozenset(),
+              found: dict[str, list[AttemptFiles]] | None = None) -> LoadedRows:
+    """Per point the newest attempt with a usable result; problems for newer unusable ones; failures.
+
+    `excluded`: points not judged (`attempt.judged`): their results are named in `left_out`, nothing else.
+    `found`: the tree as `scan_attempts` found it, when the caller has scanned it already."""
     cache_path = paths.results_cache if cache_dir is None else cache_dir / paths.results_cache.name
     cache = ParseCache(cache_path, paths.root)
     out = LoadedRows([], [], [], 0, 0)
-    for point_id, attempts in sorted(find_attempts(paths).items()):
-        if any(_one_result(cache, out, point_id, a.attempt, a.result) for a in attempts if a.result is not None):
+    for point_id, attempts in sorted((scan_attempts(paths) if found is None else found).items()):
+        if point_id in excluded:
+            if any(a.result is not None for a in attempts):
+                out.left_out.append(point_id)
             continue
-        latest = attempts[0]
-        if latest.error is not None:
-            st, why = file_status(latest.error)
-            cls, reason = cache.get_or_parse(latest.error, st, parse_error) if st else ("unknown", f"error.json: {why}")
-            out.failures.append(Failure(point_id, latest.attempt, cls, reason))
+        if any(_one_result(paths, cache, out, a, a.result) for a in attempts if a.result is not None):
+            continue
+        if attempts[0].error is not None:
+            out.failures.append(_failure(paths, cache, attempts[0], attempts[0].error))
     cache.save()
     out.files_read, out.files_cached = cache.misses, cache.hits
     return out

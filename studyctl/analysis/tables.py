@@ -27,7 +27,9 @@ from studyctl.analysis.cells import DERIVED, identity_columns
 from studyctl.analysis.results import RANK_CONTEXT, RANK_FIELDS, Failure, Problem, load_rows
 from studyctl.analysis.stats import describe, total_over_total
 from studyctl.analysis.training_cost import load_training, training_table
+from studyctl.attempt.judged import excluded_points
 from studyctl.attempt.paths import StudyPaths
+from studyctl.attempt.tree import AttemptFiles
 from studyctl.fsutil import atomic_write_json
 from studyctl.units import GIB
 
@@ -48,7 +50,7 @@ class Tables:
     infos: dict[str, dict[str, Any]] = field(default_factory=dict)  # point_id → provenance of its result
     files_read: int = 0
     files_cached: int = 0
-    left_out: list[str] = field(default_factory=list)  # valid results of points the sweep now excludes
+    left_out: list[str] = field(default_factory=list)  # points the sweep now excludes that left a result
     training: pd.DataFrame = field(default_factory=pd.DataFrame)  # per point: what checkpoints cost training
 
 
@@ -146,25 +148,25 @@ def _ranks_frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
 
 
 def build_tables(study_dir: Path, extra_checkpoints: pd.DataFrame | None = None,
-                 cache_dir: Path | None = None, excluded: frozenset[str] = frozenset()) -> Tables:
+                 cache_dir: Path | None = None, excluded: frozenset[str] = frozenset(),
+                 found: dict[str, list[AttemptFiles]] | None = None) -> Tables:
     """All four tables from the study's result files (plus imported rows, e.g. DLIO's).
 
-    `excluded`: points the sweep excludes today; a result they left from before is not a cell.
+    Points the sweep copy excludes (`attempt.judged`), and `excluded` (the ledger's view handed in), are not
+    cells: a result they left from before is named in `left_out`. `found`: the attempt tree, if scanned.
     """
-    loaded = load_rows(StudyPaths(Path(study_dir)), cache_dir)
-    left_out = sorted(r["info"]["point_id"] for r in loaded.rows if r["info"]["point_id"] in excluded)
-    loaded.rows = [r for r in loaded.rows if r["info"]["point_id"] not in excluded]
+    paths = StudyPaths(Path(study_dir))
+    loaded = load_rows(paths, cache_dir, excluded | excluded_points(paths), found)
     checkpoints = pd.DataFrame.from_records([c for r in loaded.rows for c in r["checkpoints"]])
     if extra_checkpoints is not None and not extra_checkpoints.empty:
         parts = [checkpoints, extra_checkpoints] if not checkpoints.empty else [extra_checkpoints]
         checkpoints = pd.concat(parts, ignore_index=True)
     points = summarize_points(checkpoints)
     summary = summarize_cells(points)
-    paths = StudyPaths(Path(study_dir))
     training = training_table([t for r in loaded.rows for t in r["training"]], load_training(paths.sweep_copy))
     return Tables(checkpoints, points, summary, _ranks_frame(loaded.rows), loaded.problems, loaded.failures,
                   {r["info"]["point_id"]: r["info"] for r in loaded.rows}, loaded.files_read, loaded.files_cached,
-                  left_out, training)
+                  loaded.left_out, training)
 
 
 def _atomic_frame(frame: pd.DataFrame, paths: list[Path]) -> None:

@@ -14,10 +14,10 @@ from typing import Any
 
 import pandas as pd
 
+from studyctl.definition.result_schema import Result
 from studyctl.definition.training import CostInputs, TrainingSpec, projection_factor, training_cost
 from studyctl.definition.yamlpos import load_yaml_bounded
 from studyctl.errors import UserError
-from worker.result import Result
 
 # Per-checkpoint strategy fields carried into rows (write and read ones; the rest of StrategyTiming is derived).
 WRITE_FIELDS = ("blocking_s", "background_s", "background_bytes", "background_GiBps", "compute_steps",

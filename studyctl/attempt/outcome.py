@@ -3,33 +3,55 @@
 from __future__ import annotations
 
 import json
+import os
+from pathlib import Path
+from typing import Any
 
-from studyctl.attempt.paths import AttemptPaths
+from studyctl.attempt.paths import AttemptPaths, StudyPaths
 from studyctl.attempt.records import Update
+from studyctl.attempt.tree import file_status, read_regular
 from studyctl.states import FailureClass, State
 
 
+def _json_of(path: Path, study: StudyPaths) -> Any:
+    """The file's JSON through the one opener (`attempt.tree`: inside the study, regular, bounded); None if not."""
+    if file_status(path, study)[0] is None:
+        return None
+    try:
+        return json.loads(read_regular(path))
+    except (OSError, ValueError, RecursionError):
+        return None
+
+
 def read_outcome(paths: AttemptPaths, point_id: str, attempt: int) -> Update | None:
-    """COMPLETED if a parseable result exists, FAILED with the worker's reason if an error record does."""
-    if paths.result.is_file():
+    """COMPLETED if a parseable result of this point exists, FAILED with the worker's reason if an error record does.
+
+    The files are found and opened as collect opens them (`attempt.tree`); whether a result's figures are
+    usable is collect's question (`attempt.result_file`): the ledger records that the worker finished."""
+    study = StudyPaths(paths.dir.parent.parent.parent)  # points/<id>/attempt-<n>
+    data = _json_of(paths.result, study)
+    if isinstance(data, dict) and data.get("point_id") == point_id:
+        prov = data.get("provenance")
+        nodes = prov.get("node_names") if isinstance(prov, dict) else None
+        node_list = ",".join(n for n in nodes if isinstance(n, str)) if isinstance(nodes, list) else ""
+        return Update(point_id, attempt, State.COMPLETED, node_list=node_list or None,
+                      ended_at=paths.result.stat().st_mtime)
+    if os.path.lexists(paths.error):
+        data = _json_of(paths.error, study)
         try:
-            data = json.loads(paths.result.read_text())
-        except (OSError, ValueError):
-            data = None
-        if isinstance(data, dict) and data.get("point_id") == point_id:
-            prov = data.get("provenance") or {}
-            nodes = prov.get("node_names") or []
-            return Update(point_id, attempt, State.COMPLETED, node_list=",".join(nodes) or None,
-                          ended_at=paths.result.stat().st_mtime)
-    if paths.error.is_file():
-        try:
-            data = json.loads(paths.error.read_text())
             failure = FailureClass(data.get("failure_class", FailureClass.WORKER_CRASH.value))
             reason = str(data.get("reason") or "worker reported a failure without a reason")
-        except (OSError, ValueError):
+        except (AttributeError, ValueError):
             failure, reason = FailureClass.WORKER_CRASH, "unreadable error.json"
-        return Update(point_id, attempt, State.FAILED, failure, reason, ended_at=paths.error.stat().st_mtime)
+        return Update(point_id, attempt, State.FAILED, failure, reason, ended_at=_mtime(paths.error))
     return None
+
+
+def _mtime(path: Path) -> float | None:
+    try:
+        return path.stat().st_mtime
+    except OSError:
+        return None
 
 
 def stderr_tail(paths: AttemptPaths, lines: int = 6, limit: int = 600) -> str | None:

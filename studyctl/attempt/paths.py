@@ -88,17 +88,32 @@ class StudyPaths:
 
     def attempts_on_disk(self, point_id: str) -> list[int]:
         """Attempt numbers with a directory of `point_id` (evidence: never reused for another attempt)."""
-        try:
-            names = [e.name for e in os.scandir(self.point(point_id)) if e.is_dir(follow_symlinks=False)]
-        except OSError:
-            return []
-        return sorted(n for n in map(attempt_number, names) if n is not None)
+        return sorted(n for n in map(attempt_number, self._dirs(self.point(point_id))) if n is not None)
 
     def point_ids_on_disk(self) -> list[str]:
+        return sorted(self._dirs(self.points))
+
+    def contains(self, path: str | Path) -> bool:
+        """Whether `path`, every symlink resolved, lies inside the study directory (itself resolved)."""
+        root = os.path.realpath(self.root)
+        real = os.path.realpath(path)
+        return real == root or real.startswith(root.rstrip("/") + "/")
+
+    def _dirs(self, parent: Path) -> list[str]:
+        """The directories in `parent`, by the tree's one symlink rule: a symlink counts only where it resolves
+        inside the study, so nothing outside the study is ever counted or read as part of it."""
         try:
-            return sorted(e.name for e in os.scandir(self.points) if e.is_dir(follow_symlinks=False))
+            entries = list(os.scandir(parent))
         except OSError:
             return []
+        found = []
+        for e in entries:
+            try:
+                if e.is_dir() and (not e.is_symlink() or self.contains(e.path)):
+                    found.append(e.name)
+            except OSError:
+                continue
+        return found
 
     @property
     def tables(self) -> Path:

@@ -14,8 +14,8 @@ import pytest
 
 from studyctl.definition.catalog import ModelSpec, lookup
 from studyctl.definition.layout import Parallelism, summarize
+from studyctl.definition.result_schema import Result
 from tests.integration.test_worker import files_under, make_task, run_worker
-from worker.result import Result
 
 # L=4, h=64, F=176, 8 heads / 2 KV heads, V=1000: small enough to write at full size.
 TINY = ModelSpec("tiny", num_layers=4, hidden_size=64, ffn_hidden_size=176, num_attention_heads=8,

@@ -11,7 +11,7 @@ import pytest
 from studyctl.definition.catalog import lookup
 from studyctl.definition.layout import rank_files, step_dir_name, summarize
 from studyctl.definition.points import CheckpointOptions, Point, WorkerTask
-from worker.result import Result
+from studyctl.definition.result_schema import Result
 
 MPIEXEC = str(Path(sys.executable).parent / "mpiexec")
 

@@ -116,7 +116,7 @@ def test_dangling_symlink_fifo_and_device_are_reasons_never_opened(tmp_path: Pat
     found = reasons(study)
     assert "dangling symlink" in found[link.point_id] and "gone.json" in found[link.point_id]
     assert "a FIFO, not a regular file: skipped, never opened" in found[fifo.point_id]
-    assert "a device, not a regular file" in found[dev.point_id]
+    assert "a symlink out of the study (to /dev/zero): never followed" in found[dev.point_id]
     res = collect(study)
     assert res.points == 1 and len(res.problems) == 3
 

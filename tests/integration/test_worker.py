@@ -15,9 +15,9 @@ import pytest
 from studyctl.definition.catalog import ModelSpec, lookup
 from studyctl.definition.layout import summarize
 from studyctl.definition.points import CheckpointOptions, Point, WorkerTask
+from studyctl.definition.result_schema import Result, WorkerError
 from studyctl.units import format_bytes
 from tests.tmpfs import small_tmpfs as mounted_tmpfs
-from worker.result import Result, WorkerError
 
 MPIEXEC = str(Path(sys.executable).parent / "mpiexec")
 MIB = 1 << 20

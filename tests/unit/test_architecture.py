@@ -1,10 +1,11 @@
 """The import graph runs one way: kernel < definition < {worker, attempt} < backends < {study, analysis} < api < cli.
 
 Every module under studyctl/ and worker/ is parsed (ast: module-level and function-level imports, and those
-under TYPE_CHECKING); a module may import only its own layer or lower, analysis never imports study or
-backends, worker only the definition and the kernel, and the CLI only `studyctl.api` and the kernel (one door
-into the library); there is no import cycle; no module above backends/ compares
-a backend name; no module is over 400 lines, and in the core packages no function is over 60.
+under TYPE_CHECKING); a module may import only its own layer or lower, analysis never imports study,
+backends or the worker (the result schema it reads is in definition/), worker only the definition and the
+kernel, and the CLI only `studyctl.api` and the kernel (one door into the library); there is no import cycle;
+no module above backends/ compares a backend name; no module is over 400 lines, and in the core packages no
+function is over 60.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from studyctl.backends import base
 
 REPO = Path(__file__).resolve().parents[2]
 PACKAGES = ("studyctl", "worker")
-KERNEL = {"studyctl", "studyctl.errors", "studyctl.fsutil", "studyctl.units", "studyctl.states"}
+KERNEL = {"studyctl", "studyctl.errors", "studyctl.fsutil", "studyctl.units", "studyctl.states", "studyctl.mounts"}
 # group → the groups it may import (its own included)
 ORDER = ["kernel", "definition", "worker", "attempt", "backends", "study", "analysis", "api", "cli"]
 ALLOWED = {
@@ -27,7 +28,7 @@ ALLOWED = {
     "attempt": {"kernel", "definition", "attempt"},
     "backends": {"kernel", "definition", "worker", "attempt", "backends"},
     "study": {"kernel", "definition", "worker", "attempt", "backends", "study"},
-    "analysis": {"kernel", "definition", "worker", "attempt", "analysis"},
+    "analysis": {"kernel", "definition", "attempt", "analysis"},  # the result schema is in definition/
     "api": {"kernel", "definition", "worker", "attempt", "backends", "study", "analysis", "api"},
     "cli": {"kernel", "api", "cli"},  # one door: the CLI calls studyctl.api and nothing else below it
 }

@@ -8,8 +8,8 @@ from typing import Any
 from studyctl.analysis.mlperf import figures, judge, mlperf_view
 from studyctl.definition.catalog import lookup
 from studyctl.definition.points import CheckpointOptions, Point
+from studyctl.definition.result_schema import Result
 from tests.resultgen import result_dict
-from worker.result import Result
 
 GIB = 1 << 30
 

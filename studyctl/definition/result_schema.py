@@ -17,12 +17,13 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, model_validator
 
 from studyctl.definition.points import Point
-from worker.strategy_result import Count, Rate, Seconds, StrategyInfo
+from studyctl.definition.result_fields import Count, Rate, Seconds, StrategyInfo
+from studyctl.units import GIB
 
 SCHEMA_VERSION: Literal[1] = 1
 Phase = Literal["write", "read"]
 # Field constraints: a damaged or hand-edited file with NaN, infinite or negative figures fails validation
-# (collect reports it as unusable, with the field). Cross-field checks: `studyctl.analysis.plausibility`.
+# (collect reports it as unusable, with the field). Cross-field checks: `studyctl.attempt.plausibility`.
 # Seconds, Rate (GiB/s, and sizes in GiB) and Count (bytes, files, ranks, indexes) are defined beside
 # the strategy fields, which this schema includes.
 
@@ -60,6 +61,11 @@ class CheckpointTiming(_Strict):
     rank_bandwidth_min_GiBps: Rate
     rank_bandwidth_max_GiBps: Rate
     ranks: list[RankTiming]
+
+
+def mlperf_throughput_GiBps(t: CheckpointTiming) -> float:
+    """MLPerf's throughput of one checkpoint: min over processes of global size / the rank's duration."""
+    return t.bytes / t.duration_max_s / GIB if t.duration_max_s > 0 else 0.0
 
 
 OLD_SUMMARY_NAMES = {"mlperf_duration_max_s": "duration_max_s",  # PhaseSummary's names before the renames

@@ -1,6 +1,6 @@
 """Cross-field checks of a schema-valid result: figures that cannot be true make the file unusable.
 
-The schema (worker/result.py) already refuses NaN, infinite and negative figures; what is left is
+The schema (definition/result_schema.py) already refuses NaN, infinite and negative figures; what is left is
 a file whose fields disagree with each other or with the point's layout (hand-edited, damaged, or
 written by a studyctl with other layout rules), and rates no storage reaches (1e308 GiB/s crashed the
 plots). The first problem found is returned as one line.
@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import math
 
+from studyctl.definition.result_schema import CheckpointTiming, Result
 from studyctl.units import GIB
-from worker.result import CheckpointTiming, Result
 
 # 1 PiB/s: far above any storage system (or memory-backed filesystem) a checkpoint study can reach.
 MAX_GIBPS = 1024.0 * 1024.0

@@ -1,4 +1,4 @@
-"""Result fields of checkpoint strategies and restore modes (part of the result schema, `worker/result.py`).
+"""Result fields of checkpoint strategies and restore modes (part of the result schema, `result_schema.py`).
 
 Per checkpoint the phase's own timing (`CheckpointTiming`) runs from the barrier to the moment the
 checkpoint is durable on shared storage; these fields split that time into what training waited for

@@ -1,0 +1,87 @@
+"""What the attempts of a study left on disk, found and opened one way (collect, compare, mlperf and status).
+
+The tree (`attempt.paths`) is listed by `StudyPaths` under its one symlink rule: a symlink is followed
+only where it resolves inside the study directory. The same rule holds for the files: a result or error
+record that is a symlink out of the study is a reason, never read. Only regular files
+are opened (a FIFO could block, a device could be endless), and none larger than MAX_FILE_BYTES.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from dataclasses import dataclass
+from pathlib import Path
+
+from studyctl.attempt.paths import StudyPaths
+
+# Far above any result file (1024 ranks × 20 checkpoints is ~5 MiB); a larger file is not one of ours.
+MAX_FILE_BYTES = 256 << 20
+
+
+@dataclass(frozen=True)
+class AttemptFiles:
+    """One attempt directory that holds a result or error record (of any file type: judged on reading)."""
+
+    point_id: str
+    attempt: int
+    result: Path | None
+    error: Path | None
+
+
+def scan_attempts(paths: StudyPaths) -> dict[str, list[AttemptFiles]]:
+    """point_id → its attempts (newest first) that left a result or an error record."""
+    found: dict[str, list[AttemptFiles]] = {}
+    for point_id in paths.point_ids_on_disk():
+        attempts = []
+        for number in paths.attempts_on_disk(point_id):
+            files = paths.attempt(point_id, number)
+            result = files.result if os.path.lexists(files.result) else None  # any file type: judged on reading
+            error = files.error if os.path.lexists(files.error) else None
+            if result or error:
+                attempts.append(AttemptFiles(point_id, number, result, error))
+        if attempts:
+            found[point_id] = sorted(attempts, key=lambda a: a.attempt, reverse=True)
+    return found
+
+
+_KINDS = ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a device"), (stat.S_ISBLK, "a device"),
+          (stat.S_ISSOCK, "a socket"), (stat.S_ISDIR, "a directory"))
+
+
+def file_status(path: Path, within: StudyPaths, where: str = "the study") -> tuple[os.stat_result | None, str | None]:
+    """(stat, None) for a regular file inside `within` (a symlink to one inside counts); else (None, a reason).
+
+    Nothing is opened here. `where`: what `within` is, for the reason."""
+    try:
+        if os.path.islink(path):
+            target = os.readlink(path)
+            if not os.path.exists(path):
+                return None, f"dangling symlink (to {target}): unusable"
+            if not within.contains(path):
+                return None, f"a symlink out of {where} (to {target}): never followed"
+        st = os.stat(path)
+    except OSError as exc:
+        return None, f"unreadable: {exc.strerror}"
+    if not stat.S_ISREG(st.st_mode):
+        kind = next((name for test, name in _KINDS if test(st.st_mode)), "something else")
+        return None, f"{kind}, not a regular file: skipped, never opened"
+    if st.st_size > MAX_FILE_BYTES:
+        return None, f"{st.st_size} bytes, more than any result file ({MAX_FILE_BYTES >> 20} MiB): never read"
+    return st, None
+
+
+def read_regular(path: Path) -> bytes:
+    """The bytes of a regular file of at most MAX_FILE_BYTES; OSError for anything else (non-blocking open,
+    checked on the descriptor, so a file swapped for a FIFO after `file_status` cannot block us)."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(0, "not a regular file")
+        with os.fdopen(fd, "rb", closefd=False) as fh:
+            data = fh.read(MAX_FILE_BYTES + 1)
+    finally:
+        os.close(fd)
+    if len(data) > MAX_FILE_BYTES:
+        raise OSError(0, f"more than {MAX_FILE_BYTES >> 20} MiB")
+    return data
