@@ -51,12 +51,14 @@ def plan(sweep_path: Path) -> Plan:
 
 
 def plan_capacity(sweep: Any, summary: Any, backend: str) -> tuple[list[str], list[str]]:
-    """Will the largest point fit the filesystems' free space and the hosts' memory? (problems, notes)"""
-    from studyctl.backends.capacity import probe
-    from studyctl.definition.plan import capacity_notes, capacity_problems
+    """Will the points find their filesystems, fit the disk and the hosts' memory, and end within their time limit
+    on `backend`? (problems, notes): what `submit` refuses or the backend refuses per point, judged the same way.
+    An unknown backend is a UserError (exit 2), as in `submit`."""
+    from studyctl.backends.base import backend_class
+    from studyctl.backends.capacity import judge
 
-    capacity = probe(sweep, backend)
-    return capacity_problems(summary, capacity), capacity_notes(summary, capacity)
+    judgement = judge(sweep, backend_class(backend), iter_points(sweep), summary)
+    return judgement.refusals + judgement.warnings, judgement.notes
 
 
 def _label(cfg: dict[str, Any]) -> str:

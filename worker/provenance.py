@@ -1,52 +1,11 @@
-"""Where and with what a result was measured: hosts, Slurm ids, versions, filesystem and mount."""
+"""Where and with what a result was measured: hosts, Slurm ids, versions (filesystem and mount: studyctl.host)."""
 
 from __future__ import annotations
 
 import os
 import platform
-from pathlib import Path
 
 from worker.result import SlurmInfo
-
-
-def _unescape(field: str) -> str:
-    return field.replace("\\040", " ").replace("\\011", "\t").replace("\\012", "\n").replace("\\134", "\\")
-
-
-def mount_of(path: str) -> dict[str, str]:
-    """The /proc/self/mountinfo entry with the longest mount point that contains `path`."""
-    real = os.path.realpath(path)
-    best: dict[str, str] = {"mount_point": "/", "fstype": "unknown", "source": "unknown", "mount_options": ""}
-    best_len = -1
-    try:
-        lines = Path("/proc/self/mountinfo").read_text().splitlines()
-    except OSError:
-        return best
-    for line in lines:
-        left, _, right = line.partition(" - ")
-        fields, tail = left.split(), right.split()
-        if len(fields) < 6 or len(tail) < 2:
-            continue
-        point = _unescape(fields[4])
-        inside = real == point or real.startswith(point.rstrip("/") + "/")
-        if inside and len(point) >= best_len:
-            best_len = len(point)
-            options = fields[5] + ("," + tail[2] if len(tail) > 2 else "")
-            best = {"mount_point": point, "fstype": tail[0], "source": _unescape(tail[1]), "mount_options": options}
-    return best
-
-
-def host_memory() -> int:
-    """Physical memory of this host (0 when the system will not say)."""
-    try:
-        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
-    except (ValueError, OSError):
-        return 0
-
-
-def free_and_total(path: str) -> tuple[int, int]:
-    st = os.statvfs(path)
-    return st.f_bavail * st.f_frsize, st.f_blocks * st.f_frsize
 
 
 def slurm_info() -> SlurmInfo | None:

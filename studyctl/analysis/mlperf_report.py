@@ -15,7 +15,7 @@ from studyctl.analysis.results import file_status, find_attempts, read_regular
 from studyctl.attempt.paths import StudyPaths
 from studyctl.definition.catalog import MLPERF_SHAPES
 from studyctl.fsutil import atomic_write_text
-from worker.provenance import mount_of
+from studyctl.host import mount_of
 from worker.result import Result
 
 DEFINITIONS = [

@@ -34,6 +34,8 @@ DrainBy = Literal["rank", "node"]
 # Options added after points were first hashed: left out of a point's identity while at their default,
 # so the points of existing studies keep their ids.
 _OMIT_AT_DEFAULT: JsonDict = {"omit_at_default": True}
+# Simulated training steps an async/tiered rank runs once, to calibrate its step before the first checkpoint.
+CALIBRATION_STEPS = 3
 
 
 class CheckpointOptions(BaseModel):
@@ -89,6 +91,13 @@ class CheckpointOptions(BaseModel):
         if self.strategy != "tiered":
             update.update({name: TIER_OPTION_DEFAULTS[name] for name in TIER_OPTION_DEFAULTS})
         return self if all(getattr(self, k) == v for k, v in update.items()) else self.model_copy(update=update)
+
+    def simulated_training_s(self) -> float:
+        """The least simulated training an async/tiered point runs: its calibration, then a step beside each
+        write at least (however fast the storage); 0 for sync, which simulates none."""
+        if self.strategy == "sync" or self.step_s is None:
+            return 0.0
+        return (CALIBRATION_STEPS + self.writes) * self.step_s
 
 
 def cold_read_method(io_mode: str, cold_read: ColdRead) -> ColdReadMethod:
@@ -242,6 +251,7 @@ class WorkerTask(BaseModel):
     result_path: str  # rank 0 writes the result JSON here, atomically
     error_path: str  # on a known failure rank 0 writes {"failure_class", "reason"} here
     tier_path: str | None = None  # tiered: the node-local tier; "{node}" in it becomes each node's name
+    tier_kind: str | None = None  # the tier's declared kind, checked like filesystem_kind before its first byte
 
     @property
     def data_dir(self) -> Path:

@@ -6,8 +6,8 @@ import json
 from pathlib import Path
 
 from studyctl.definition.points import WorkerTask
+from studyctl.host import mount_of
 from tests.integration.test_worker import files_under, make_task, run_worker
-from worker.provenance import mount_of
 
 
 def retarget(task_path: Path, fs: Path, kind: str | None) -> None:

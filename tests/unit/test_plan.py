@@ -148,6 +148,7 @@ def test_capacity_problems_name_the_need_and_what_is_there() -> None:
 
 
 def test_plan_warns_when_the_disk_is_too_small(tmp_path: Path) -> None:
+    (tmp_path / "ckpt").mkdir()
     sweep = tmp_path / "s.yaml"
     sweep.write_text(f"study: p\nmodels: [llama3-405b]\nmatrix: {{zero_stage: 1, nodes: 32, ranks_per_node: 8, "
                      f"tensor_parallel: 8, pipeline_parallel: 32}}\nfilesystems: {{fs: {{path: {tmp_path}/ckpt}}}}\n")
