@@ -16,6 +16,7 @@ from studyctl.analysis.collect import CollectResult
 from studyctl.analysis.compare import CompareResult
 from studyctl.analysis.status import PointStatus
 from studyctl.attempt.paths import StudyPaths
+from studyctl.backends.base import check_name as check_backend
 from studyctl.backends.base import names as backend_names
 from studyctl.definition.expand import iter_points
 from studyctl.definition.plan import plan_rows
@@ -32,8 +33,8 @@ if TYPE_CHECKING:
     from studyctl.analysis.mlperf import ModelVerdict
 
 __all__ = ["CollectResult", "CompareResult", "Plan", "StatusReport", "StudyPaths", "SubmitReport", "backend_names",
-           "cancel", "collect", "compare", "find_study", "mlperf_report", "parse_threshold", "plan", "plan_capacity",
-           "point_statuses", "resubmit", "status", "submit"]
+           "cancel", "check_backend", "collect", "compare", "find_study", "mlperf_report", "parse_threshold", "plan",
+           "plan_capacity", "point_statuses", "resubmit", "status", "submit"]
 
 
 @dataclass(frozen=True)

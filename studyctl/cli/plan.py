@@ -29,6 +29,9 @@ def plan(
     from studyctl.definition.sweep import load_sweep
 
     def run() -> None:
+        from studyctl.api import check_backend
+
+        check_backend(backend)  # before any row: an unknown backend is one line, exit 2, as in submit
         spec = load_sweep(sweep)
         summary = PlanSummary()
         if as_json:
