@@ -109,5 +109,6 @@ class OverLimits:
             why = (f", {training:,.0f} s of it simulated training: ({CALIBRATION_STEPS} + {opts.writes} writes) × "
                    f"training.step_s {opts.step_s:g} s") if training else ""
             out.append(f"time: {count} point(s) need an estimated up to {slowest:,.0f} s (point {point.point_id}"
-                       f"{why}), over the {limit:,} s they may run ({self.backend.time_limit_setting}): raise it")
+                       f"{why}), over the {limit:,} s they may run ({self.backend.time_limit_setting}): raise it (or "
+                       "the sweep's estimate:, if too pessimistic)")
         return out

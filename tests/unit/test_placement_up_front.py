@@ -137,7 +137,7 @@ def test_the_estimate_counts_simulated_training_and_plan_warns_where_submit_refu
     assert plan.returncode == 0
     assert "time: 1 point(s) need an estimated up to 19," in plan.stderr
     assert "19,500 s of it simulated training: (3 + 10 writes) × training.step_s 1500 s" in plan.stderr
-    assert "over the 3,600 s they may run (local.timeout_s): raise it" in plan.stderr
+    assert "over the 3,600 s they may run (local.timeout_s): raise it (or the sweep's estimate:" in plan.stderr
     line = refused(tmp_path, sweep)
     assert "time: 1 point(s)" in line and "(local.timeout_s)" in line
     # raised: submit no longer refuses (a dry run: nothing runs for 5 hours)
