@@ -61,8 +61,7 @@ def _decide(task: WorkerTask, point_dir: Path, checkpoint_bytes: int) -> Setup:
                      "none", 0, 0)
     free, total = host.free_and_total(str(point_dir))
     steps = disk_steps_needed(opts.writes, opts.reads, opts.keep)
-    need = checkpoint_bytes * steps
-    required = int(need * (1 + opts.free_space_margin))
+    required = opts.disk_bytes_required(checkpoint_bytes)
     if total and free < required:  # total 0: the filesystem reports no capacity (ramfs, some FUSE)
         reason = (f"not enough free space on {task.filesystem_path}: need {_gib(required)} ({steps} checkpoint(s) "
                   f"of {_gib(checkpoint_bytes)} on disk at once + {opts.free_space_margin:.0%} margin), "

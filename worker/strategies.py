@@ -11,7 +11,6 @@ Every rank takes part in every collective even after an error, so a failure is v
 
 from __future__ import annotations
 
-import os
 import shutil
 import statistics
 import threading
@@ -142,8 +141,7 @@ class WriteStrategy:
         node_bytes = sum(f.nbytes for r in self.nodes.ranks
                          for f in rank_files(point.model, self.par, r, self.opts.scale, self.opts.naming))
         need = node_bytes * min(self.opts.tier_keep + 1, max(self.opts.writes, 1))
-        st = os.statvfs(self.tier_dir)
-        free, total = st.f_bavail * st.f_frsize, st.f_blocks * st.f_frsize
+        free, total = host.free_and_total(str(self.tier_dir))
         if total and free < need:
             return (f"not enough space on the tier of node {self.nodes.name} ({self.tier_dir}): need "
                     f"{need / GIB:.2f} GiB ({min(self.opts.tier_keep + 1, self.opts.writes)} checkpoint(s) of its "

@@ -77,6 +77,7 @@ def _settings(opts: CheckpointOptions, io_mode: str) -> dict[str, Any]:
 
 SIZED_KEYS = ("checkpoint_bytes", "nominal_checkpoint_bytes", "read_bytes_per_restore", "bytes_per_rank_max",
               "bytes_per_rank_min", "files_per_checkpoint", "writer_ranks", "disk_bytes_needed",
+              "disk_bytes_required",
               "snapshot_memory_per_host_bytes", "worker_memory_per_host_bytes", "dlio_memory_per_host_bytes",
               "simulated_training_s", "estimated_seconds", "node_hours", "target_overhead", "interval_s", "job_mtbf_s",
               "required_blocking_GiBps", "required_blocking_GiBps_at_optimum", "required_background_GiBps")
@@ -118,6 +119,7 @@ def _sized(model: ModelSpec, par: Parallelism, nodes: int, ranks_per_node: int, 
         "files_per_checkpoint": lay.files_per_checkpoint,
         "writer_ranks": lay.writer_ranks,
         "disk_bytes_needed": lay.total_bytes * disk_steps_needed(opts.writes, opts.reads, opts.keep),
+        "disk_bytes_required": opts.disk_bytes_required(lay.total_bytes),
         "snapshot_memory_per_host_bytes": ranks_per_node * lay.bytes_per_rank_max if opts.strategy == "async" else 0,
         "worker_memory_per_host_bytes": memory_per_host_bytes(opts, ranks_per_node, lay.bytes_per_rank_max),
         "dlio_memory_per_host_bytes": dlio_memory_per_host(lay.bytes_per_rank_max, ranks_per_node, opts.reads > 0),
@@ -154,6 +156,7 @@ class PlanSummary:
     bytes_to_read: int = 0
     node_hours: float = 0.0
     max_disk_bytes_needed: dict[str, int] = field(default_factory=dict)  # per filesystem
+    max_disk_bytes_required: dict[str, int] = field(default_factory=dict)  # the same plus the free-space margin
     max_worker_memory_per_host: int = 0
     max_worker_memory_per_point: int = 0  # all of a point's hosts: what one machine needs when nodes are simulated
     max_dlio_memory_per_host: int = 0
@@ -179,6 +182,7 @@ class PlanSummary:
         self.node_hours += row["node_hours"]
         fs = row["filesystem"]
         self.max_disk_bytes_needed[fs] = max(self.max_disk_bytes_needed.get(fs, 0), row["disk_bytes_needed"])
+        self.max_disk_bytes_required[fs] = max(self.max_disk_bytes_required.get(fs, 0), row["disk_bytes_required"])
         per_host = row["worker_memory_per_host_bytes"]
         if per_host * row["nodes"] > self.max_worker_memory_per_point:
             self.max_worker_memory_per_point = per_host * row["nodes"]
@@ -221,13 +225,15 @@ def capacity_problems(summary: PlanSummary, capacity: Capacity) -> list[str]:
 
 
 def disk_problems(summary: PlanSummary, capacity: Capacity) -> list[str]:
-    """Filesystems whose free space the largest point's peak exceeds (what submit refuses up front)."""
+    """Filesystems with less free space than the largest point requires, as the worker judges it (its peak plus
+    checkpoint.free_space_margin): what submit refuses up front."""
     out = []
-    for fs, need in summary.max_disk_bytes_needed.items():
+    for fs, need in summary.max_disk_bytes_required.items():
         free = capacity.free_bytes.get(fs)
         if free is not None and need > free:
-            out.append(f"disk: filesystem {fs} needs {format_bytes(need)} at the peak of its largest point; "
-                       f"{format_bytes(free)} free at {capacity.free_where.get(fs, '?')}")
+            out.append(f"disk: filesystem {fs} needs {format_bytes(need)} free for its largest point (its peak + "
+                       f"checkpoint.free_space_margin); {format_bytes(free)} free at "
+                       f"{capacity.free_where.get(fs, '?')}")
     return out
 
 

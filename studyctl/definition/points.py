@@ -18,6 +18,7 @@ from studyctl.definition.layout import (
     LayoutSummary,
     Naming,
     Parallelism,
+    disk_steps_needed,
     layout_problems,
     rank_classes,
     rank_files,
@@ -91,6 +92,12 @@ class CheckpointOptions(BaseModel):
         if self.strategy != "tiered":
             update.update({name: TIER_OPTION_DEFAULTS[name] for name in TIER_OPTION_DEFAULTS})
         return self if all(getattr(self, k) == v for k, v in update.items()) else self.model_copy(update=update)
+
+    def disk_bytes_required(self, checkpoint_bytes: int) -> int:
+        """Free space a point needs before it starts (the worker refuses less, and plan and submit say so first):
+        its checkpoints on disk at once, plus `free_space_margin`."""
+        return int(checkpoint_bytes * disk_steps_needed(self.writes, self.reads, self.keep)
+                   * (1 + self.free_space_margin))
 
     def simulated_training_s(self) -> float:
         """The least simulated training an async/tiered point runs: its calibration, then a step beside each

@@ -104,7 +104,7 @@ def test_submit_refuses_a_point_that_will_not_fit_the_disk_up_front(tmp_path: Pa
     sweep.write_text(SWEEP.format(fs=tmpfs, tier="/dev/shm", scale=0.05))  # kind local accepts tmpfs
     row = json.loads(run_cli("plan", str(sweep), "--json").stdout)[0]
     free, _ = free_and_total(str(tmpfs))
-    assert row["disk_bytes_needed"] > free, (row["disk_bytes_needed"], free)
+    assert row["disk_bytes_required"] > free, (row["disk_bytes_required"], free)
     plan = run_cli("plan", str(sweep))
     assert plan.returncode == 0 and "will not fit: disk: filesystem scratch needs" in plan.stderr
     results = tmp_path / "results"
@@ -113,3 +113,30 @@ def test_submit_refuses_a_point_that_will_not_fit_the_disk_up_front(tmp_path: Pa
     (line,) = proc.stderr.strip().splitlines()
     assert "disk: filesystem scratch needs" in line and f"free at {tmpfs}; nothing was submitted" in line
     assert not results.exists() and list(tmpfs.iterdir()) == []
+
+
+@pytest.mark.parametrize("margin", [0.0, 0.9])
+def test_submit_judges_free_space_as_the_worker_does_with_its_margin(tmp_path: Path, tmpfs: Path,
+                                                                     margin: float) -> None:
+    """~41 MiB on disk at the peak, 64 MiB free: it fits bare (and runs), but not with a 90% margin kept free,
+    which the worker would refuse at run time, so submit refuses it up front."""
+    sweep = tmp_path / "margin.yaml"
+    sweep.write_text(f"""\
+study: margin
+models: [gpt2-125m]
+matrix: {{zero_stage: 1, nodes: 2, ranks_per_node: 1}}
+filesystems: {{scratch: {{path: "{tmpfs}"}}}}
+checkpoint: {{scale: 0.025, writes: 1, reads: 1, buffer_mib: 4, block_mib: 4, free_space_margin: {margin}}}
+""")
+    row = json.loads(run_cli("plan", str(sweep), "--json").stdout)[0]
+    free, _ = free_and_total(str(tmpfs))
+    assert row["disk_bytes_needed"] < free, "the point's files alone fit"
+    results = tmp_path / "results"
+    proc = run_cli("sweep", "submit", str(sweep), "--results", str(results))
+    if margin:
+        assert row["disk_bytes_required"] > free
+        assert proc.returncode == 2 and "checkpoint.free_space_margin); 64.00 MiB free at" in proc.stderr
+        assert not results.exists()
+    else:
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        assert [p.state.value for p in api.status("margin", results).points] == ["COMPLETED"]

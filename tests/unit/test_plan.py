@@ -132,7 +132,8 @@ filesystems: {fs: {path: /tmp/fs}}
 def test_capacity_problems_name_the_need_and_what_is_there() -> None:
     from studyctl.definition.plan import Capacity, PlanSummary, capacity_notes, capacity_problems
 
-    summary = PlanSummary(runnable=1, max_disk_bytes_needed={"fs": 10 * GIB}, max_worker_memory_per_host=GIB,
+    summary = PlanSummary(runnable=1, max_disk_bytes_needed={"fs": 10 * GIB}, max_disk_bytes_required={"fs": 10 * GIB},
+                          max_worker_memory_per_host=GIB,
                           max_worker_memory_per_point=4 * GIB)
     roomy = Capacity({"fs": 20 * GIB}, {"fs": "/x"}, 8 * GIB, "this machine", hosts_share_one_machine=True)
     assert capacity_problems(summary, roomy) == []
