@@ -95,7 +95,7 @@ class OverLimits:
 
     def add(self, point: Point) -> None:
         limit = self.backend.point_time_limit_s(self.sweep, point)
-        seconds = estimated_seconds(point, self.sweep)
+        seconds = estimated_seconds(point, self.sweep) if limit is not None else 0.0
         if limit is not None and seconds > limit:
             count, slowest, worst = self.over.get(limit, (0, 0.0, point))
             self.over[limit] = (count + 1, max(slowest, seconds), point if seconds >= slowest else worst)

@@ -140,3 +140,32 @@ checkpoint: {{scale: 0.025, writes: 1, reads: 1, buffer_mib: 4, block_mib: 4, fr
     else:
         assert proc.returncode == 0, proc.stdout + proc.stderr
         assert [p.state.value for p in api.status("margin", results).points] == ["COMPLETED"]
+
+
+def test_resubmit_refuses_up_front_as_submit_does(tmp_path: Path) -> None:
+    """A point failed on a read-only mount; resubmitted with a path that does not exist, it is refused in one
+    line (exit 2) with no new attempt and no directory made; with a real path it runs."""
+    with small_tmpfs(tmp_path, "16m", readonly=True, name="read-only") as read_only:
+        sweep = tmp_path / "again.yaml"
+        sweep.write_text(f"""\
+study: again
+models: [gpt2-125m]
+matrix: {{zero_stage: 1, nodes: 1, ranks_per_node: 2}}
+filesystems: {{scratch: {{path: "{read_only}"}}}}
+checkpoint: {{scale: 0.001, writes: 1, reads: 1, buffer_mib: 4, block_mib: 4}}
+""")
+        results = tmp_path / "results"
+        assert run_cli("sweep", "submit", str(sweep), "--results", str(results)).returncode == 1
+    missing = tmp_path / "mnt" / "scratch"
+    sweep.write_text(sweep.read_text().replace(str(read_only), str(missing)))
+    proc = run_cli("sweep", "resubmit", "again", "--results", str(results))
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    (line,) = proc.stderr.strip().splitlines()
+    assert f"filesystems.scratch.path: {missing} does not exist" in line and "nothing was submitted" in line
+    assert not (tmp_path / "mnt").exists()
+    (point,) = api.status("again", results).points
+    assert point.attempts == 1 and point.state.value == "FAILED"
+    missing.mkdir(parents=True)
+    assert run_cli("sweep", "resubmit", "again", "--results", str(results)).returncode == 0
+    (point,) = api.status("again", results).points
+    assert point.attempts == 2 and point.state.value == "COMPLETED"
