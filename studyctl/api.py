@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from studyctl.attempt.paths import StudyPaths
 from studyctl.attempt.records import Update
+from studyctl.backends.base import check_name as check_backend
 from studyctl.definition.expand import iter_points
 from studyctl.definition.modelinfo import model_rows
 from studyctl.definition.plan import BLOCKS_ON, PlanSummary, check_budget, plan_rows
@@ -37,8 +38,8 @@ if TYPE_CHECKING:
     from studyctl.analysis.status import PointStatus
 
 __all__ = ["BLOCKS_ON", "Plan", "PlanSummary", "StatusReport", "StudyPaths", "SubmitReport", "Update", "cancel",
-           "collect", "compare", "find_study", "mlperf_report", "model_rows", "parse_threshold", "plan",
-           "plan_capacity", "resubmit", "status", "submit"]
+           "check_backend", "collect", "compare", "find_study", "mlperf_report", "model_rows", "parse_threshold",
+           "plan", "plan_capacity", "resubmit", "status", "submit"]
 
 
 @dataclass
@@ -68,12 +69,14 @@ def plan(sweep_path: Path) -> Plan:
 
 
 def plan_capacity(sweep: Any, summary: Any, backend: str) -> tuple[list[str], list[str]]:
-    """Will the largest point fit the filesystems' free space and the hosts' memory? (problems, notes)"""
-    from studyctl.backends.capacity import probe
-    from studyctl.definition.plan import capacity_notes, capacity_problems
+    """Will the points find their filesystems, fit the disk and the hosts' memory, and end within their time limit
+    on `backend`? (problems, notes): what `submit` refuses or the backend refuses per point, judged the same way.
+    An unknown backend is a UserError (exit 2), as in `submit`."""
+    from studyctl.backends.base import backend_class
+    from studyctl.backends.capacity import judge
 
-    capacity = probe(sweep, backend)
-    return capacity_problems(summary, capacity), capacity_notes(summary, capacity)
+    judgement = judge(sweep, backend_class(backend), iter_points(sweep), summary)
+    return judgement.refusals + judgement.warnings, judgement.notes
 
 
 def _point_statuses(study: StudyPaths) -> list[PointStatus]:

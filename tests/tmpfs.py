@@ -9,10 +9,12 @@ from pathlib import Path
 
 
 @contextmanager
-def small_tmpfs(under: Path, size: str) -> Iterator[Path]:
-    mnt = under / "tmpfs"
+def small_tmpfs(under: Path, size: str, readonly: bool = False, name: str = "tmpfs") -> Iterator[Path]:
+    """`readonly`: a filesystem that exists and has room, but refuses every write (EROFS), root's too."""
+    mnt = under / name
     mnt.mkdir()
-    subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(mnt)], check=True)
+    options = f"size={size}" + (",ro" if readonly else "")
+    subprocess.run(["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(mnt)], check=True)
     try:
         yield mnt
     finally:

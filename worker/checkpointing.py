@@ -103,6 +103,7 @@ class Checkpointing:
             compute_step_s_idle=statistics.fmean(idle_steps) if writer is not None and idle_steps else None,
             snapshot_bytes_per_rank_max=bytes_per_rank_max if opts.strategy == "async" else 0,
             tier_path=self.task.tier_path if tiered else None, tier_io_mode=writer.tier_mode if writer else None,
+            tier_fstype=writer.tier_fstype if writer else None,
             drain=opts.drain if tiered else None, tier_keep=opts.tier_keep if tiered else None,
             replaced_nodes=opts.replaced_nodes if tiered else 0, checkpoints=self.timings)
 

@@ -1,4 +1,5 @@
-"""Where the worker may write: the filesystem the sweep names, and a point directory no other live run writes.
+"""Where the worker may write: the filesystems the sweep names (shared and tier), and a point directory no other
+live run writes.
 
 Both checks run on rank 0 before the first byte; every backend gets them because the worker does them.
 """
@@ -9,24 +10,27 @@ import contextlib
 import fcntl
 import os
 
-from studyctl.definition.filesystems import FILESYSTEM_KINDS
+from studyctl import host
+from studyctl.definition.filesystems import kind_problem, must_exist
 from studyctl.definition.points import WorkerTask
-from worker import provenance
+
+
+def misplacement(path: str, kind: str | None) -> tuple[str, str] | None:
+    """Why `path` is not the filesystem the sweep names, as (its key, the reason), or None. Never creates the
+    path: a missing mount point would silently become a directory on the root disk. A per-node tier path
+    ("/local/{node}") is checked above the node's own directory, which studyctl makes."""
+    root = must_exist(path)
+    if not os.path.isdir(root):
+        return "path", f"{root} does not exist or is not a directory (studyctl never creates it, only its own " \
+                       "directories below it)"
+    problem = kind_problem(root, host.mount_of(root)["fstype"], kind)
+    return ("kind", problem) if problem else None
 
 
 def placement_problem(path: str, kind: str | None) -> str | None:
-    """Why `path` is not the filesystem the sweep names, or None. Never creates the path: a missing mount
-    point would silently become a directory on the root disk."""
-    if not os.path.isdir(path):
-        return f"filesystem path {path} does not exist or is not a directory (studyctl creates only its own " \
-               "directories below it)"
-    if kind is None:
-        return None
-    fstype = provenance.mount_of(path)["fstype"]
-    if fstype not in FILESYSTEM_KINDS.get(kind, ()):
-        return (f"filesystem path {path} is on a {fstype} mount, not kind {kind} "
-                f"(kind {kind} accepts: {', '.join(FILESYSTEM_KINDS[kind])})")
-    return None
+    """`misplacement` in one line, for the worker's error record."""
+    wrong = misplacement(path, kind)
+    return f"filesystem path {wrong[1]}" if wrong else None
 
 
 def _open_claim_file(task: WorkerTask, tries: int = 50) -> int:

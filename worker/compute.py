@@ -13,8 +13,9 @@ import os
 import statistics
 import time
 
+from studyctl.definition.points import CALIBRATION_STEPS
+
 ARRAY_BYTES = 4 << 20  # larger than a core's cache: memory traffic, like a real step's
-BASELINE_STEPS = 3
 
 
 class Compute:
@@ -35,7 +36,7 @@ class Compute:
         self._run(1)  # warm the array and the code
         one = min(self._run(1) for _ in range(3))
         self.passes = max(1, round(self.step_s / max(one, 1e-6)))
-        self.baseline_s = statistics.median(self._run(self.passes) for _ in range(BASELINE_STEPS))
+        self.baseline_s = statistics.median(self._run(self.passes) for _ in range(CALIBRATION_STEPS))
 
     def step(self) -> float:
         """One training step; returns how long it took."""

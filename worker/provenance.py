@@ -1,4 +1,4 @@
-"""Where and with what a result was measured: hosts, Slurm ids, versions, filesystem and mount."""
+"""Where and with what a result was measured: hosts, Slurm ids, versions (filesystem and mount: studyctl.host)."""
 
 from __future__ import annotations
 
@@ -6,20 +6,6 @@ import os
 import platform
 
 from studyctl.definition.result_schema import SlurmInfo
-from studyctl.mounts import mount_of as mount_of  # the worker's provenance names it
-
-
-def host_memory() -> int:
-    """Physical memory of this host (0 when the system will not say)."""
-    try:
-        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
-    except (ValueError, OSError):
-        return 0
-
-
-def free_and_total(path: str) -> tuple[int, int]:
-    st = os.statvfs(path)
-    return st.f_bavail * st.f_frsize, st.f_blocks * st.f_frsize
 
 
 def slurm_info() -> SlurmInfo | None:

@@ -7,6 +7,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from studyctl import host
 from studyctl.definition.layout import summarize
 from studyctl.definition.result_fields import StrategyInfo
 from studyctl.definition.result_schema import (
@@ -44,8 +45,8 @@ def write_result(run: Run, setup: Setup, timings: list[Any], got: Gathered, star
                  strategy: StrategyInfo | None = None) -> dict[Phase, PhaseSummary]:
     """Rank 0: the result file, written atomically; returns the per-phase summary."""
     task, point, opts, written = run.task, run.point, run.opts, run.written
-    free_after, total = provenance.free_and_total(task.filesystem_path)
-    mount = provenance.mount_of(task.filesystem_path)
+    free_after, total = host.free_and_total(task.filesystem_path)
+    mount = host.mount_of(task.filesystem_path)
     phases: tuple[Phase, ...] = ("write", "read")
     summary = {phase: phase_summary([t for t in timings if t.phase == phase])
                for phase in phases if any(t.phase == phase for t in timings)}

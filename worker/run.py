@@ -18,6 +18,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+from studyctl import host
 from studyctl.definition.layout import CheckpointFile, disk_steps_needed, step_dir_name
 from studyctl.definition.points import WorkerTask, cold_read_method
 from studyctl.definition.result_fields import StrategyInfo
@@ -30,7 +31,7 @@ from studyctl.definition.result_schema import Phase as PhaseName
 from studyctl.fsutil import atomic_write_text
 from studyctl.states import FailureClass
 from studyctl.units import MIB, format_bytes
-from worker import io, provenance
+from worker import io
 from worker.checkpointing import Checkpointing
 from worker.claim import CLAIMS, claim, placement_problem, release
 from worker.clock import Clock, Phase, WorkerFailure, describe_oserror
@@ -58,10 +59,9 @@ def _decide(task: WorkerTask, point_dir: Path, checkpoint_bytes: int) -> Setup:
     except OSError as exc:
         return Setup((FailureClass.IO_ERROR.value, f"cannot create {point_dir}: {exc.strerror}"), io_mode, None,
                      "none", 0, 0)
-    free, total = provenance.free_and_total(str(point_dir))
+    free, total = host.free_and_total(str(point_dir))
     steps = disk_steps_needed(opts.writes, opts.reads, opts.keep)
-    need = checkpoint_bytes * steps
-    required = int(need * (1 + opts.free_space_margin))
+    required = opts.disk_bytes_required(checkpoint_bytes)
     if total and free < required:  # total 0: the filesystem reports no capacity (ramfs, some FUSE)
         reason = (f"not enough free space on {task.filesystem_path}: need {_gib(required)} ({steps} checkpoint(s) "
                   f"of {_gib(checkpoint_bytes)} on disk at once + {opts.free_space_margin:.0%} margin), "
@@ -69,7 +69,7 @@ def _decide(task: WorkerTask, point_dir: Path, checkpoint_bytes: int) -> Setup:
         return Setup((FailureClass.INSUFFICIENT_SPACE.value, reason), io_mode, None, "none", free, total)
     wants_direct = cold_read_method(io_mode, cold) == "direct" or io_mode != "buffered"
     if wants_direct and not io.direct_supported(str(point_dir)):
-        fstype = provenance.mount_of(str(point_dir))["fstype"]
+        fstype = host.mount_of(str(point_dir))["fstype"]
         if not opts.direct_fallback:
             reason = (f"O_DIRECT refused by {task.filesystem_path} ({fstype}) for io_mode {io_mode}; "
                       "set checkpoint.direct_fallback: true to run buffered I/O instead")
@@ -269,7 +269,7 @@ def _gather(run: Run) -> Gathered:
     comm = run.comm
     hosts = comm.gather(run.host, root=0)
     nodes = comm.gather(run.node, root=0)
-    memory = min(comm.allgather(provenance.host_memory()))
+    memory = min(comm.allgather(host.total_memory() or 0))
     read_bytes = comm.allreduce(sum(f.nbytes for f in run.my_reads))
     return Gathered(hosts, nodes, read_bytes, memory)
 

@@ -11,7 +11,6 @@ Every rank takes part in every collective even after an error, so a failure is v
 
 from __future__ import annotations
 
-import os
 import shutil
 import statistics
 import threading
@@ -20,12 +19,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from studyctl import host
 from studyctl.definition.layout import CheckpointFile, rank_files, step_dir_name
 from studyctl.definition.points import WorkerTask
 from studyctl.definition.result_fields import StrategyTiming
 from studyctl.states import FailureClass
 from studyctl.units import GIB
 from worker import io, persist
+from worker.claim import placement_problem
 from worker.compute import Compute
 from worker.nodes import NodeMap, tier_point_dir
 
@@ -85,6 +86,7 @@ class WriteStrategy:
     drain_buf: io.Buffer | None = field(init=False, default=None)
     tier_dir: Path | None = field(init=False, default=None)
     tier_mode: str | None = field(init=False, default=None)
+    tier_fstype: str | None = field(init=False, default=None)  # the tier's real mount type, for the result
 
     def __post_init__(self) -> None:
         point = self.task.point
@@ -118,8 +120,12 @@ class WriteStrategy:
                     self.snapshot = persist.Snapshot([f.nbytes for f in self.files])
                 return (FailureClass.CONFIG.value, problem) if problem else None
             assert self.task.tier_path is not None
+            misplaced = placement_problem(self.task.tier_path, self.task.tier_kind)
+            if misplaced:
+                return FailureClass.CONFIG.value, f"tier {misplaced}"
             self.tier_dir = tier_point_dir(self.task.tier_path, self.nodes.name, self.task.data_dir)
             self.tier_dir.mkdir(parents=True, exist_ok=True)
+            self.tier_fstype = host.mount_of(str(self.tier_dir))["fstype"]
             wants_direct = self.io_mode != "buffered"
             self.tier_mode = self.io_mode if wants_direct and io.direct_supported(str(self.tier_dir)) else "buffered"
             self.drain_buf = io.Buffer.allocate(self.opts.buffer_mib * (1 << 20))
@@ -135,8 +141,7 @@ class WriteStrategy:
         node_bytes = sum(f.nbytes for r in self.nodes.ranks
                          for f in rank_files(point.model, self.par, r, self.opts.scale, self.opts.naming))
         need = node_bytes * min(self.opts.tier_keep + 1, max(self.opts.writes, 1))
-        st = os.statvfs(self.tier_dir)
-        free, total = st.f_bavail * st.f_frsize, st.f_blocks * st.f_frsize
+        free, total = host.free_and_total(str(self.tier_dir))
         if total and free < need:
             return (f"not enough space on the tier of node {self.nodes.name} ({self.tier_dir}): need "
                     f"{need / GIB:.2f} GiB ({min(self.opts.tier_keep + 1, self.opts.writes)} checkpoint(s) of its "
@@ -236,20 +241,10 @@ class WriteStrategy:
 def _memory_problem(nodes: NodeMap, snapshot_bytes: int) -> str | None:
     """The node's ranks' snapshots must fit in the memory the node has available now."""
     need = sum(nodes.comm.allgather(snapshot_bytes))
-    available = _mem_available()
+    available = host.available_memory()
     if nodes.leader and available is not None and need > available:
         return (f"async snapshots need {need / GIB:.2f} GiB of host memory on node {nodes.name} "
                 f"({len(nodes.ranks)} rank(s)), {available / GIB:.2f} GiB is available")
-    return None
-
-
-def _mem_available() -> int | None:
-    try:
-        for line in Path("/proc/meminfo").read_text().splitlines():
-            if line.startswith("MemAvailable:"):
-                return int(line.split()[1]) * 1024
-    except OSError:
-        pass
     return None
 
 

@@ -16,7 +16,7 @@ from studyctl.attempt.tree import file_status, scan_attempts
 from studyctl.definition.catalog import MLPERF_SHAPES
 from studyctl.definition.result_schema import Result
 from studyctl.fsutil import atomic_write_text
-from studyctl.mounts import mount_of
+from studyctl.host import mount_of
 
 DEFINITIONS = [
     ("GB", "10^9 bytes (MLPerf's unit; studyctl's own tables use GiB = 2^30 B)"),

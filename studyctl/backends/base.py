@@ -16,6 +16,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, ClassVar
 
+from studyctl import host
 from studyctl.attempt.records import Active, Handle, Launch, RecordHandle, RecordUpdate, Update
 from studyctl.definition.points import Point
 from studyctl.errors import UserError
@@ -23,6 +24,7 @@ from studyctl.states import State
 
 if TYPE_CHECKING:
     from studyctl.attempt.paths import StudyPaths
+    from studyctl.definition.plan import Capacity
     from studyctl.definition.sweep import SweepFile
 
 
@@ -39,6 +41,11 @@ class Backend(ABC):
     # Attempts an earlier studyctl started and that still run are handed back to launch() to wait for
     # (and time out) alongside the new ones: we supervise them, no scheduler does.
     adopts: ClassVar[bool] = False
+    # Attempts run on this machine: every path they write (node-local tiers too) is checked here before submit
+    # starts anything, as the worker would; elsewhere only the shared paths this machine sees are.
+    runs_here: ClassVar[bool] = False
+    # The sweep setting behind `point_time_limit_s`, named when a point's estimate exceeds it.
+    time_limit_setting: ClassVar[str] = "its time limit"
 
     @classmethod
     def from_sweep(cls, sweep: SweepFile, paths: StudyPaths) -> Backend:
@@ -50,6 +57,23 @@ class Backend(ABC):
         """Task files of attempts this backend's own records (kept in the study directory) say it launched:
         who owns an attempt when the ledger has lost it."""
         return set()
+
+    @classmethod
+    def capacity(cls, sweep: SweepFile) -> Capacity:
+        """Free space of the sweep's filesystems as this machine sees them, and the memory of the hosts that will
+        run the points (None: this backend cannot say). What `plan` and `submit` judge a sweep by."""
+        from studyctl.definition.plan import Capacity
+
+        space = {name: host.free_space(fs.path) for name, fs in sweep.filesystems.items()}
+        return Capacity({name: free for name, (free, _) in space.items()},
+                        {name: where for name, (_, where) in space.items()}, None,
+                        f"the {cls.name} backend does not say")
+
+    @classmethod
+    def point_time_limit_s(cls, sweep: SweepFile, point: Point) -> int | None:
+        """The limit a point of `sweep` will run under here, set or derived (None: none): `plan` warns and `submit`
+        refuses when the point's estimate exceeds it."""
+        return None
 
     def time_limit_s(self, point: Point) -> int | None:
         """The limit a launch of `point` carries; None lets the backend derive its own (or have none)."""
@@ -115,6 +139,11 @@ def check_name(name: str) -> str:
     if name not in _REGISTRY:
         raise UserError(f"--backend: {name!r} is not one of {', '.join(names())}")
     return name
+
+
+def backend_class(name: str) -> type[Backend]:
+    """The class of backend `name` (its capabilities, capacity and limits), without configuring one."""
+    return _entry(name)[0]
 
 
 def _entry(name: str) -> tuple[type[Backend], Factory]:

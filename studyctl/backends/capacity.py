@@ -1,40 +1,29 @@
-"""What the machines offer before a study runs: free space per filesystem, memory per host.
+"""Before anything runs: will a sweep's points find their filesystems, fit the disk, and end within their limit?
 
-I/O, so it lives here and not in definition/ (which only compares numbers). Each backend knows where
-its hosts' memory is written down: the local backend's simulated nodes share this machine; a
-Slurm node's memory is its RealMemory as Slurm reports it.
+`plan` and `submit` ask the same questions here of the backend that will run (`Backend.capacity`,
+`Backend.point_time_limit_s`, `Backend.runs_here`), so they judge with the same figures: `plan` warns,
+`submit` refuses (exit 2) with nothing started. Host facts come from `studyctl.host` alone.
 """
 
 from __future__ import annotations
 
 import os
 import subprocess
-from pathlib import Path
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
-from studyctl.definition.plan import Capacity
+from studyctl.definition.filesystems import must_exist
+from studyctl.definition.plan import PlanSummary, capacity_notes, disk_problems, estimated_seconds, memory_problems
+from studyctl.definition.points import CALIBRATION_STEPS
 from studyctl.definition.sweep import SweepFile
 from studyctl.units import MIB
+from worker.claim import misplacement
 
-
-def free_space(path: str) -> tuple[int | None, str]:
-    """Free bytes (for unprivileged users) at `path`, or at its nearest existing parent if not made yet."""
-    probe = Path(path)
-    while not probe.exists() and probe != probe.parent:
-        probe = probe.parent
-    try:
-        st = os.statvfs(probe)
-    except OSError:
-        return None, str(probe)
-    if st.f_blocks == 0:  # ramfs, some FUSE: no capacity reported
-        return None, str(probe)
-    return st.f_bavail * st.f_frsize, str(probe)
-
-
-def this_machine_memory() -> int | None:
-    try:
-        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
-    except (ValueError, OSError):
-        return None
+if TYPE_CHECKING:
+    from studyctl.backends.base import Backend
+    from studyctl.definition.expand import PlannedPoint
+    from studyctl.definition.points import Point
 
 
 def slurm_node_memory(partition: str | None) -> tuple[int | None, str]:
@@ -51,12 +40,75 @@ def slurm_node_memory(partition: str | None) -> tuple[int | None, str]:
     return min(values) * MIB, f"Slurm RealMemory of {where}"
 
 
-def probe(sweep: SweepFile, backend: str) -> Capacity:
-    free: dict[str, int | None] = {}
-    where: dict[str, str] = {}
-    for name, fs in sweep.filesystems.items():
-        free[name], where[name] = free_space(fs.path)
-    if backend == "slurm":
-        memory, source = slurm_node_memory(sweep.slurm.partition)
-        return Capacity(free, where, memory, source)
-    return Capacity(free, where, this_machine_memory(), "this machine", hosts_share_one_machine=True)
+@dataclass
+class Judgement:
+    """What a sweep's points meet where they will run, one line each."""
+
+    refusals: list[str] = field(default_factory=list)  # submit refuses (exit 2); plan says "will not fit"
+    warnings: list[str] = field(default_factory=list)  # plan says "will not fit"; the backend refuses per point
+    notes: list[str] = field(default_factory=list)  # what could not be checked here
+
+
+def judge(sweep: SweepFile, backend: type[Backend], points: Iterable[PlannedPoint], summary: PlanSummary) -> Judgement:
+    """Placement, disk, time limit and memory of the runnable `points` (their `summary`) on `backend`; one pass
+    over the points (a million need not sit in memory)."""
+    shared: set[str] = set()
+    tiers: set[str] = set()
+    over = OverLimits(sweep, backend)
+    for pp in points:
+        if not pp.excluded:
+            shared.add(pp.point.filesystem)
+            tiers.update([pp.point.checkpoint.tier] if pp.point.checkpoint.tier else [])
+            over.add(pp.point)
+    placement, notes = placement_problems(sweep, shared, tiers, backend.runs_here)
+    capacity = backend.capacity(sweep)
+    return Judgement(placement + disk_problems(summary, capacity) + over.lines(), memory_problems(summary, capacity),
+                     notes + capacity_notes(summary, capacity))
+
+
+def placement_problems(sweep: SweepFile, shared: set[str], tiers: set[str], runs_here: bool) \
+        -> tuple[list[str], list[str]]:
+    """The worker's own placement check (worker.claim), made here on the filesystems points write: shared ones
+    this machine sees, and node-local tiers where the workers run on this machine. (problems, notes)"""
+    problems, notes = [], []
+    for name in sorted(shared | tiers):
+        fs = sweep.filesystems[name]
+        if not runs_here and name not in shared:
+            notes.append(f"filesystem {name} ({fs.path}) is a node-local tier: each node's worker checks it")
+            continue
+        if not runs_here and not os.path.isdir(must_exist(fs.path)):
+            notes.append(f"filesystem {name}: {must_exist(fs.path)} is not visible here: the workers check it")
+            continue
+        wrong = misplacement(fs.path, fs.kind)
+        if wrong:
+            key, reason = wrong
+            problems.append(f"filesystems.{name}.{key}: {reason}")
+    return problems, notes
+
+
+class OverLimits:
+    """Points whose estimate (their simulated training included) exceeds the limit they will run under."""
+
+    def __init__(self, sweep: SweepFile, backend: type[Backend]) -> None:
+        self.sweep, self.backend = sweep, backend
+        self.over: dict[int, tuple[int, float, Point]] = {}  # limit → (points over it, the slowest, its point)
+
+    def add(self, point: Point) -> None:
+        limit = self.backend.point_time_limit_s(self.sweep, point)
+        seconds = estimated_seconds(point, self.sweep) if limit is not None else 0.0
+        if limit is not None and seconds > limit:
+            count, slowest, worst = self.over.get(limit, (0, 0.0, point))
+            self.over[limit] = (count + 1, max(slowest, seconds), point if seconds >= slowest else worst)
+
+    def lines(self) -> list[str]:
+        """One line per limit, with the slowest point's figures."""
+        out = []
+        for limit, (count, slowest, point) in sorted(self.over.items()):
+            opts = point.checkpoint
+            training = opts.simulated_training_s()
+            why = (f", {training:,.0f} s of it simulated training: ({CALIBRATION_STEPS} + {opts.writes} writes) × "
+                   f"training.step_s {opts.step_s:g} s") if training else ""
+            out.append(f"time: {count} point(s) need an estimated up to {slowest:,.0f} s (point {point.point_id}"
+                       f"{why}), over the {limit:,} s they may run ({self.backend.time_limit_setting}): raise it (or "
+                       "the sweep's estimate:, if too pessimistic)")
+        return out

@@ -8,6 +8,7 @@ studyctl: the next command finds it by PID and waits for it instead of running i
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import shutil
 import signal
@@ -30,6 +31,7 @@ from studyctl.states import FailureClass, State
 
 if TYPE_CHECKING:
     from studyctl.attempt.paths import StudyPaths
+    from studyctl.definition.plan import Capacity
     from studyctl.definition.sweep import SweepFile
 
 POLL_S = 0.1
@@ -130,6 +132,8 @@ class LocalBackend(Backend):
     runs_to_completion: ClassVar[bool] = True
     initial_state: ClassVar[State] = State.PLANNED
     adopts: ClassVar[bool] = True
+    runs_here: ClassVar[bool] = True
+    time_limit_setting: ClassVar[str] = "local.timeout_s"
 
     def __init__(self, options: LocalOptions, machine: Machine | None = None) -> None:
         self.options = options
@@ -149,6 +153,17 @@ class LocalBackend(Backend):
 
     def time_limit_s(self, point: Point) -> int | None:
         return self.options.timeout_s
+
+    @classmethod
+    def point_time_limit_s(cls, sweep: SweepFile, point: Point) -> int | None:
+        return sweep.local.timeout_s
+
+    @classmethod
+    def capacity(cls, sweep: SweepFile) -> Capacity:
+        """Memory as `refuse` judges it (machine.misfit): this machine's available memory, for all the simulated
+        nodes of a point at once."""
+        return dataclasses.replace(super().capacity(sweep), host_memory_bytes=Machine.this().available_memory_bytes,
+                                   host_memory_source="this machine's available memory", hosts_share_one_machine=True)
 
     def _start(self, launch: Launch, record_update: RecordUpdate) -> _Running | None:
         """Recorded RUNNING before the process exists: a kill -9 from here on leaves an active attempt, which

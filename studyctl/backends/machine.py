@@ -7,10 +7,9 @@ scheduler, or hang the machine. Refused before any process starts, with the numb
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
-from pathlib import Path
 
+from studyctl import host
 from studyctl.definition.points import Point
 from studyctl.definition.strategies import memory_per_host_bytes
 from studyctl.units import format_bytes
@@ -19,29 +18,11 @@ from studyctl.units import format_bytes
 @dataclass(frozen=True)
 class Machine:
     cores: int
-    available_memory_bytes: int | None  # None: the kernel does not say
+    available_memory_bytes: int | None  # host.available_memory(), as plan's capacity; None: the kernel does not say
 
     @classmethod
     def this(cls) -> Machine:
-        try:
-            cores = len(os.sched_getaffinity(0))
-        except (AttributeError, OSError):
-            cores = os.cpu_count() or 1
-        return cls(cores, available_memory())
-
-
-def available_memory() -> int | None:
-    """MemAvailable (what can be had without swapping), else free physical pages."""
-    try:
-        for line in Path("/proc/meminfo").read_text().splitlines():
-            if line.startswith("MemAvailable:"):
-                return int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
-        pass
-    try:
-        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
-    except (ValueError, OSError):
-        return None
+        return cls(host.cores(), host.available_memory())
 
 
 def misfit(point: Point, machine: Machine, ranks_per_core: int) -> str | None:

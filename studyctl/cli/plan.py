@@ -30,6 +30,7 @@ def plan(
     from studyctl import api
 
     def run() -> None:
+        api.check_backend(backend)  # before any row: an unknown backend is one line, exit 2, as in submit
         planned = api.plan(sweep)
         if as_json:
             write = sys.stdout.write

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import re
+from pathlib import PurePosixPath
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, field_validator
@@ -21,6 +22,26 @@ FILESYSTEM_KINDS: dict[str, tuple[str, ...]] = {
     "ext4": ("ext4",), "xfs": ("xfs",), "btrfs": ("btrfs",), "zfs": ("zfs",),
     "memory": ("tmpfs", "ramfs"),
 }
+
+
+# In a tier's path, each node's name ("/local/{node}"): the directories it names are studyctl's to make.
+NODE = "{node}"
+
+
+def must_exist(path: str) -> str:
+    """The part of a filesystem path that must exist before anything runs (studyctl never creates it): the whole
+    path, or the directory above the first component that names the node."""
+    parts = PurePosixPath(path).parts
+    per_node = [i for i, part in enumerate(parts) if NODE in part]
+    return str(PurePosixPath(*parts[:per_node[0]])) if per_node else path
+
+
+def kind_problem(directory: str, fstype: str, kind: str | None) -> str | None:
+    """Why a `kind:` declared for `directory` is not the mount type it is on (None: it is, or none declared)."""
+    accepted = FILESYSTEM_KINDS.get(kind or "", ())
+    if kind is None or fstype in accepted:
+        return None
+    return f"{directory} is on a {fstype} mount, not kind {kind} (kind {kind} accepts: {', '.join(accepted)})"
 
 
 class FilesystemSpec(BaseModel):

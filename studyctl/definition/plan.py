@@ -11,7 +11,7 @@ from typing import Any
 from studyctl.definition.catalog import ModelSpec
 from studyctl.definition.expand import PlannedPoint
 from studyctl.definition.layout import Parallelism, disk_steps_needed, num_parameters, summarize
-from studyctl.definition.points import CheckpointOptions, cold_read_method, restore_bytes
+from studyctl.definition.points import CheckpointOptions, Point, cold_read_method, restore_bytes
 from studyctl.definition.strategies import memory_per_host_bytes
 from studyctl.definition.sweep import Estimate, SweepFile
 from studyctl.definition.training import TrainingSpec, max_cost_at_optimum, max_cost_for_overhead, required_bandwidth
@@ -78,8 +78,9 @@ def _settings(opts: CheckpointOptions, io_mode: str) -> dict[str, Any]:
 
 SIZED_KEYS = ("checkpoint_bytes", "nominal_checkpoint_bytes", "read_bytes_per_restore", "bytes_per_rank_max",
               "bytes_per_rank_min", "files_per_checkpoint", "writer_ranks", "disk_bytes_needed",
+              "disk_bytes_required",
               "snapshot_memory_per_host_bytes", "worker_memory_per_host_bytes", "dlio_memory_per_host_bytes",
-              "estimated_seconds", "node_hours", "target_overhead", "interval_s", "job_mtbf_s",
+              "simulated_training_s", "estimated_seconds", "node_hours", "target_overhead", "interval_s", "job_mtbf_s",
               "required_blocking_GiBps", "required_blocking_GiBps_at_optimum", "required_background_GiBps")
 
 
@@ -107,7 +108,8 @@ def _sized(model: ModelSpec, par: Parallelism, nodes: int, ranks_per_node: int, 
     nominal = summarize(model, par, 1.0)
     read = restore_bytes(model, par, opts)
     moved = lay.total_bytes * opts.writes + read * opts.reads
-    seconds = estimate.overhead_s + moved / (nodes * estimate.GiBps_per_node * GIB)
+    training = opts.simulated_training_s()
+    seconds = estimate.overhead_s + moved / (nodes * estimate.GiBps_per_node * GIB) + training
     return {
         "parameters": lay.num_parameters,
         "checkpoint_bytes": lay.total_bytes,
@@ -118,12 +120,21 @@ def _sized(model: ModelSpec, par: Parallelism, nodes: int, ranks_per_node: int, 
         "files_per_checkpoint": lay.files_per_checkpoint,
         "writer_ranks": lay.writer_ranks,
         "disk_bytes_needed": lay.total_bytes * disk_steps_needed(opts.writes, opts.reads, opts.keep),
+        "disk_bytes_required": opts.disk_bytes_required(lay.total_bytes),
         "snapshot_memory_per_host_bytes": ranks_per_node * lay.bytes_per_rank_max if opts.strategy == "async" else 0,
         "worker_memory_per_host_bytes": memory_per_host_bytes(opts, ranks_per_node, lay.bytes_per_rank_max),
         "dlio_memory_per_host_bytes": dlio_memory_per_host(lay.bytes_per_rank_max, ranks_per_node, opts.reads > 0),
+        "simulated_training_s": training,
         "estimated_seconds": round(seconds, 1),
         "node_hours": nodes * seconds / 3600,
     }
+
+
+def estimated_seconds(point: Point, sweep: SweepFile) -> float:
+    """A feasible point's estimated run time, as its plan row gives it (simulated training included)."""
+    sized = _sized(point.model, point.parallelism, point.nodes, point.ranks_per_node, point.checkpoint,
+                   sweep.estimate)
+    return float(sized["estimated_seconds"])
 
 
 def dlio_memory_per_host(state_bytes: int, ranks_per_node: int, restores: bool) -> int:
@@ -146,6 +157,7 @@ class PlanSummary:
     bytes_to_read: int = 0
     node_hours: float = 0.0
     max_disk_bytes_needed: dict[str, int] = field(default_factory=dict)  # per filesystem
+    max_disk_bytes_required: dict[str, int] = field(default_factory=dict)  # the same plus the free-space margin
     max_worker_memory_per_host: int = 0
     max_worker_memory_per_point: int = 0  # all of a point's hosts: what one machine needs when nodes are simulated
     max_dlio_memory_per_host: int = 0
@@ -171,6 +183,7 @@ class PlanSummary:
         self.node_hours += row["node_hours"]
         fs = row["filesystem"]
         self.max_disk_bytes_needed[fs] = max(self.max_disk_bytes_needed.get(fs, 0), row["disk_bytes_needed"])
+        self.max_disk_bytes_required[fs] = max(self.max_disk_bytes_required.get(fs, 0), row["disk_bytes_required"])
         per_host = row["worker_memory_per_host_bytes"]
         if per_host * row["nodes"] > self.max_worker_memory_per_point:
             self.max_worker_memory_per_point = per_host * row["nodes"]
@@ -208,34 +221,47 @@ class Capacity:
     """What the machines offer, probed outside definition/ (free space and memory are I/O)."""
 
     free_bytes: dict[str, int | None]  # per filesystem name; None: could not be read
-    free_where: dict[str, str]  # the directory whose free space was read (the path or its nearest parent)
+    free_where: dict[str, str]  # the directory whose free space was read, or why none was
     host_memory_bytes: int | None
-    host_memory_source: str  # e.g. "this machine (MemTotal)", "Slurm RealMemory of partition batch"
+    host_memory_source: str  # e.g. "this machine (MemAvailable)", "Slurm RealMemory of partition batch"
     hosts_share_one_machine: bool = False  # local backend: simulated nodes share this machine's memory
 
 
 def capacity_problems(summary: PlanSummary, capacity: Capacity) -> list[str]:
     """Each way the largest point will not fit, one line each (empty when everything fits)."""
+    return disk_problems(summary, capacity) + memory_problems(summary, capacity)
+
+
+def disk_problems(summary: PlanSummary, capacity: Capacity) -> list[str]:
+    """Filesystems with less free space than the largest point requires, as the worker judges it (its peak plus
+    checkpoint.free_space_margin): what submit refuses up front."""
     out = []
-    for fs, need in summary.max_disk_bytes_needed.items():
+    for fs, need in summary.max_disk_bytes_required.items():
         free = capacity.free_bytes.get(fs)
         if free is not None and need > free:
-            out.append(f"disk: filesystem {fs} needs {format_bytes(need)} at the peak of its largest point; "
-                       f"{format_bytes(free)} free at {capacity.free_where.get(fs, '?')}")
-    memory = capacity.host_memory_bytes
-    if memory is not None and summary.runnable:
-        need = summary.max_worker_memory_per_point if capacity.hosts_share_one_machine \
-            else summary.max_worker_memory_per_host
-        where = "all simulated nodes of a point on one machine" if capacity.hosts_share_one_machine else "per host"
-        if need > memory:
-            out.append(f"memory: workers need {format_bytes(need)} ({where}); {capacity.host_memory_source} has "
-                       f"{format_bytes(memory)}")
+            out.append(f"disk: filesystem {fs} needs {format_bytes(need)} free for its largest point (its peak + "
+                       f"checkpoint.free_space_margin); {format_bytes(free)} free at "
+                       f"{capacity.free_where.get(fs, '?')}")
     return out
+
+
+def memory_problems(summary: PlanSummary, capacity: Capacity) -> list[str]:
+    """The largest point's workers against the memory of the hosts that run them."""
+    memory = capacity.host_memory_bytes
+    if memory is None or not summary.runnable:
+        return []
+    need = summary.max_worker_memory_per_point if capacity.hosts_share_one_machine \
+        else summary.max_worker_memory_per_host
+    where = "all simulated nodes of a point on one machine" if capacity.hosts_share_one_machine else "per host"
+    if need <= memory:
+        return []
+    return [f"memory: workers need {format_bytes(need)} ({where}); {capacity.host_memory_source} has "
+            f"{format_bytes(memory)}"]
 
 
 def capacity_notes(summary: PlanSummary, capacity: Capacity) -> list[str]:
     """What could not be checked, and DLIO's own memory need where it would not fit the host (ours does)."""
-    notes = [f"free space on {fs} not checked (statvfs at {capacity.free_where.get(fs, '?')} gave no capacity)"
+    notes = [f"free space on {fs} not checked ({capacity.free_where.get(fs, '?')})"
              for fs in summary.max_disk_bytes_needed if capacity.free_bytes.get(fs) is None]
     memory = capacity.host_memory_bytes
     if memory is None:

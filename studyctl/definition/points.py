@@ -18,6 +18,7 @@ from studyctl.definition.layout import (
     LayoutSummary,
     Naming,
     Parallelism,
+    disk_steps_needed,
     layout_problems,
     rank_classes,
     rank_files,
@@ -35,6 +36,8 @@ DrainBy = Literal["rank", "node"]
 _OMIT_AT_DEFAULT: JsonDict = {"omit_at_default": True}
 # Every checkpoint option is a sweep axis (`matrix:`, `zip:`, `exclude:`) unless marked with this.
 _NOT_AN_AXIS: JsonDict = {"axis": False}
+# Simulated training steps an async/tiered rank runs once, to calibrate its step before the first checkpoint.
+CALIBRATION_STEPS = 3
 
 
 class CheckpointOptions(BaseModel):
@@ -92,6 +95,19 @@ class CheckpointOptions(BaseModel):
         if self.strategy != "tiered":
             update.update({name: TIER_OPTION_DEFAULTS[name] for name in TIER_OPTION_DEFAULTS})
         return self if all(getattr(self, k) == v for k, v in update.items()) else self.model_copy(update=update)
+
+    def disk_bytes_required(self, checkpoint_bytes: int) -> int:
+        """Free space a point needs before it starts (the worker refuses less, and plan and submit say so first):
+        its checkpoints on disk at once, plus `free_space_margin`."""
+        return int(checkpoint_bytes * disk_steps_needed(self.writes, self.reads, self.keep)
+                   * (1 + self.free_space_margin))
+
+    def simulated_training_s(self) -> float:
+        """The least simulated training an async/tiered point runs: its calibration, then a step beside each
+        write at least (however fast the storage); 0 for sync, which simulates none."""
+        if self.strategy == "sync" or self.step_s is None:
+            return 0.0
+        return (CALIBRATION_STEPS + self.writes) * self.step_s
 
 
 # The options a sweep may vary, in the order they are crossed: derived here, declared nowhere else.
@@ -246,6 +262,7 @@ class WorkerTask(BaseModel):
     result_path: str  # rank 0 writes the result JSON here, atomically
     error_path: str  # on a known failure rank 0 writes {"failure_class", "reason"} here
     tier_path: str | None = None  # tiered: the node-local tier; "{node}" in it becomes each node's name
+    tier_kind: str | None = None  # the tier's declared kind, checked like filesystem_kind before its first byte
 
     @property
     def data_dir(self) -> Path:

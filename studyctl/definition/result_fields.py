@@ -51,6 +51,7 @@ class StrategyInfo(_Strict):
     snapshot_bytes_per_rank_max: Count = 0  # async: host memory per rank
     tier_path: str | None = None
     tier_io_mode: str | None = None  # the tier's I/O mode (buffered where it refuses O_DIRECT)
+    tier_fstype: str | None = None  # the tier's mount type (/proc/self/mountinfo on rank 0), e.g. tmpfs, xfs
     drain: Literal["rank", "node"] | None = None
     tier_keep: int | None = None
     replaced_nodes: Count = 0

@@ -16,11 +16,11 @@ def new_launch(paths: StudyPaths, sweep: SweepFile, backend: Backend, point: Poi
     files = paths.attempt(point.point_id, attempt)
     files.dir.mkdir(parents=True, exist_ok=True)
     fs = sweep.filesystems[point.filesystem]
-    tier = point.checkpoint.tier
+    tier = sweep.filesystems[point.checkpoint.tier] if point.checkpoint.tier else None
     task = WorkerTask(study=paths.name, point_id=point.point_id, attempt=attempt, point=point,
                       filesystem_path=fs.path, filesystem_kind=fs.kind, data_key=data_key(paths.root),
                       result_path=str(files.result), error_path=str(files.error),
-                      tier_path=sweep.filesystems[tier].path if tier else None)
+                      tier_path=tier.path if tier else None, tier_kind=tier.kind if tier else None)
     atomic_write_text(files.task, task.model_dump_json(indent=1))
     return Launch(study=paths.name, point_id=point.point_id, attempt=attempt, point=point, paths=files,
                   time_limit_s=backend.time_limit_s(point))

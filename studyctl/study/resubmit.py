@@ -6,7 +6,9 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from studyctl.backends import base
+from studyctl.backends.capacity import judge
 from studyctl.definition.expand import PlannedPoint, expand
+from studyctl.definition.plan import plan_rows, summarize_plan
 from studyctl.definition.points import Point
 from studyctl.errors import UserError
 from studyctl.states import ACTIVE_STATES, RETRYABLE_STATES, State
@@ -16,7 +18,7 @@ from studyctl.study.reconcile import reconcile
 from studyctl.study.recorder import ProgressHook
 from studyctl.study.repair import open_ledger
 from studyctl.study.store import find_study, load_current_sweep, sync_points
-from studyctl.study.submit import SubmitReport, launch_points
+from studyctl.study.submit import SubmitReport, launch_points, refuse_up_front
 
 
 def _select(report: SubmitReport, planned: Sequence[PlannedPoint], ledger: Ledger, states: set[State],
@@ -65,6 +67,10 @@ def resubmit(study_ref: str | Path, results: Path = Path("results"), states: Seq
         alive = reconcile(paths, ledger, sweep, {name: runner}).alive
         report = SubmitReport(paths, name, runner.runs_to_completion, points=len(planned), notes=notes)
         todo = _select(report, planned, ledger, set(states or RETRYABLE_STATES), point_ids, max_attempts)
+        chosen_ids = {p.point_id for p in todo}  # as submit: what will not fit is refused up front
+        chosen = [pp for pp in planned if pp.point.point_id in chosen_ids]
+        refuse_up_front(paths.sweep_copy, judge(sweep, type(runner), chosen, summarize_plan(plan_rows(chosen, sweep))),
+                        name)
         report.launched = len(todo)
         launch_points(paths, ledger, sweep, runner, todo, alive, progress)
     return report

@@ -13,11 +13,12 @@ from studyctl.attempt.paths import StudyPaths
 from studyctl.attempt.records import Active, Update
 from studyctl.backends import base
 from studyctl.backends.base import Backend
+from studyctl.backends.capacity import Judgement, judge
 from studyctl.definition.expand import PlannedPoint, expand
 from studyctl.definition.plan import check_budget, plan_rows, summarize_plan
 from studyctl.definition.points import Point
 from studyctl.definition.sweep import SweepFile, load_sweep
-from studyctl.errors import StorageError
+from studyctl.errors import StorageError, UserError
 from studyctl.fsutil import atomic_write_text
 from studyctl.states import ACTIVE_STATES, FailureClass, State
 from studyctl.study.launches import new_launch
@@ -96,6 +97,16 @@ def _select(report: SubmitReport, planned: Sequence[PlannedPoint], ledger: Ledge
     return todo
 
 
+def refuse_up_front(sweep_path: Path, judgement: Judgement, backend: str) -> None:
+    """What `plan` would say will not fit, as one line and exit 2 before anything is recorded or started: a
+    filesystem path missing or of another kind, a disk too small, a point longer than its time limit. (Memory
+    is the backend's to refuse, per point.)"""
+    if judgement.refusals:
+        more = len(judgement.refusals) - 1
+        tail = f" (and {more} more: studyctl plan {sweep_path} --backend {backend} lists them)" if more else ""
+        raise UserError(f"{sweep_path}: {judgement.refusals[0]}{tail}; nothing was submitted", 2)
+
+
 def submit(sweep_path: Path, backend: str = "local", results: Path = Path("results"), dry_run: bool = False,
            budget_node_hours: float | None = None, progress: ProgressHook | None = None,
            on_plan: Callable[[SubmitReport], None] | None = None) -> SubmitReport:
@@ -109,6 +120,7 @@ def submit(sweep_path: Path, backend: str = "local", results: Path = Path("resul
     planned = expand(sweep)
     summary = summarize_plan(plan_rows(planned, sweep))
     check_budget(summary, budget_node_hours)
+    refuse_up_front(sweep_path, judge(sweep, base.backend_class(backend), planned, summary), backend)
     paths = StudyPaths((results / sweep.study).resolve())
     report = SubmitReport(paths, backend, points=len(planned), excluded=summary.excluded,
                           node_hours=summary.node_hours)

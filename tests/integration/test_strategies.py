@@ -12,6 +12,7 @@ from studyctl.definition.catalog import lookup
 from studyctl.definition.layout import rank_files, step_dir_name, summarize
 from studyctl.definition.points import CheckpointOptions, Point, WorkerTask
 from studyctl.definition.result_schema import Result
+from studyctl.host import mount_of
 
 MPIEXEC = str(Path(sys.executable).parent / "mpiexec")
 
@@ -23,12 +24,13 @@ def run_point(tmp_path: Path, nodes: int = 2, rpn: int = 2, zero: int = 1, io_mo
         options.setdefault("tier", "tier")
     point = Point(model=lookup("gpt2-125m"), zero_stage=zero, nodes=nodes, ranks_per_node=rpn, filesystem="fs",
                   io_mode=io_mode, checkpoint=CheckpointOptions(**options))
-    (tmp_path / "fs").mkdir(parents=True, exist_ok=True)
+    for name in ("fs", "tier"):  # both must exist: the worker never creates a filesystem's own directory
+        (tmp_path / name).mkdir(parents=True, exist_ok=True)
     out = tmp_path / "out"
     out.mkdir(exist_ok=True)
     task = WorkerTask(study="strat", point_id=point.point_id, point=point, filesystem_path=str(tmp_path / "fs"),
                       result_path=str(out / "result.json"), error_path=str(out / "error.json"),
-                      tier_path=str(tmp_path / "tier"))
+                      tier_path=str(tmp_path / "tier"), tier_kind="local")
     path = tmp_path / "task.json"
     path.write_text(task.model_dump_json())
     proc = subprocess.run([MPIEXEC, "-n", str(point.world_size), sys.executable, "-m", "worker", str(path)],
@@ -61,6 +63,7 @@ def test_each_strategy_and_restore_mode_measures_its_fields(tmp_path: Path, stra
             assert st.interference_s >= 0
             assert (st.compute_step_s_mean is None) == (st.compute_steps == 0)
     assert (info.compute_step_s_idle is not None) == (strategy != "sync")
+    assert info.tier_fstype == (mount_of(str(tmp_path / "tier"))["fstype"] if strategy == "tiered" else None)
     if strategy == "async":
         assert info.snapshot_bytes_per_rank_max == result.sizes.bytes_per_rank_max
     for c in (c for c in result.checkpoints if c.phase == "read"):

@@ -18,6 +18,7 @@ from studyctl.attempt.paths import StudyPaths
 from studyctl.backends.local import pid_runs_task
 from studyctl.states import State
 from studyctl.study.ledger import Ledger
+from tests.tmpfs import small_tmpfs
 
 # A GPT-2 layout scaled to ~5 MiB per checkpoint: real files and ranks, about a second per point.
 SWEEP = """\
@@ -34,6 +35,7 @@ filesystems:
 repetitions: {reps}
 checkpoint: {{scale: {scale}, writes: {writes}, reads: 2, buffer_mib: 4, block_mib: 4}}
 local: {{max_concurrent: 1, timeout_s: {timeout}}}
+estimate: {{overhead_s: 0, GiBps_per_node: 1000}}  # these points take seconds: a short timeout is not refused
 """
 
 
@@ -83,11 +85,11 @@ def test_submit_runs_every_point_and_is_idempotent(tmp_path: Path) -> None:
 
 
 def test_failed_point_then_fixed_path_and_resubmit(tmp_path: Path) -> None:
-    blocker = tmp_path / "a-file"
-    blocker.write_text("not a directory")
-    sweep = make_sweep(tmp_path, other=blocker / "fs")  # unwritable: a path below a regular file
-    results = tmp_path / "results"
-    study.submit(sweep, "local", results)
+    # unwritable, yet there with room: a read-only mount (a path that does not exist is refused up front)
+    with small_tmpfs(tmp_path, "16m", readonly=True, name="read-only") as blocker:
+        sweep = make_sweep(tmp_path, other=blocker)
+        results = tmp_path / "results"
+        study.submit(sweep, "local", results)
     status = study.status("s", results)
     assert status.counts == {"COMPLETED": 2, "FAILED": 2}
     failed = [p for p in status.points if p.state is State.FAILED]
@@ -104,7 +106,7 @@ def test_failed_point_then_fixed_path_and_resubmit(tmp_path: Path) -> None:
 
     fixed = tmp_path / "fs-fixed"
     fixed.mkdir()
-    sweep.write_text(sweep.read_text().replace(str(blocker / "fs"), str(fixed)))
+    sweep.write_text(sweep.read_text().replace(str(blocker), str(fixed)))
     proc = cli("sweep", "resubmit", "s", "--results", str(results), cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     status = study.status("s", results)

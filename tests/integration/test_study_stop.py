@@ -34,6 +34,7 @@ filesystems:
   scratch: {{path: {fs}}}
 checkpoint: {{scale: 0.001, writes: 1, reads: 1, buffer_mib: 4, block_mib: 4}}
 local: {{max_concurrent: 1, timeout_s: {timeout}, mpiexec: {mpiexec}}}
+estimate: {{overhead_s: 0}}  # a point of seconds: a short timeout is not refused up front
 """
 
 

@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 from studyctl.definition.points import WorkerTask
-from studyctl.mounts import mount_of
+from studyctl.host import mount_of
 from tests.integration.test_worker import files_under, make_task, run_worker
 
 

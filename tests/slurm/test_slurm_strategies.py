@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from studyctl.definition.filesystems import must_exist
+from studyctl.host import mount_of
 from tests.slurm.test_slurm import cli, diag, not_completed, wait_final
 
 pytestmark = pytest.mark.slurm
@@ -63,6 +65,7 @@ slurm: {{partition: debug, time_limit_min: 3}}
             if info["strategy"] == "tiered":
                 # node n2 was 'replaced': its rank restores from shared storage, n1's rank from its TmpFS
                 assert restore["tier_bytes"] > 0 and restore["shared_bytes"] > 0
+                assert info["tier_fstype"] == mount_of(must_exist(tier))["fstype"], "the tier's mount, recorded"
                 for node in prov["node_names"]:
                     root = Path(tier.replace("{node}", node))
                     kept = list(root.glob(f"strat.*/{result['point_id']}/{node}/*/*"))

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import os
 import threading
+import time
 from pathlib import Path
 
 from studyctl.definition.catalog import lookup
@@ -21,14 +22,15 @@ def test_claim_survives_the_study_directory_vanishing(tmp_path: Path) -> None:
     stop = threading.Event()
     removed = 0
 
-    def other_point_ending() -> None:  # what worker.claim.release of another point does, as fast as it can
+    def other_points_ending() -> None:  # worker.claim.release of other points, one rmdir each, in quick succession
         nonlocal removed
         while not stop.is_set():
             with contextlib.suppress(OSError):
                 study_dir.rmdir()
                 removed += 1
+            time.sleep(0.0002)
 
-    remover = threading.Thread(target=other_point_ending)
+    remover = threading.Thread(target=other_points_ending)
     remover.start()
     try:
         for _ in range(500):

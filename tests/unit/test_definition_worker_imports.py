@@ -7,7 +7,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 # the kernel, and the package root for its __version__
-KERNEL = {"studyctl", "studyctl.errors", "studyctl.fsutil", "studyctl.units", "studyctl.states", "studyctl.mounts"}
+KERNEL = {"studyctl", "studyctl.errors", "studyctl.fsutil", "studyctl.units", "studyctl.states", "studyctl.host"}
 IMPURE = {"subprocess", "pandas", "matplotlib", "jinja2", "sqlite3", "submitit", "mpi4py"}
 
 

@@ -132,7 +132,8 @@ filesystems: {fs: {path: /tmp/fs}}
 def test_capacity_problems_name_the_need_and_what_is_there() -> None:
     from studyctl.definition.plan import Capacity, PlanSummary, capacity_notes, capacity_problems
 
-    summary = PlanSummary(runnable=1, max_disk_bytes_needed={"fs": 10 * GIB}, max_worker_memory_per_host=GIB,
+    summary = PlanSummary(runnable=1, max_disk_bytes_needed={"fs": 10 * GIB}, max_disk_bytes_required={"fs": 10 * GIB},
+                          max_worker_memory_per_host=GIB,
                           max_worker_memory_per_point=4 * GIB)
     roomy = Capacity({"fs": 20 * GIB}, {"fs": "/x"}, 8 * GIB, "this machine", hosts_share_one_machine=True)
     assert capacity_problems(summary, roomy) == []
@@ -148,6 +149,7 @@ def test_capacity_problems_name_the_need_and_what_is_there() -> None:
 
 
 def test_plan_warns_when_the_disk_is_too_small(tmp_path: Path) -> None:
+    (tmp_path / "ckpt").mkdir()
     sweep = tmp_path / "s.yaml"
     sweep.write_text(f"study: p\nmodels: [llama3-405b]\nmatrix: {{zero_stage: 1, nodes: 32, ranks_per_node: 8, "
                      f"tensor_parallel: 8, pipeline_parallel: 32}}\nfilesystems: {{fs: {{path: {tmp_path}/ckpt}}}}\n")

@@ -7,6 +7,7 @@ Every Slurm command but sbatch goes through `runner` (subprocess.run), so tests 
 
 from __future__ import annotations
 
+import dataclasses
 import shutil
 import subprocess
 import time
@@ -16,16 +17,19 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from studyctl.attempt.records import Active, Handle, Launch, RecordHandle, RecordUpdate, Update
 from studyctl.backends.base import Backend
+from studyctl.backends.capacity import slurm_node_memory
 from studyctl.backends.slurm import verdict
 from studyctl.backends.slurm.discovery import Manifests, find_jobs, names_other_study, recover_handles
 from studyctl.backends.slurm.sacct import Runner, SacctWatcher, array_of
-from studyctl.backends.slurm.submit import ArraySubmitter, cluster_max_array_size, group_by_shape
+from studyctl.backends.slurm.submit import ArraySubmitter, cluster_max_array_size, group_by_shape, point_time_limit_min
 from studyctl.definition.options import SlurmOptions
+from studyctl.definition.points import Point
 from studyctl.errors import UserError
 from studyctl.states import State
 
 if TYPE_CHECKING:
     from studyctl.attempt.paths import StudyPaths
+    from studyctl.definition.plan import Capacity
     from studyctl.definition.sweep import SweepFile
 
 SCANCEL_BATCH = 500
@@ -37,6 +41,7 @@ class SlurmBackend(Backend):
     name = "slurm"
     runs_to_completion: ClassVar[bool] = False
     initial_state: ClassVar[State] = State.SUBMITTED
+    time_limit_setting: ClassVar[str] = "slurm.time_limit_min"
 
     def __init__(self, options: SlurmOptions, folder: Path, entry: Callable[[str], Any] | None = None,
                  runner: Runner = subprocess.run) -> None:
@@ -51,6 +56,17 @@ class SlurmBackend(Backend):
     @classmethod
     def from_sweep(cls, sweep: SweepFile, paths: StudyPaths) -> SlurmBackend:
         return cls(sweep.slurm, paths.slurm)
+
+    @classmethod
+    def capacity(cls, sweep: SweepFile) -> Capacity:
+        """Memory: the smallest RealMemory of the partition's nodes (sinfo), per host."""
+        memory, source = slurm_node_memory(sweep.slurm.partition)
+        return dataclasses.replace(super().capacity(sweep), host_memory_bytes=memory, host_memory_source=source)
+
+    @classmethod
+    def point_time_limit_s(cls, sweep: SweepFile, point: Point) -> int | None:
+        """slurm.time_limit_min, else the limit derived from the point (as its sbatch will carry)."""
+        return 60 * point_time_limit_min(sweep.slurm, point)
 
     @classmethod
     def launched_tasks(cls, paths: StudyPaths) -> set[str]:

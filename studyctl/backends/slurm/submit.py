@@ -23,6 +23,7 @@ from studyctl.attempt.records import Handle, Launch, RecordHandle, RecordUpdate,
 from studyctl.backends.slurm.discovery import Manifests, find_jobs, job_name
 from studyctl.backends.slurm.sacct import Runner, index_of
 from studyctl.definition.options import SlurmOptions
+from studyctl.definition.points import Point
 from studyctl.states import FailureClass, State
 from studyctl.units import GIB
 
@@ -36,19 +37,24 @@ Shape = tuple[int, int, int]
 
 
 def time_limit_min(options: SlurmOptions, launch: Launch) -> int:
-    """The sweep's limit, the launch's own, or one derived from the bytes the point moves at a pessimistic
-    bandwidth, rounded up to few distinct values (few shapes, few sbatch calls)."""
+    """The sweep's limit, the launch's own, or one derived from the point (see `point_time_limit_min`)."""
+    return point_time_limit_min(options, launch.point, launch.time_limit_s)
+
+
+def point_time_limit_min(options: SlurmOptions, point: Point, limit_s: int | None = None) -> int:
+    """The sweep's limit, `limit_s`, or one derived from the bytes the point moves at a pessimistic bandwidth plus
+    its simulated training, rounded up to few distinct values (few shapes, few sbatch calls)."""
     if options.time_limit_min:
         return options.time_limit_min
-    if launch.time_limit_s:
-        return max(1, math.ceil(launch.time_limit_s / 60))
-    point = launch.point
+    if limit_s:
+        return max(1, math.ceil(limit_s / 60))
     try:
         per_checkpoint = point.layout().total_bytes
     except Exception:  # an impossible layout: the worker says why, quickly
         return options.min_time_limit_min
     moved = per_checkpoint * (point.checkpoint.writes + point.checkpoint.reads)
-    minutes = 2 + moved / (point.nodes * options.assumed_GiBps_per_node * GIB) / 60
+    minutes = 2 + (moved / (point.nodes * options.assumed_GiBps_per_node * GIB)
+                   + point.checkpoint.simulated_training_s()) / 60
     bucket = 5 if minutes < 60 else 30
     return max(options.min_time_limit_min, int(math.ceil(minutes / bucket) * bucket))
 
