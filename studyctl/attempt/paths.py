@@ -14,7 +14,11 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-ATTEMPT_DIR = re.compile(r"attempt-(\d+)")
+# Attempt numbers run from 1; nine digits are more attempts than any study makes, and keep every number an
+# SQLite integer: a directory `attempt-99999999999999999999` (or `attempt-007`, `attempt--1`) is not an attempt.
+ATTEMPT_DIGITS = 9
+MAX_ATTEMPT = 10**ATTEMPT_DIGITS - 1
+ATTEMPT_DIR = re.compile(rf"attempt-([1-9]\d{{0,{ATTEMPT_DIGITS - 1}}})")
 
 
 @dataclass(frozen=True)
@@ -45,7 +49,7 @@ class AttemptPaths:
 
 
 def attempt_number(dir_name: str) -> int | None:
-    """`attempt-3` → 3; anything else → None (not an attempt directory)."""
+    """`attempt-3` → 3; anything else (`attempt-0`, `attempt-03`, a number over MAX_ATTEMPT) → None."""
     m = ATTEMPT_DIR.fullmatch(dir_name)
     return int(m.group(1)) if m else None
 

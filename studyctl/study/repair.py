@@ -20,7 +20,7 @@ from studyctl.attempt.paths import StudyPaths
 from studyctl.attempt.records import Update
 from studyctl.backends import base
 from studyctl.definition.points import WorkerTask
-from studyctl.errors import UserError
+from studyctl.errors import StorageError, UserError
 from studyctl.states import State
 from studyctl.study.ledger import Ledger
 
@@ -34,8 +34,8 @@ def open_ledger(paths: StudyPaths, backend: str, notes: list[str]) -> Iterator[L
     try:
         ledger = _open_checked(paths)
     except sqlite3.OperationalError as exc:  # locked, unreadable, a full disk: not damage
-        raise UserError(f"{paths.ledger}: cannot be opened ({exc})", 1) from None
-    except sqlite3.DatabaseError as exc:  # not a database, malformed
+        raise StorageError(f"{paths.ledger}: cannot be opened ({exc})") from None
+    except sqlite3.DatabaseError as exc:  # not a database, malformed, not a ledger (LedgerDamaged)
         aside = paths.ledger.with_name(f"{paths.ledger.name}.damaged-{time.strftime('%Y%m%dT%H%M%S')}")
         os.replace(paths.ledger, aside)
         for suffix in ("-wal", "-shm"):
@@ -57,7 +57,7 @@ def open_ledger(paths: StudyPaths, backend: str, notes: list[str]) -> Iterator[L
 def _open_checked(paths: StudyPaths) -> Ledger:
     ledger = Ledger(paths.ledger)
     try:
-        ledger.attempts_count()
+        ledger.check()
     except sqlite3.DatabaseError:
         ledger.close()
         raise
@@ -96,7 +96,7 @@ def read_only_ledger(paths: StudyPaths) -> Ledger:
         raise UserError(f"{paths.ledger}: cannot be read ({exc}); 'studyctl sweep status {paths.name}' rebuilds it "
                         "from the attempt directories", 1) from None
     try:
-        ledger.attempts_count()
+        ledger.check()
         return ledger
     except sqlite3.DatabaseError as exc:
         ledger.close()
