@@ -120,7 +120,7 @@ def _column_rules(table: str) -> list[tuple[str, str]]:
         states = ", ".join(f"'{s.value}'" for s in State)
         rules += [("state", f"state IN ({states})"), ("attempt", f"attempt BETWEEN 1 AND {MAX_ATTEMPT}")]
     if table == "points":
-        rules.append(("config", "json_valid(config) AND json_type(config) = 'object'"))
+        rules.append(("config", "CASE WHEN json_valid(config) THEN json_type(config) = 'object' ELSE 0 END"))
         rules += [("config", f"json_type(config, '$.{field}') = '{_json_type(field)}'") for field in Point.model_fields]
         rules.append(("config", "json_type(config, '$.model.name') = 'text'"))
     return rules
@@ -137,7 +137,7 @@ def check_rows(db: sqlite3.Connection) -> None:
     """LedgerDamaged naming the first row with a value studyctl never writes (one scan per table)."""
     for table in sorted(_expected()[1]):
         rules = _column_rules(table)
-        first_bad = " ".join(f"WHEN NOT ({rule}) THEN '{column}'" for column, rule in rules)
+        first_bad = " ".join(f"WHEN NOT COALESCE(({rule}), 0) THEN '{column}'" for column, rule in rules)
         row = db.execute(f"SELECT * FROM (SELECT rowid, CASE {first_bad} END AS bad FROM {table}) "
                          "WHERE bad IS NOT NULL LIMIT 1").fetchone()
         if row is not None:

@@ -19,10 +19,13 @@ from studyctl.attempt.outcome import read_outcome
 from studyctl.attempt.paths import StudyPaths
 from studyctl.attempt.records import Update
 from studyctl.backends import base
+from studyctl.definition.expand import expand
 from studyctl.definition.points import WorkerTask
+from studyctl.definition.sweep import load_sweep
 from studyctl.errors import StorageError, UserError
 from studyctl.states import State
 from studyctl.study.ledger import Ledger
+from studyctl.study.store import sync_points
 
 
 @contextmanager
@@ -49,9 +52,21 @@ def open_ledger(paths: StudyPaths, backend: str, notes: list[str]) -> Iterator[L
         if restored:
             notes.append(f"{paths.ledger}: {restored} attempts on disk were missing from the ledger; restored from "
                          "their directories")
+        if notes:
+            _resync(paths, ledger)
         yield ledger
     finally:
         ledger.close()
+
+
+def _resync(paths: StudyPaths, ledger: Ledger) -> None:
+    """The recorded sweep's points back in the rebuilt ledger (restored attempts come back out of the sweep), so
+    every command sees the study as before, whichever command did the repair."""
+    try:
+        planned = expand(load_sweep(paths.sweep_copy))
+    except UserError:
+        return  # no readable copy: the next submit records the sweep again
+    sync_points(ledger, planned)
 
 
 def _open_checked(paths: StudyPaths) -> Ledger:
