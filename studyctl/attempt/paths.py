@@ -2,6 +2,7 @@
 
     results/<study>/
         sweep.yaml  ledger.sqlite  .lock        the sweep as submitted, every attempt, the runner's lock
+        ledger.sqlite-journal                   SQLite's rollback journal (kept between transactions)
         slurm/                                  submitit's folder (scripts, logs, manifests)
         points/<point_id>/attempt-<n>/          task.json, result.json | error.json, stdout.log, stderr.log
         tables/  plots/  report.html  report.md what `collect` writes
@@ -67,6 +68,11 @@ class StudyPaths:
     @property
     def ledger(self) -> Path:
         return self.root / "ledger.sqlite"
+
+    @property
+    def ledger_side_files(self) -> tuple[Path, ...]:
+        """SQLite's files beside the ledger (its journal; the WAL and WAL index of older versions): part of it."""
+        return tuple(self.ledger.with_name(self.ledger.name + suffix) for suffix in ("-journal", "-wal", "-shm"))
 
     @property
     def sweep_copy(self) -> Path:

@@ -41,10 +41,9 @@ def open_ledger(paths: StudyPaths, backend: str, notes: list[str]) -> Iterator[L
     except sqlite3.DatabaseError as exc:  # not a database, malformed, not a ledger (LedgerDamaged)
         aside = paths.ledger.with_name(f"{paths.ledger.name}.damaged-{time.strftime('%Y%m%dT%H%M%S')}")
         os.replace(paths.ledger, aside)
-        for suffix in ("-wal", "-shm"):
-            side = paths.ledger.with_name(paths.ledger.name + suffix)
+        for side in paths.ledger_side_files:  # a journal left here would be played into the new ledger
             if side.exists():
-                os.replace(side, aside.with_name(aside.name + suffix))
+                os.replace(side, aside.with_name(aside.name + side.name.removeprefix(paths.ledger.name)))
         notes.append(f"{paths.ledger}: damaged ({exc}); kept as {aside.name}, rebuilt from the attempt directories")
         ledger = Ledger(paths.ledger)
     try:

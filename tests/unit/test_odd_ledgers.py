@@ -71,6 +71,8 @@ def test_an_odd_ledger_is_refused_by_collect_and_rebuilt_by_status(tmp_path: Pat
     with registered(FakeSupervisor()) as sup:
         _, results = completed(tmp_path, sup)
         spoil(results, ODD[case])
+        journal = study_paths(results).ledger_side_files[0]
+        journal.write_bytes(b"the odd file's journal: never to be played into the rebuilt ledger")
         line = one_line_failure(run_cli("collect", "s", "--results", str(results)))
         assert "ledger.sqlite: cannot be read" in line and "'studyctl sweep status s' rebuilds it" in line
         shown = run_cli("sweep", "status", "s", "--results", str(results), "--json")
@@ -78,7 +80,8 @@ def test_an_odd_ledger_is_refused_by_collect_and_rebuilt_by_status(tmp_path: Pat
     data = json.loads(shown.stdout)
     assert data["counts"] == {"COMPLETED": 4}, data
     assert any("damaged" in n and "kept as ledger.sqlite.damaged-" in n for n in data["notes"]), data["notes"]
-    assert len(list(study_paths(results).root.glob("ledger.sqlite.damaged-*"))) == 1
+    aside = [p.name for p in study_paths(results).root.glob("ledger.sqlite.damaged-*")]
+    assert len(aside) == 2 and any(name.endswith("-journal") for name in aside), aside  # its journal went with it
     with Ledger(study_paths(results).ledger) as ledger:
         ledger.check()  # the rebuilt one is a ledger again
 
