@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from studyctl.attempt.paths import MAX_ATTEMPT
 from studyctl.attempt.records import Handle, Update
 from studyctl.errors import StorageError, UserError
 from studyctl.states import ACTIVE_STATES, EXCLUDED, State
@@ -306,6 +307,9 @@ class Ledger:
                                "WHERE point_id = ? AND attempt = ?", (backend, state.value, now, now, point_id, last))
                     out[point_id] = last
                     continue
+                if last >= MAX_ATTEMPT:
+                    raise UserError(f"point {point_id}: attempt {last} exists, the last number an attempt may have; "
+                                    "move its attempt directories away to run it again", 1)
                 out[point_id] = last + 1
                 db.execute("INSERT INTO attempts(point_id, attempt, backend, state, submitted_at, updated_at) "
                            "VALUES (?, ?, ?, ?, ?, ?)", (point_id, last + 1, backend, state.value, now, now))

@@ -135,3 +135,7 @@ def test_the_largest_attempt_number_on_disk_is_restored(tmp_path: Path) -> None:
         assert api.status("s", results).counts == {"COMPLETED": 4}  # restored from disk, a known number
         with Ledger(study_paths(results).ledger) as ledger:
             assert max(a.attempt for a in ledger.attempts()) == MAX_ATTEMPT
+        proc = run_cli("sweep", "resubmit", "s", "--state", "COMPLETED", "--point", first.point_id, "--backend",
+                       sup.name, "--results", str(results))
+        assert len(sup.launched) == 4  # no attempt number past the last, no directory written twice
+    assert "the last number an attempt may have" in one_line_failure(proc)
