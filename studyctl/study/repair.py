@@ -103,16 +103,34 @@ def restore_from_disk(paths: StudyPaths, ledger: Ledger, backend: str) -> int:
 
 
 def read_only_ledger(paths: StudyPaths) -> Ledger:
-    """For commands that only read (collect): one clear line if the ledger is missing or damaged."""
+    """For commands that only read (collect): one clear line if the ledger is missing or damaged.
+
+    A journal a writer killed mid-transaction left behind must be played back before the ledger can be read;
+    a read-only open cannot, so where the directory may be written, a writer's open does that first."""
     try:
-        ledger = Ledger(paths.ledger, readonly=True)
+        return _checked_read_only(paths)
+    except sqlite3.OperationalError as exc:
+        if not os.access(paths.root, os.W_OK):
+            raise _unreadable(paths, exc) from None
     except sqlite3.DatabaseError as exc:
-        raise UserError(f"{paths.ledger}: cannot be read ({exc}); 'studyctl sweep status {paths.name}' rebuilds it "
-                        "from the attempt directories", 1) from None
+        raise _unreadable(paths, exc) from None
+    try:
+        Ledger(paths.ledger).close()  # SQLite plays back (undoes) the half-made transaction on this open
+        return _checked_read_only(paths)
+    except sqlite3.DatabaseError as exc:
+        raise _unreadable(paths, exc) from None
+
+
+def _checked_read_only(paths: StudyPaths) -> Ledger:
+    ledger = Ledger(paths.ledger, readonly=True)
     try:
         ledger.check()
-        return ledger
-    except sqlite3.DatabaseError as exc:
+    except BaseException:
         ledger.close()
-        raise UserError(f"{paths.ledger}: cannot be read ({exc}); 'studyctl sweep status {paths.name}' rebuilds it "
-                        "from the attempt directories", 1) from None
+        raise
+    return ledger
+
+
+def _unreadable(paths: StudyPaths, exc: sqlite3.Error) -> UserError:
+    return UserError(f"{paths.ledger}: cannot be read ({exc}); 'studyctl sweep status {paths.name}' rebuilds it "
+                     "from the attempt directories", 1)

@@ -8,6 +8,8 @@ from __future__ import annotations
 import json
 import shutil
 import sqlite3
+import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -139,3 +141,26 @@ def test_the_largest_attempt_number_on_disk_is_restored(tmp_path: Path) -> None:
                        sup.name, "--results", str(results))
         assert len(sup.launched) == 4  # no attempt number past the last, no directory written twice
     assert "the last number an attempt may have" in one_line_failure(proc)
+
+
+KILLED_MID_TRANSACTION = """
+import os, sqlite3, sys
+db = sqlite3.connect(sys.argv[1], isolation_level=None)
+db.execute("PRAGMA journal_mode=PERSIST")
+db.execute("PRAGMA cache_size=1")  # pages spill into the file before the commit, as a big transaction's do
+db.execute("BEGIN IMMEDIATE")
+db.execute("UPDATE attempts SET state = 'FAILED', reason = hex(randomblob(2000))")
+os._exit(9)
+"""
+
+
+def test_collect_reads_the_ledger_as_before_a_writer_killed_mid_transaction(tmp_path: Path) -> None:
+    """A hot journal (kill -9 mid-commit): a read-only open cannot play it back; collect still reads the ledger,
+    and sees none of the half-made transaction."""
+    with registered(FakeSupervisor()) as sup:
+        _, results = completed(tmp_path, sup)
+    paths = study_paths(results)
+    subprocess.run([sys.executable, "-c", KILLED_MID_TRANSACTION, str(paths.ledger)], check=False, timeout=60)
+    assert paths.ledger_side_files[0].stat().st_size > 0
+    statuses = api.point_statuses(paths)
+    assert [s.state for s in statuses] == ["COMPLETED"] * 4 and not any(s.failure_reason for s in statuses)
