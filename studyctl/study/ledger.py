@@ -73,16 +73,18 @@ class PointRow:
 
 
 def _connect_read_only(path: Path) -> sqlite3.Connection:
-    """Read-only, never creating or changing a file. A ledger an older studyctl left in WAL mode with nothing
-    in its WAL, or one in a directory nobody may write (a read-only mount, a colleague's results), is opened as
-    immutable: SQLite would otherwise make (and map) the WAL index it needs to read."""
+    """Read-only, never creating or changing a file. A ledger an older studyctl left in WAL mode is opened as
+    immutable where its WAL holds nothing or nobody may write the directory (a read-only mount, a colleague's
+    results): SQLite would otherwise make (and map) the WAL index it needs to read. A rollback-journal ledger
+    is never read as immutable: that would read past a journal a killed writer left, i.e. half a change."""
     uri = path.absolute().as_uri()
     immutable = f"{uri}?mode=ro&immutable=1"
-    if _idle_wal(path):
+    wal = _wal_left(path)
+    if wal is not None and wal == 0:
         return sqlite3.connect(immutable, uri=True, timeout=30, isolation_level=None)
     db = sqlite3.connect(f"{uri}?mode=ro", uri=True, timeout=30, isolation_level=None)
     db.execute("PRAGMA busy_timeout=30000")
-    if os.access(path.parent, os.W_OK):
+    if wal is None or os.access(path.parent, os.W_OK):
         return db
     try:
         db.execute("SELECT COUNT(*) FROM sqlite_master").fetchone()
@@ -92,15 +94,18 @@ def _connect_read_only(path: Path) -> sqlite3.Connection:
     return sqlite3.connect(immutable, uri=True, timeout=30, isolation_level=None)
 
 
-def _idle_wal(path: Path) -> bool:
-    """A WAL-mode file (header bytes 18-19 are 2) whose WAL holds nothing: the file alone is the whole ledger."""
+def _wal_left(path: Path) -> int | None:
+    """For a WAL-mode file (header bytes 18-19 are 2, as older versions wrote it): the bytes in its WAL (0: the
+    file alone is the whole ledger). None for a rollback-journal file."""
     try:
         with path.open("rb") as fh:
             header = fh.read(20)
+        if header[18:20] != b"\x02\x02":
+            return None
         wal = path.with_name(path.name + "-wal")
-        return header[18:20] == b"\x02\x02" and (not wal.exists() or wal.stat().st_size == 0)
+        return wal.stat().st_size if wal.exists() else 0
     except OSError:
-        return False
+        return None
 
 
 def _connect_for_writes(path: Path) -> sqlite3.Connection:

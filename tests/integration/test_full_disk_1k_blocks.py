@@ -25,6 +25,7 @@ from studyctl import api
 from tests.cli import CliRun, run_cli
 from tests.tmpfs import small_ext4
 from tests.unit.fakes import FakeSupervisor, registered, study_paths, write_sweep
+from tests.unit.test_odd_ledgers import KILLED_MID_TRANSACTION
 
 WAL_READER = """
 import sqlite3, sys
@@ -113,3 +114,18 @@ def test_a_full_1k_block_disk_never_kills_a_command(tmp_path: Path, disk: Path, 
             os.truncate(filler, max(0, filler.stat().st_size - 1024))
     assert shown == MAX_STEPS and len(sup.launched) == 4  # nothing measured twice
     assert crashed_control, "the scan never reached a level where a WAL reader dies of SIGBUS"
+
+
+def test_a_half_made_change_on_a_read_only_mount_is_never_read(tmp_path: Path, disk: Path) -> None:
+    """A writer killed mid-transaction left its journal; then the filesystem went read-only, so nobody can play
+    the journal back. Reading the file as it stands would show half a change: one line instead."""
+    sweep, results = write_sweep(tmp_path), disk / "results"
+    with registered(FakeSupervisor()) as sup:
+        api.submit(sweep, sup.name, results)
+    ledger = study_paths(results).ledger
+    subprocess.run([sys.executable, "-c", KILLED_MID_TRANSACTION, str(ledger)], check=False, timeout=60)
+    subprocess.run(["mount", "-o", "remount,ro", str(disk)], check=True)
+    for args in (("collect", "s"), ("sweep", "status", "s", "--json")):
+        proc = run_cli(*args, "--results", str(results))
+        assert proc.returncode == 1 and "Traceback" not in proc.stdout + proc.stderr, (args, proc.stdout)
+        assert "ledger.sqlite: cannot be read" in " ".join(proc.stderr.split()), (args, proc.stderr)
