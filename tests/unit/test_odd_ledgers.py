@@ -41,7 +41,7 @@ ODD: dict[str, str] = {
     "aborting insert trigger": "CREATE TRIGGER no_inserts BEFORE INSERT ON events BEGIN SELECT RAISE(FAIL, 'x'); END",
     "huge attempt number": f"UPDATE attempts SET attempt = {MAX_ATTEMPT + 1} WHERE rowid = 1",
     "negative attempt": "UPDATE attempts SET attempt = -1 WHERE rowid = 1",
-    "zero attempt in events": "UPDATE events SET attempt = 0 WHERE id = 1",
+    "zero attempt": "UPDATE attempts SET attempt = 0 WHERE rowid = 3",
     "a table missing": "DROP TABLE events",
     "a view instead of a table": "DROP TABLE meta; CREATE VIEW meta AS SELECT 'backend' AS key, 'x' AS value",
     "a unique index": "CREATE UNIQUE INDEX one_detail ON events(detail)",
