@@ -1,5 +1,5 @@
 """`python -m benchmarks all` (or one of: orchestrator, status, collect, memory, submission, fio, buffered,
-strategies)."""
+strategies, ledger)."""
 
 from __future__ import annotations
 
@@ -53,6 +53,10 @@ def main(argv: list[str]) -> int:
         from benchmarks import buffered_fsync
 
         buffered_fsync.main(repeat)
+    if which in ("all", "ledger"):
+        from benchmarks import ledger_journal
+
+        ledger_journal.main(repeat)
     if which in ("all", "strategies"):
         from benchmarks import strategies_bench
 

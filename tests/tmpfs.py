@@ -19,3 +19,21 @@ def small_tmpfs(under: Path, size: str, readonly: bool = False, name: str = "tmp
         yield mnt
     finally:
         subprocess.run(["umount", "-l", str(mnt)], check=False)
+
+
+@contextmanager
+def small_ext4(under: Path, size_mib: int, block_size: int = 1024) -> Iterator[Path]:
+    """A real ext4 in a loop-mounted image file (as root), with no blocks reserved for root: what a small quota'd
+    partition looks like (mkfs.ext4 picks 1 KiB blocks below 512 MiB). Unmounted and removed afterwards."""
+    image, mnt = under / "ext4.img", under / "ext4"
+    with image.open("wb") as fh:
+        fh.truncate(size_mib << 20)
+    subprocess.run(["mkfs.ext4", "-q", "-F", "-m", "0", "-b", str(block_size), str(image)], check=True)
+    mnt.mkdir()
+    subprocess.run(["mount", "-o", "loop", str(image), str(mnt)], check=True)
+    try:
+        yield mnt
+    finally:
+        if subprocess.run(["umount", str(mnt)], check=False).returncode != 0:
+            subprocess.run(["umount", "-l", str(mnt)], check=False)
+        image.unlink(missing_ok=True)

@@ -2,6 +2,7 @@
 
     results/<study>/
         sweep.yaml  ledger.sqlite  .lock        the sweep as submitted, every attempt, the runner's lock
+        ledger.sqlite-journal                   SQLite's rollback journal (kept between transactions)
         slurm/                                  submitit's folder (scripts, logs, manifests)
         points/<point_id>/attempt-<n>/          task.json, result.json | error.json, stdout.log, stderr.log
         tables/  plots/  report.html  report.md what `collect` writes
@@ -14,7 +15,11 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-ATTEMPT_DIR = re.compile(r"attempt-(\d+)")
+# Attempt numbers run from 1; nine digits are more attempts than any study makes, and keep every number an
+# SQLite integer: a directory `attempt-99999999999999999999` (or `attempt-007`, `attempt--1`) is not an attempt.
+ATTEMPT_DIGITS = 9
+MAX_ATTEMPT = 10**ATTEMPT_DIGITS - 1
+ATTEMPT_DIR = re.compile(rf"attempt-([1-9]\d{{0,{ATTEMPT_DIGITS - 1}}})")
 
 
 @dataclass(frozen=True)
@@ -45,7 +50,7 @@ class AttemptPaths:
 
 
 def attempt_number(dir_name: str) -> int | None:
-    """`attempt-3` → 3; anything else → None (not an attempt directory)."""
+    """`attempt-3` → 3; anything else (`attempt-0`, `attempt-03`, a number over MAX_ATTEMPT) → None."""
     m = ATTEMPT_DIR.fullmatch(dir_name)
     return int(m.group(1)) if m else None
 
@@ -63,6 +68,11 @@ class StudyPaths:
     @property
     def ledger(self) -> Path:
         return self.root / "ledger.sqlite"
+
+    @property
+    def ledger_side_files(self) -> tuple[Path, ...]:
+        """SQLite's files beside the ledger (its journal; the WAL and WAL index of older versions): part of it."""
+        return tuple(self.ledger.with_name(self.ledger.name + suffix) for suffix in ("-journal", "-wal", "-shm"))
 
     @property
     def sweep_copy(self) -> Path:

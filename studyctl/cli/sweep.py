@@ -61,7 +61,8 @@ def sweep_submit(
     """Run a study's points that have not run yet (idempotent: completed and queued points are skipped).
 
     Exit codes: 0 every point completed (or is queued, for a backend that returns once submitted);
-    1 some point of the study ended failed (FAILED, TIMEOUT, LOST, CANCELLED, ...); 2 bad input.
+    1 some point of the study ended failed (FAILED, TIMEOUT, LOST, CANCELLED, ...) or never ran (PLANNED);
+    2 bad input.
     """
     from studyctl import api as study
 
@@ -100,7 +101,7 @@ def sweep_submit(
 
 
 def _print_after_run(submitted: SubmitReport, results: Path) -> None:
-    """The study's states after a run; exit code 1 (typer.Exit) when any point of it ended failed."""
+    """The study's states after a run; exit code 1 (typer.Exit) when any point of it ended failed or never ran."""
     from studyctl import api as study
 
     study_dir = submitted.study
@@ -113,8 +114,11 @@ def _print_after_run(submitted: SubmitReport, results: Path) -> None:
     failed = [p for p in rep.points if p.state in RETRYABLE_STATES and not p.excluded]
     if failed:
         out.print(f"{len(failed)} failed; rerun them with: studyctl sweep resubmit {study_dir.name}")
+    unrun = [p for p in rep.points if p.state is State.PLANNED and not p.excluded]
+    if unrun:
+        out.print(f"{len(unrun)} not run yet (PLANNED); run them with: studyctl sweep submit {study_dir.sweep_copy}")
     out.print(f"results: {study_dir.root}")
-    if failed:
+    if failed or unrun:
         raise typer.Exit(1)
 
 
@@ -216,7 +220,8 @@ def sweep_resubmit(
     """Rerun only the selected points, each as a new attempt; history is kept.
 
     Exit codes: 0 every point completed (or is queued, for a backend that returns once submitted);
-    1 some point of the study ended failed (FAILED, TIMEOUT, LOST, CANCELLED, ...); 2 bad input.
+    1 some point of the study ended failed (FAILED, TIMEOUT, LOST, CANCELLED, ...) or never ran (PLANNED);
+    2 bad input.
     """
     from studyctl import api as study
 

@@ -1,7 +1,12 @@
-"""The study ledger: every point and every attempt, crash-safe (SQLite, WAL, one transaction per change).
+"""The study ledger: every point and every attempt, crash-safe (SQLite, one transaction per change).
 
-A `kill -9` at any moment leaves either the old or the new row, never half of one; the next
+A `kill -9` or a power cut at any moment leaves either the old or the new row, never half of one; the next
 command reconciles attempts still marked active against the backend and the result files.
+
+The journal is a rollback journal kept between transactions (PERSIST, synchronous FULL), not WAL: a WAL
+reader maps a `-shm` index file that it must first extend, and on a full filesystem with 1 KiB blocks that
+mapping cannot be backed and the process dies of SIGBUS. Reading a PERSIST ledger writes nothing at all, and
+a write the disk refuses is an error SQLite reports (StorageError), never a signal.
 """
 
 from __future__ import annotations
@@ -20,51 +25,13 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from studyctl.attempt.paths import MAX_ATTEMPT
 from studyctl.attempt.records import Handle, Update
 from studyctl.definition.points import Point
 from studyctl.errors import StorageError, UserError
 from studyctl.states import ACTIVE_STATES, EXCLUDED, State
-
-SCHEMA = """
-CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS points (
-    point_id TEXT PRIMARY KEY,
-    run_order INTEGER NOT NULL,
-    config TEXT NOT NULL,
-    excluded INTEGER NOT NULL DEFAULT 0,
-    exclude_reason TEXT,
-    in_sweep INTEGER NOT NULL DEFAULT 1,
-    added_at REAL NOT NULL
-);
-CREATE TABLE IF NOT EXISTS attempts (
-    point_id TEXT NOT NULL REFERENCES points(point_id),
-    attempt INTEGER NOT NULL,
-    backend TEXT NOT NULL,
-    state TEXT NOT NULL,
-    job_id TEXT,
-    array_index INTEGER,
-    pid INTEGER,
-    failure_class TEXT,
-    reason TEXT,
-    exit_code INTEGER,
-    node_list TEXT,
-    submitted_at REAL NOT NULL,
-    started_at REAL,
-    ended_at REAL,
-    result_path TEXT,
-    updated_at REAL NOT NULL,
-    PRIMARY KEY (point_id, attempt)
-);
-CREATE TABLE IF NOT EXISTS events (
-    id INTEGER PRIMARY KEY AUTOINCREMENT,
-    point_id TEXT NOT NULL,
-    attempt INTEGER NOT NULL,
-    state TEXT NOT NULL,
-    at REAL NOT NULL,
-    detail TEXT
-);
-CREATE INDEX IF NOT EXISTS attempts_state ON attempts(state);
-"""
+from studyctl.study import ledger_schema
+from studyctl.study.ledger_schema import LedgerDamaged
 
 
 @dataclass(frozen=True)
@@ -119,19 +86,56 @@ class PointRow:
 
 
 def _connect_read_only(path: Path) -> sqlite3.Connection:
-    """Read-only, never creating or changing a file. In a directory nobody may write (a read-only mount, a
-    colleague's results), SQLite cannot make the WAL index it needs to read: the file is opened as immutable."""
+    """Read-only, never creating or changing a file. A ledger an older studyctl left in WAL mode is opened as
+    immutable where its WAL holds nothing or nobody may write the directory (a read-only mount, a colleague's
+    results): SQLite would otherwise make (and map) the WAL index it needs to read. A rollback-journal ledger
+    is never read as immutable: that would read past a journal a killed writer left, i.e. half a change."""
     uri = path.absolute().as_uri()
+    immutable = f"{uri}?mode=ro&immutable=1"
+    wal = _wal_left(path)
+    if wal is not None and wal == 0:
+        return sqlite3.connect(immutable, uri=True, timeout=30, isolation_level=None)
     db = sqlite3.connect(f"{uri}?mode=ro", uri=True, timeout=30, isolation_level=None)
     db.execute("PRAGMA busy_timeout=30000")
-    if os.access(path.parent, os.W_OK):
+    if wal is None or os.access(path.parent, os.W_OK):
         return db
     try:
         db.execute("SELECT COUNT(*) FROM sqlite_master").fetchone()
         return db
     except sqlite3.OperationalError:
         db.close()
-    return sqlite3.connect(f"{uri}?mode=ro&immutable=1", uri=True, timeout=30, isolation_level=None)
+    return sqlite3.connect(immutable, uri=True, timeout=30, isolation_level=None)
+
+
+def _wal_left(path: Path) -> int | None:
+    """For a WAL-mode file (header bytes 18-19 are 2, as older versions wrote it): the bytes in its WAL (0: the
+    file alone is the whole ledger). None for a rollback-journal file."""
+    try:
+        with path.open("rb") as fh:
+            header = fh.read(20)
+        if header[18:20] != b"\x02\x02":
+            return None
+        wal = path.with_name(path.name + "-wal")
+        return wal.stat().st_size if wal.exists() else 0
+    except OSError:
+        return None
+
+
+def _connect_for_writes(path: Path) -> sqlite3.Connection:
+    """PERSIST journal, FULL sync. An older WAL ledger is converted under an exclusive lock, which keeps SQLite's
+    WAL index in heap memory (no `-shm` to map) for that one step."""
+    db = sqlite3.connect(path, timeout=30, isolation_level=None)
+    try:
+        db.execute("PRAGMA busy_timeout=30000")
+        db.execute("PRAGMA locking_mode=EXCLUSIVE")
+        db.execute("PRAGMA journal_mode=PERSIST")
+        db.execute("PRAGMA locking_mode=NORMAL")
+        db.execute("SELECT COUNT(*) FROM sqlite_master").fetchone()  # lets go of the exclusive lock
+        db.execute("PRAGMA synchronous=FULL")
+    except BaseException:
+        db.close()
+        raise
+    return db
 
 
 _ATTEMPT_COLS = ("point_id, attempt, backend, state, job_id, array_index, pid, failure_class, reason, "
@@ -140,8 +144,21 @@ _ATTEMPT_COLS = ("point_id, attempt, backend, state, job_id, array_index, pid, f
 
 def _attempt(row: Sequence[Any]) -> AttemptRow:
     values = list(row)
-    values[3] = State(values[3])
+    try:
+        values[3] = State(values[3])
+    except ValueError:
+        raise LedgerDamaged(f"attempt {values[1]} of point {values[0]}: state {values[3]!r} is not a state") from None
     return AttemptRow(*values)
+
+
+def _config(point_id: str, text: str) -> dict[str, Any]:
+    try:
+        config = json.loads(text)
+    except (TypeError, ValueError):
+        config = None
+    if not isinstance(config, dict):
+        raise LedgerDamaged(f"point {point_id}: its config is not a JSON object")
+    return config
 
 
 class Ledger:
@@ -157,14 +174,19 @@ class Ledger:
             self._db = _connect_read_only(path)
             return
         path.parent.mkdir(parents=True, exist_ok=True)
-        self._db = sqlite3.connect(path, timeout=30, isolation_level=None)
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute("PRAGMA synchronous=NORMAL")
-        self._db.execute("PRAGMA busy_timeout=30000")
-        with self.transaction() as db:
-            for stmt in SCHEMA.strip().split(";"):
-                if stmt.strip():
-                    db.execute(stmt)
+        self._db = _connect_for_writes(path)
+        try:
+            if ledger_schema.is_empty(self._db):
+                with self.transaction() as db:
+                    ledger_schema.create(db)
+        except BaseException:
+            self._db.close()
+            raise
+
+    def check(self) -> None:
+        """LedgerDamaged unless every table, column and row is one studyctl could have written."""
+        ledger_schema.check_schema(self._db)
+        ledger_schema.check_rows(self._db)
 
     def close(self) -> None:
         self._db.close()
@@ -189,11 +211,11 @@ class Ledger:
         except BaseException as exc:
             with contextlib.suppress(sqlite3.Error):
                 self._db.execute("ROLLBACK")
-            if isinstance(exc, sqlite3.OperationalError):
+            if isinstance(exc, sqlite3.Error):  # a full disk, a lock held too long, a constraint of an odd file
                 raise self._cannot_write(exc) from None
             raise
 
-    def _cannot_write(self, exc: sqlite3.OperationalError) -> StorageError:
+    def _cannot_write(self, exc: sqlite3.Error) -> StorageError:
         return StorageError(f"{self.path}: cannot be updated ({exc}); results already written are kept, and the "
                             "next command brings the ledger up to date from them")
 
@@ -232,7 +254,7 @@ class Ledger:
         if only_in_sweep:
             query += " WHERE in_sweep = 1"
         return [
-            PointRow(pid, order, json.loads(cfg), bool(exc), reason, bool(ins), latest.get(pid))
+            PointRow(pid, order, _config(pid, cfg), bool(exc), reason, bool(ins), latest.get(pid))
             for pid, order, cfg, exc, reason, ins in self._db.execute(query + " ORDER BY run_order")
         ]
 
@@ -303,6 +325,9 @@ class Ledger:
                                "WHERE point_id = ? AND attempt = ?", (backend, state.value, now, now, point_id, last))
                     out[point_id] = last
                     continue
+                if last >= MAX_ATTEMPT:
+                    raise UserError(f"point {point_id}: attempt {last} exists, the last number an attempt may have; "
+                                    "move its attempt directories away to run it again", 1)
                 out[point_id] = last + 1
                 db.execute("INSERT INTO attempts(point_id, attempt, backend, state, submitted_at, updated_at) "
                            "VALUES (?, ?, ?, ?, ?, ?)", (point_id, last + 1, backend, state.value, now, now))

@@ -19,10 +19,13 @@ from studyctl.attempt.outcome import read_outcome
 from studyctl.attempt.paths import StudyPaths
 from studyctl.attempt.records import Update
 from studyctl.backends import base
+from studyctl.definition.expand import expand
 from studyctl.definition.points import WorkerTask
-from studyctl.errors import UserError
+from studyctl.definition.sweep import load_sweep
+from studyctl.errors import StorageError, UserError
 from studyctl.states import State
 from studyctl.study.ledger import Ledger
+from studyctl.study.store import sync_points
 
 
 @contextmanager
@@ -34,14 +37,13 @@ def open_ledger(paths: StudyPaths, backend: str, notes: list[str]) -> Iterator[L
     try:
         ledger = _open_checked(paths)
     except sqlite3.OperationalError as exc:  # locked, unreadable, a full disk: not damage
-        raise UserError(f"{paths.ledger}: cannot be opened ({exc})", 1) from None
-    except sqlite3.DatabaseError as exc:  # not a database, malformed
+        raise StorageError(f"{paths.ledger}: cannot be opened ({exc})") from None
+    except sqlite3.DatabaseError as exc:  # not a database, malformed, not a ledger (LedgerDamaged)
         aside = paths.ledger.with_name(f"{paths.ledger.name}.damaged-{time.strftime('%Y%m%dT%H%M%S')}")
         os.replace(paths.ledger, aside)
-        for suffix in ("-wal", "-shm"):
-            side = paths.ledger.with_name(paths.ledger.name + suffix)
+        for side in paths.ledger_side_files:  # a journal left here would be played into the new ledger
             if side.exists():
-                os.replace(side, aside.with_name(aside.name + suffix))
+                os.replace(side, aside.with_name(aside.name + side.name.removeprefix(paths.ledger.name)))
         notes.append(f"{paths.ledger}: damaged ({exc}); kept as {aside.name}, rebuilt from the attempt directories")
         ledger = Ledger(paths.ledger)
     try:
@@ -49,15 +51,27 @@ def open_ledger(paths: StudyPaths, backend: str, notes: list[str]) -> Iterator[L
         if restored:
             notes.append(f"{paths.ledger}: {restored} attempts on disk were missing from the ledger; restored from "
                          "their directories")
+        if notes:
+            _resync(paths, ledger)
         yield ledger
     finally:
         ledger.close()
 
 
+def _resync(paths: StudyPaths, ledger: Ledger) -> None:
+    """The recorded sweep's points back in the rebuilt ledger (restored attempts come back out of the sweep), so
+    every command sees the study as before, whichever command did the repair."""
+    try:
+        planned = expand(load_sweep(paths.sweep_copy))
+    except UserError:
+        return  # no readable copy: the next submit records the sweep again
+    sync_points(ledger, planned)
+
+
 def _open_checked(paths: StudyPaths) -> Ledger:
     ledger = Ledger(paths.ledger)
     try:
-        ledger.attempts_count()
+        ledger.check()
     except sqlite3.DatabaseError:
         ledger.close()
         raise
@@ -89,16 +103,34 @@ def restore_from_disk(paths: StudyPaths, ledger: Ledger, backend: str) -> int:
 
 
 def read_only_ledger(paths: StudyPaths) -> Ledger:
-    """For commands that only read (collect): one clear line if the ledger is missing or damaged."""
+    """For commands that only read (collect): one clear line if the ledger is missing or damaged.
+
+    A journal a writer killed mid-transaction left behind must be played back before the ledger can be read;
+    a read-only open cannot, so where the directory may be written, a writer's open does that first."""
     try:
-        ledger = Ledger(paths.ledger, readonly=True)
+        return _checked_read_only(paths)
+    except sqlite3.OperationalError as exc:
+        if not os.access(paths.root, os.W_OK):
+            raise _unreadable(paths, exc) from None
     except sqlite3.DatabaseError as exc:
-        raise UserError(f"{paths.ledger}: cannot be read ({exc}); 'studyctl sweep status {paths.name}' rebuilds it "
-                        "from the attempt directories", 1) from None
+        raise _unreadable(paths, exc) from None
     try:
-        ledger.attempts_count()
-        return ledger
+        Ledger(paths.ledger).close()  # SQLite plays back (undoes) the half-made transaction on this open
+        return _checked_read_only(paths)
     except sqlite3.DatabaseError as exc:
+        raise _unreadable(paths, exc) from None
+
+
+def _checked_read_only(paths: StudyPaths) -> Ledger:
+    ledger = Ledger(paths.ledger, readonly=True)
+    try:
+        ledger.check()
+    except BaseException:
         ledger.close()
-        raise UserError(f"{paths.ledger}: cannot be read ({exc}); 'studyctl sweep status {paths.name}' rebuilds it "
-                        "from the attempt directories", 1) from None
+        raise
+    return ledger
+
+
+def _unreadable(paths: StudyPaths, exc: sqlite3.Error) -> UserError:
+    return UserError(f"{paths.ledger}: cannot be read ({exc}); 'studyctl sweep status {paths.name}' rebuilds it "
+                     "from the attempt directories", 1)

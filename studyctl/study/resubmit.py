@@ -59,7 +59,7 @@ def resubmit(study_ref: str | Path, results: Path = Path("results"), states: Seq
                         f"{', '.join(sorted(s.value for s in RETRYABLE_STATES | {State.PLANNED}))}")
     notes: list[str] = []
     with study_lock(paths), open_ledger(paths, backend or base.DEFAULT, notes) as ledger:
-        sweep = load_current_sweep(paths, ledger, update_copy=True)
+        sweep = load_current_sweep(paths, ledger, update_copy=True, notes=notes)
         planned = expand(sweep)
         sync_points(ledger, planned)
         name = backend or ledger.meta("backend") or base.DEFAULT

@@ -14,7 +14,7 @@ from studyctl.definition.expand import expand
 from studyctl.definition.sweep import SweepFile
 from studyctl.errors import StorageError, UserError
 from studyctl.states import ACTIVE_STATES, State, shown_state
-from studyctl.study.ledger import Ledger, PointRow
+from studyctl.study.ledger import PointRow
 from studyctl.study.lock import runner_active
 from studyctl.study.reconcile import reconcile
 from studyctl.study.repair import open_ledger, read_only_ledger
@@ -42,7 +42,7 @@ def status(study_ref: str | Path, results: Path = Path("results")) -> StatusRepo
     point whose result is on disk is never shown as anything but COMPLETED."""
     paths = find_study(study_ref, results)
     if runner_active(paths):  # it keeps the ledger current (and repaired) itself
-        with Ledger(paths.ledger, readonly=True) as ledger:
+        with read_only_ledger(paths) as ledger:
             points = ledger.points()
         return StatusReport(paths, points, Counter(shown_state(p.state, p.excluded) for p in points))
     if not _writable(paths):

@@ -6,11 +6,12 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from studyctl.attempt.paths import StudyPaths
-from studyctl.definition.expand import PlannedPoint
+from studyctl.definition.expand import PlannedPoint, expand
 from studyctl.definition.sweep import SweepFile, load_sweep
 from studyctl.errors import UserError
 from studyctl.fsutil import atomic_write_text
 from studyctl.study.ledger import Ledger
+from studyctl.study.same_study import check_same_study
 
 
 def find_study(study: str | Path, results: Path = Path("results")) -> StudyPaths:
@@ -23,19 +24,36 @@ def find_study(study: str | Path, results: Path = Path("results")) -> StudyPaths
                     "(run 'studyctl sweep submit SWEEP.yaml' first)")
 
 
-def load_current_sweep(paths: StudyPaths, ledger: Ledger, update_copy: bool = False) -> SweepFile:
-    """The sweep file the study came from if it still exists (it may have been fixed), else our copy.
+def load_current_sweep(paths: StudyPaths, ledger: Ledger, update_copy: bool = False,
+                       notes: list[str] | None = None) -> SweepFile:
+    """The sweep file the study came from if it is still this study (it may have been fixed, or widened), else
+    the study's recorded copy.
 
+    "Still this study" is exactly submit's check (`same_study`): the same name, and every recorded point
+    still in it. An edit that drops or changes points, renames the study or breaks the file is another study:
+    the recorded copy is used and `notes` says why, so a rerun never pools two sweeps or loses a point.
     `update_copy`: the study is about to run from it, so it becomes the study's recorded sweep.
     """
     source = ledger.meta("source_path")
     if source and Path(source).is_file():
-        sweep = load_sweep(Path(source))
-        if sweep.study == paths.name:
-            if update_copy:
-                atomic_write_text(paths.sweep_copy, Path(source).read_text())
-            return sweep
+        try:
+            return _adopt(paths, Path(source), update_copy)
+        except (UserError, OSError, UnicodeDecodeError) as exc:
+            if notes is not None:
+                notes.append(f"{source} is not this study's sweep any more ({exc}); ran from the study's "
+                             f"recorded sweep {paths.sweep_copy}")
     return load_sweep(paths.sweep_copy)
+
+
+def _adopt(paths: StudyPaths, source: Path, update_copy: bool) -> SweepFile:
+    text = source.read_text()
+    sweep = load_sweep(source)
+    if sweep.study != paths.name:
+        raise UserError(f"it names study {sweep.study!r}")
+    check_same_study(paths, expand(sweep), text)
+    if update_copy:
+        atomic_write_text(paths.sweep_copy, text)
+    return sweep
 
 
 def sync_points(ledger: Ledger, planned: Sequence[PlannedPoint]) -> int:
