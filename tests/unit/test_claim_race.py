@@ -33,11 +33,12 @@ def test_claim_survives_the_study_directory_vanishing(tmp_path: Path) -> None:
     remover = threading.Thread(target=other_points_ending)
     remover.start()
     try:
-        for _ in range(500):
+        deadline = time.monotonic() + 60
+        while removed < 100 and time.monotonic() < deadline:  # until the directory vanished under us 100 times
             fd = _open_claim_file(task)
             os.close(fd)
             task.claim_file.unlink()
     finally:
         stop.set()
         remover.join()
-    assert removed > 0  # the race really happened under the claims
+    assert removed >= 100  # the race really happened under the claims
