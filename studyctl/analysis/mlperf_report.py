@@ -51,7 +51,7 @@ def write_mlperf_report(study: str, out_dir: Path, verdicts: list[ModelVerdict])
         "definitions": DEFINITIONS,
         "shapes": [(name, *shape) for name, shape in MLPERF_SHAPES.items()],
     }
-    html, md = out_dir / "mlperf.html", out_dir / "mlperf.md"
+    html, md = StudyPaths(out_dir).mlperf_html, StudyPaths(out_dir).mlperf_md
     atomic_write_text(html, env.get_template("mlperf.html.j2").render(**context))
     atomic_write_text(md, env.get_template("mlperf.md.j2").render(**context))
     return html, md

@@ -15,7 +15,6 @@ not checkpoints: the checkpoints of one run share a job, nodes and cache state.
 
 from __future__ import annotations
 
-import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -28,7 +27,7 @@ from studyctl.analysis.results import RANK_CONTEXT, RANK_FIELDS, Failure, Proble
 from studyctl.analysis.stats import describe, total_over_total
 from studyctl.analysis.training_cost import load_training, training_table
 from studyctl.attempt.paths import StudyPaths
-from studyctl.fsutil import atomic_write_json
+from studyctl.fsutil import atomic_open, atomic_write_json, owned_dir
 from studyctl.units import GIB
 
 MEASURES = ("index", "bytes", "files", "duration_s", "span_s", "aggregate_GiBps", "mlperf_throughput_GiBps",
@@ -151,7 +150,9 @@ def build_tables(study_dir: Path, extra_checkpoints: pd.DataFrame | None = None,
 
     `excluded`: points the sweep excludes today; a result they left from before is not a cell.
     """
-    loaded = load_rows(StudyPaths(Path(study_dir)), cache_dir)
+    study = StudyPaths(Path(study_dir))
+    owned_dir(study.root, study.tables_cache if cache_dir is None else cache_dir)  # the parse cache's home
+    loaded = load_rows(study, cache_dir)
     left_out = sorted(r["info"]["point_id"] for r in loaded.rows if r["info"]["point_id"] in excluded)
     loaded.rows = [r for r in loaded.rows if r["info"]["point_id"] not in excluded]
     checkpoints = pd.DataFrame.from_records([c for r in loaded.rows for c in r["checkpoints"]])
@@ -160,8 +161,7 @@ def build_tables(study_dir: Path, extra_checkpoints: pd.DataFrame | None = None,
         checkpoints = pd.concat(parts, ignore_index=True)
     points = summarize_points(checkpoints)
     summary = summarize_cells(points)
-    paths = StudyPaths(Path(study_dir))
-    training = training_table([t for r in loaded.rows for t in r["training"]], load_training(paths.sweep_copy))
+    training = training_table([t for r in loaded.rows for t in r["training"]], load_training(study.sweep_copy))
     return Tables(checkpoints, points, summary, _ranks_frame(loaded.rows), loaded.problems, loaded.failures,
                   {r["info"]["point_id"]: r["info"] for r in loaded.rows}, loaded.files_read, loaded.files_cached,
                   left_out, training)
@@ -176,30 +176,25 @@ def _atomic_frame(frame: pd.DataFrame, paths: list[Path]) -> None:
     strings = {c: "string" for c in frame.columns if frame[c].dtype == object}
     table = pa.Table.from_pandas(frame.astype(strings) if strings else frame, preserve_index=False)
     for path in paths:
-        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-        try:
+        with atomic_open(path) as fh:
             if path.suffix == ".csv":
-                pacsv.write_csv(table, tmp, pacsv.WriteOptions(quoting_style="needed"))
+                pacsv.write_csv(table, fh, pacsv.WriteOptions(quoting_style="needed"))
             else:
-                pq.write_table(table, tmp)
-            os.replace(tmp, path)
-        finally:
-            tmp.unlink(missing_ok=True)
+                pq.write_table(table, fh)
 
 
 def write_frame(frame: pd.DataFrame, out_dir: Path, name: str) -> list[Path]:
-    """`name`.csv and `name`.parquet, each replaced atomically."""
-    out_dir.mkdir(parents=True, exist_ok=True)
+    """`name`.csv and `name`.parquet in `out_dir` (an existing directory), each replaced atomically."""
     paths = [out_dir / f"{name}.csv", out_dir / f"{name}.parquet"]
     _atomic_frame(frame, paths)
     return paths
 
 
-def write_tables(tables: Tables, out_dir: Path) -> list[Path]:
+def write_tables(tables: Tables, study: StudyPaths) -> list[Path]:
     """CSV and Parquet per table, plus problems.json; every file replaced atomically."""
     written = []
     for name in TABLE_NAMES:
-        written += write_frame(getattr(tables, name), out_dir, name)
-    atomic_write_json(out_dir / "problems.json", {"invalid_results": [asdict(p) for p in tables.problems],
-                                                  "worker_errors": [asdict(f) for f in tables.failures]})
+        written += write_frame(getattr(tables, name), study.tables, name)
+    atomic_write_json(study.problems, {"invalid_results": [asdict(p) for p in tables.problems],
+                                       "worker_errors": [asdict(f) for f in tables.failures]})
     return written
