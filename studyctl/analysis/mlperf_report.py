@@ -10,7 +10,7 @@ from pydantic import ValidationError
 
 from studyctl.analysis.mlperf import MLPERF_READS, MLPERF_WRITES, PAGE_CACHE_FACTOR, ModelVerdict, mlperf_view
 from studyctl.analysis.plausibility import implausible
-from studyctl.analysis.report import template_dir
+from studyctl.analysis.report.markdown import template_env
 from studyctl.analysis.results import file_status, find_attempts, read_regular
 from studyctl.attempt.paths import StudyPaths
 from studyctl.definition.catalog import MLPERF_SHAPES
@@ -30,9 +30,7 @@ DEFINITIONS = [
 
 
 def _env() -> jinja2.Environment:
-    return jinja2.Environment(loader=jinja2.FileSystemLoader(template_dir()),
-                              autoescape=jinja2.select_autoescape(["html", "html.j2"]),
-                              undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
+    return template_env()  # the report's: HTML autoescaped, Markdown through its escaping filters
 
 
 def _num(x: float | None, digits: int = 4) -> str:

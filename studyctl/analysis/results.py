@@ -21,6 +21,7 @@ from studyctl.analysis.plausibility import implausible
 from studyctl.analysis.result_cache import ParseCache
 from studyctl.analysis.training_cost import strategy_rows
 from studyctl.attempt.paths import StudyPaths, attempt_number
+from studyctl.definition.names import name_problem
 from worker.result import CheckpointTiming, Result, WorkerError
 from worker.timing import mlperf_throughput_GiBps
 
@@ -187,6 +188,10 @@ def parse_result(path: Path, point_id: str) -> tuple[dict[str, Any] | None, str 
         return None, f"holds point {result.point_id}, not {point_id}"
     if result.point.point_id != point_id:
         return None, f"its point configuration hashes to {result.point.point_id}, not {point_id}"
+    bad_name = name_problem({"study": result.study, "model": result.point.model.name,
+                             "filesystem": result.point.filesystem})  # the sweep file's rule: they name files
+    if bad_name:
+        return None, bad_name
     problem = implausible(result)
     if problem:
         return None, f"implausible figures: {problem}"

@@ -1,0 +1,65 @@
+"""Markdown escaping for the .md reports (report.md, mlperf.md), and the jinja2 environment both use.
+
+Text from a study (its description, model and filesystem names, DLIO fields, point directory names,
+reasons) is data, never Markdown: `md` shows it as the same characters (no heading, list, emphasis,
+link, raw tag or table cell boundary), `md_code` as one inline code span, `md_url` as a link target
+that stays a relative path. HTML templates are escaped by jinja2's autoescape instead.
+"""
+
+from __future__ import annotations
+
+import re
+from importlib import resources
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+import jinja2
+
+# CommonMark lets any ASCII punctuation be backslash-escaped; these can start or end Markdown syntax
+# anywhere in a line ('&' an entity, '|' a table cell, '~' strike-through, '<' a raw tag or autolink).
+INLINE = re.compile(r"([\\`*_{}\[\]<>()#+!|~&])")
+LINE_START = re.compile(r"^(\s*)([-=:]|\d+(?=[.)]))")  # a list item, setext underline, table rule, ordered list
+SPACE = re.compile(r"[\s\x00-\x1f\x7f]+")  # newlines, tabs, control characters: one space (one line, one cell)
+
+
+def _one_line(value: Any) -> str:
+    return SPACE.sub(" ", str(value)).strip()
+
+
+def md(value: Any) -> str:
+    """`value` as Markdown text showing exactly its characters, on one line (safe in a table cell)."""
+    text = INLINE.sub(r"\\\1", _one_line(value))
+    return LINE_START.sub(lambda m: f"{m.group(1)}\\{m.group(2)}" if not m.group(2).isdigit()
+                          else f"{m.group(1)}{m.group(2)}\\", text)
+
+
+def md_code(value: Any) -> str:
+    """`value` as one inline code span: a fence longer than any run of backticks in it; '|' escaped (GFM
+    splits table cells on it even inside code, and shows '\\|' as '|')."""
+    text = _one_line(value).replace("|", "\\|")
+    longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
+    fence = "`" * (longest + 1)
+    pad = " " if text.startswith("`") or text.endswith("`") or not text else ""
+    return f"{fence}{pad}{text}{pad}{fence}"
+
+
+def md_url(value: Any) -> str:
+    """A relative link target (a plot's path): percent-encoded, so no ')' , space or scheme breaks out."""
+    return quote(_one_line(value), safe="/")
+
+
+def template_dir() -> Path:
+    """Templates ship inside the wheel as studyctl/templates; in a checkout they are ./templates."""
+    package = Path(str(resources.files("studyctl")))
+    packaged = package / "templates"
+    return packaged if packaged.is_dir() else package.parent / "templates"
+
+
+def template_env() -> jinja2.Environment:
+    """HTML autoescaped; Markdown through the `md`, `md_code` and `md_url` filters."""
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(template_dir()),
+                             autoescape=jinja2.select_autoescape(["html", "html.j2"]),
+                             undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
+    env.filters.update(md=md, md_code=md_code, md_url=md_url)
+    return env
