@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from rich.console import Console
+from rich.text import Text
 
 
 def print_capacity(err: Console, sweep: Any, summary: Any, backend: str) -> list[str]:
@@ -13,7 +14,7 @@ def print_capacity(err: Console, sweep: Any, summary: Any, backend: str) -> list
 
     problems, notes = plan_capacity(sweep, summary, backend)
     for line in problems:
-        err.print(f"[bold yellow]will not fit:[/] {line}", highlight=False, soft_wrap=True)
+        err.print(Text.assemble(("will not fit:", "bold yellow"), " ", line))
     for line in notes:
-        err.print(f"note: {line}", highlight=False, soft_wrap=True)
+        err.print(f"note: {line}")
     return problems
