@@ -11,7 +11,7 @@ from pydantic import ValidationError
 from studyctl.analysis.mlperf import MLPERF_READS, MLPERF_WRITES, PAGE_CACHE_FACTOR, ModelVerdict, mlperf_view
 from studyctl.analysis.plausibility import implausible
 from studyctl.analysis.report.markdown import template_env
-from studyctl.analysis.results import file_status, find_attempts, read_regular
+from studyctl.analysis.results import bad_names, file_status, find_attempts, read_regular
 from studyctl.attempt.paths import StudyPaths
 from studyctl.definition.catalog import MLPERF_SHAPES
 from studyctl.fsutil import atomic_write_text
@@ -66,7 +66,7 @@ def load_results(study_dir: Path) -> list[Result]:
                 result = Result.model_validate_json(read_regular(a.result))
             except (OSError, ValidationError):
                 continue
-            if not implausible(result):  # what collect refuses is not judged either
+            if not implausible(result) and not bad_names(result):  # what collect refuses is not judged either
                 chosen.append(result)
                 break
     return sorted(chosen, key=lambda r: (r.point.model.name, r.point.world_size, r.point_id))

@@ -172,6 +172,12 @@ def read_regular(path: Path) -> bytes:
         os.close(fd)
 
 
+def bad_names(result: Result) -> str | None:
+    """Names a result brings (they name plots and table keys) held to the sweep file's rule, or why not."""
+    return name_problem({"study": result.study, "model": result.point.model.name,
+                         "filesystem": result.point.filesystem})
+
+
 def parse_result(path: Path, point_id: str) -> tuple[dict[str, Any] | None, str | None]:
     """(rows, None) for a valid, plausible result of this point, else (None, one-line reason)."""
     try:
@@ -188,8 +194,7 @@ def parse_result(path: Path, point_id: str) -> tuple[dict[str, Any] | None, str 
         return None, f"holds point {result.point_id}, not {point_id}"
     if result.point.point_id != point_id:
         return None, f"its point configuration hashes to {result.point.point_id}, not {point_id}"
-    bad_name = name_problem({"study": result.study, "model": result.point.model.name,
-                             "filesystem": result.point.filesystem})  # the sweep file's rule: they name files
+    bad_name = bad_names(result)
     if bad_name:
         return None, bad_name
     problem = implausible(result)

@@ -17,9 +17,11 @@ from urllib.parse import quote
 import jinja2
 
 # CommonMark lets any ASCII punctuation be backslash-escaped; these can start or end Markdown syntax
-# anywhere in a line ('&' an entity, '|' a table cell, '~' strike-through, '<' a raw tag or autolink).
-INLINE = re.compile(r"([\\`*_{}\[\]<>()#+!|~&])")
-LINE_START = re.compile(r"^(\s*)([-=:]|\d+(?=[.)]))")  # a list item, setext underline, table rule, ordered list
+# anywhere in a line ('&' an entity, '|' a table cell, '~' strike-through, '<' a raw tag or autolink, '['
+# a link or image: with it escaped, '(', ')' and '!' mean nothing). The rest only at the start of a line:
+# a list item, setext underline, table rule, ordered list ("1. ", not "3.11").
+INLINE = re.compile(r"([\\`*_\[\]<>#|~&])")
+LINE_START = re.compile(r"^(\s*)([-+=:]|\d+(?=[.)](?:\s|$)))")
 SPACE = re.compile(r"[\s\x00-\x1f\x7f]+")  # newlines, tabs, control characters: one space (one line, one cell)
 
 
@@ -35,9 +37,11 @@ def md(value: Any) -> str:
 
 
 def md_code(value: Any) -> str:
-    """`value` as one inline code span: a fence longer than any run of backticks in it; '|' escaped (GFM
-    splits table cells on it even inside code, and shows '\\|' as '|')."""
-    text = _one_line(value).replace("|", "\\|")
+    """`value` as one inline code span (a fence longer than any run of backticks in it). With a '|' it is
+    `md` text instead: GFM splits a table row at '|' even inside code, and '\\|' shows as itself elsewhere."""
+    text = _one_line(value)
+    if "|" in text:
+        return md(text)
     longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
     fence = "`" * (longest + 1)
     pad = " " if text.startswith("`") or text.endswith("`") or not text else ""
