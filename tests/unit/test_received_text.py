@@ -155,3 +155,9 @@ def test_a_result_with_a_bad_name_is_one_unusable_file_not_a_failed_collect(tmp_
     assert (root / "report.html").is_file() and not list((tmp_path).glob("x*"))
     written = write_result(root, make_point(rep=5), [1.0, 1.0], [2.0, 2.0])  # the study goes on
     assert written.is_file() and run_cli("mlperf", "got", "--results", str(results)).returncode == 0
+
+
+def test_ordinary_text_stays_readable_in_the_markdown_source() -> None:
+    for text in ("insufficient_space: needs 12.0 GiB, 3.1 GiB free", "ZeRO-3 with PP > 1 is not real",
+                 "MPICH Version: 4.2.0", "2026-11-22T10:00:00+00:00", "studyctl (worker)", "rw,relatime"):
+        assert md(text) == text

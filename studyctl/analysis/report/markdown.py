@@ -16,12 +16,13 @@ from urllib.parse import quote
 
 import jinja2
 
-# CommonMark lets any ASCII punctuation be backslash-escaped; these can start or end Markdown syntax
-# anywhere in a line ('&' an entity, '|' a table cell, '~' strike-through, '<' a raw tag or autolink, '['
-# a link or image: with it escaped, '(', ')' and '!' mean nothing). The rest only at the start of a line:
-# a list item, setext underline, table rule, ordered list ("1. ", not "3.11").
-INLINE = re.compile(r"([\\`*_\[\]<>#|~&])")
-LINE_START = re.compile(r"^(\s*)([-+=:]|\d+(?=[.)](?:\s|$)))")
+# CommonMark lets any ASCII punctuation be backslash-escaped. Escaped anywhere in a line: what can start or
+# end Markdown syntax there ('&' an entity, '|' a table cell, '~' strike-through, '<' a raw tag or autolink,
+# '[' a link or image: with it escaped, '(', ')' and '!' mean nothing). '_' only where it is not inside a
+# word (intraword '_' is never emphasis: snake_case stays readable). The rest only at the start of a line:
+# a heading, block quote, list item, setext underline, table rule, ordered list ("1. ", not "3.11").
+INLINE = re.compile(r"([\\`*\[\]<#|~&])|(?<![^\W_])_|_(?![^\W_])")
+LINE_START = re.compile(r"^(\s*)([-+=:>]|\d+(?=[.)](?:\s|$)))")
 SPACE = re.compile(r"[\s\x00-\x1f\x7f]+")  # newlines, tabs, control characters: one space (one line, one cell)
 
 
@@ -31,7 +32,7 @@ def _one_line(value: Any) -> str:
 
 def md(value: Any) -> str:
     """`value` as Markdown text showing exactly its characters, on one line (safe in a table cell)."""
-    text = INLINE.sub(r"\\\1", _one_line(value))
+    text = INLINE.sub(lambda m: "\\" + m.group(0), _one_line(value))
     return LINE_START.sub(lambda m: f"{m.group(1)}\\{m.group(2)}" if not m.group(2).isdigit()
                           else f"{m.group(1)}{m.group(2)}\\", text)
 
