@@ -2,7 +2,9 @@
 
 A function of the files: it never reads the ledger, polls a scheduler or deletes results. Work is
 skipped when nothing it depends on changed (a manifest under tables/.cache). Bad input (a ratio
-naming no axis, an unreadable DLIO folder) is refused before anything is written.
+naming no axis, an unreadable DLIO folder) is refused before anything is written, and so is a study
+whose tables/, tables/.cache/ or plots/ is a symlink (`fsutil.owned_dir`). Every file is replaced
+atomically under a fresh temporary name, so collects of one study may run at the same time.
 """
 
 from __future__ import annotations
