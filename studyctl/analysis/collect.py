@@ -2,8 +2,10 @@
 
 A function of the files: it never reads the ledger, polls a scheduler or deletes results. Work is
 skipped when nothing it depends on changed (a manifest under tables/.cache). Bad input (a ratio
-naming no axis, a DLIO path with no summary.json) is refused before anything is written; a damaged or
-implausible DLIO folder is a problem naming its file, like a damaged result file, and the rest is kept.
+naming no axis, a DLIO path with no summary.json) is refused before anything is written, and so is a
+study whose tables/, tables/.cache/ or plots/ is a symlink (`fsutil.owned_dir`); a damaged or implausible
+DLIO folder is a problem naming its file, like a damaged result file, and the rest is kept. Every file is
+replaced atomically under a fresh temporary name, so collects of one study may run at the same time.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ from studyctl.attempt.paths import StudyPaths
 from studyctl.attempt.tree import AttemptFiles, scan_attempts
 from studyctl.definition.yamlpos import load_yaml_bounded
 from studyctl.errors import UserError
-from studyctl.fsutil import atomic_write_json
+from studyctl.fsutil import atomic_write_json, owned_dir
 from studyctl.states import NOT_FAILED, State
 
 __all__ = ["CollectResult", "DlioRun", "Failure", "PointStatus", "Problem", "Tables", "build_tables", "collect"]
@@ -190,10 +192,13 @@ def _save_manifest(path: Path, stamp: str, r: CollectResult) -> None:
 
 
 def _remove_stale_plots(plots_dir: Path, keep: list[Plot]) -> None:
+    """PNGs of plots this collect did not draw (a model since removed); never another writer's temporary
+    file, never anything but a regular file. `plots_dir` is a real directory of the study (`owned_dir`)."""
     keep_names = {p.path.name for p in keep}
-    for old in plots_dir.glob("*.png") if plots_dir.is_dir() else ():
-        if old.name not in keep_names:
-            old.unlink(missing_ok=True)
+    for entry in os.scandir(plots_dir):
+        if (entry.name.endswith(".png") and not entry.name.startswith(".") and entry.name not in keep_names
+                and entry.is_file(follow_symlinks=False)):
+            Path(entry.path).unlink(missing_ok=True)
 
 
 def _ratio_outputs(tables: Tables, specs: list[RatioSpec], paths: StudyPaths
@@ -225,7 +230,9 @@ def collect(study_dir: Path, statuses: Sequence[PointStatus] | None = None,
     """
     paths = StudyPaths(Path(study_dir))
     dlio = [Path(p) for p in ([import_dlio] if isinstance(import_dlio, (str, Path)) else import_dlio or [])]
-    manifest_path = paths.tables_cache / "outputs.json"
+    for out_dir in paths.collect_dirs:  # refused before anything is read or written through a symlink
+        owned_dir(paths.root, out_dir)
+    manifest_path = paths.outputs_manifest
     found = scan_attempts(paths)
     stamp = _fingerprint(paths, found, statuses, dlio, ratios)
     manifest = None if force else _load_manifest(manifest_path, stamp)
@@ -236,7 +243,7 @@ def collect(study_dir: Path, statuses: Sequence[PointStatus] | None = None,
     tables = build_tables(paths.root, extra, paths.tables_cache, excluded, found)
     specs = [parse_ratio(text, tables.summary) for text in ratios]  # refused before anything is written
     tables.problems.extend([*_missing_results(tables, statuses), *dlio_problems])
-    written = write_tables(tables, paths.tables)
+    written = write_tables(tables, paths)
     plots, skipped = make_plots(tables.summary, tables.ranks, paths.plots)
     more, why = training_plots(tables.training, paths.plots)
     plots, skipped = plots + more, skipped + why

@@ -21,8 +21,9 @@ import pandas as pd
 from studyctl.analysis.cells import IDENTITY, MEASURED, describe_cell, independent, varying
 from studyctl.analysis.stats import ratio_ci
 from studyctl.analysis.tables import HEADLINE, build_tables
+from studyctl.attempt.paths import StudyPaths
 from studyctl.errors import UserError
-from studyctl.fsutil import atomic_write_text
+from studyctl.fsutil import atomic_write_text, owned_dir
 
 MEASURES = ["n", HEADLINE, f"{HEADLINE}_se", f"{HEADLINE}_ci95", "flags"]
 
@@ -134,6 +135,7 @@ def compare(a: Path, b: Path, threshold: float = 0.05) -> CompareResult:
     UserError (exit 2) when a study has no results or no cell of one matches a cell of the other.
     """
     a, b = Path(a), Path(b)
+    out = owned_dir(b, StudyPaths(b).compared_with(a.name), create=False)  # refused before any work
     sa, sb = build_tables(a).summary, build_tables(b).summary
     if sa.empty or sb.empty:
         empty = a.name if sa.empty else b.name
@@ -142,7 +144,7 @@ def compare(a: Path, b: Path, threshold: float = 0.05) -> CompareResult:
     if matched.empty:
         raise UserError(f"compare {a.name} {b.name}: {nothing_comparable(sa, sb, keys)}")
     result = CompareResult(a.name, b.name, threshold, matched, un_a, un_b, keys, differing)
-    out = b / "compare" / a.name
+    owned_dir(b, out)  # a real directory inside B, never a symlink
     csv = out / "comparison.csv"
     atomic_write_text(csv, matched.to_csv(index=False))
     from studyctl.analysis.plots.forest import forest

@@ -45,7 +45,7 @@ from studyctl.analysis.dlio_files import (
 from studyctl.analysis.results import Problem
 from studyctl.attempt.plausibility import MAX_GIBPS
 from studyctl.attempt.result_file import name_problem
-from studyctl.definition.sweep import NAME
+from studyctl.definition.names import is_plain_name
 from studyctl.errors import UserError
 from studyctl.units import GIB
 
@@ -119,7 +119,7 @@ def _model_name(run_dir: Path, summary: Summary, hydra_name: str | None) -> str:
             if problem:
                 raise DlioDamaged(path, problem)
             return name
-    return run_dir.name if NAME.match(run_dir.name) else "dlio"
+    return run_dir.name if is_plain_name(run_dir.name) else "dlio"
 
 
 def _base(run_dir: Path, summary: Summary, filesystem: str, repetition: int) -> dict[str, Any]:

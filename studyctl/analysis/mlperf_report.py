@@ -8,7 +8,7 @@ from pathlib import Path
 import jinja2
 
 from studyctl.analysis.mlperf import MLPERF_READS, MLPERF_WRITES, PAGE_CACHE_FACTOR, ModelVerdict, mlperf_view
-from studyctl.analysis.report import template_dir
+from studyctl.analysis.report.markdown import template_env
 from studyctl.attempt.judged import excluded_points
 from studyctl.attempt.paths import StudyPaths
 from studyctl.attempt.result_file import read_result
@@ -30,9 +30,7 @@ DEFINITIONS = [
 
 
 def _env() -> jinja2.Environment:
-    return jinja2.Environment(loader=jinja2.FileSystemLoader(template_dir()),
-                              autoescape=jinja2.select_autoescape(["html", "html.j2"]),
-                              undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
+    return template_env()  # the report's: HTML autoescaped, Markdown through its escaping filters
 
 
 def _num(x: float | None, digits: int = 4) -> str:
@@ -51,7 +49,7 @@ def write_mlperf_report(study: str, out_dir: Path, verdicts: list[ModelVerdict])
         "definitions": DEFINITIONS,
         "shapes": [(name, *shape) for name, shape in MLPERF_SHAPES.items()],
     }
-    html, md = out_dir / "mlperf.html", out_dir / "mlperf.md"
+    html, md = StudyPaths(out_dir).mlperf_html, StudyPaths(out_dir).mlperf_md
     atomic_write_text(html, env.get_template("mlperf.html.j2").render(**context))
     atomic_write_text(md, env.get_template("mlperf.md.j2").render(**context))
     return html, md

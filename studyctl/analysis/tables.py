@@ -15,7 +15,6 @@ not checkpoints: the checkpoints of one run share a job, nodes and cache state.
 
 from __future__ import annotations
 
-import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -30,7 +29,7 @@ from studyctl.analysis.training_cost import load_training, training_table
 from studyctl.attempt.judged import excluded_points
 from studyctl.attempt.paths import StudyPaths
 from studyctl.attempt.tree import AttemptFiles
-from studyctl.fsutil import atomic_write_json
+from studyctl.fsutil import atomic_open, atomic_write_json, owned_dir
 from studyctl.units import GIB
 
 MEASURES = ("index", "bytes", "files", "duration_s", "span_s", "aggregate_GiBps", "mlperf_throughput_GiBps",
@@ -156,6 +155,7 @@ def build_tables(study_dir: Path, extra_checkpoints: pd.DataFrame | None = None,
     cells: a result they left from before is named in `left_out`. `found`: the attempt tree, if scanned.
     """
     paths = StudyPaths(Path(study_dir))
+    owned_dir(paths.root, paths.tables_cache if cache_dir is None else cache_dir)  # the parse cache's home
     loaded = load_rows(paths, cache_dir, excluded | excluded_points(paths), found)
     checkpoints = pd.DataFrame.from_records([c for r in loaded.rows for c in r["checkpoints"]])
     if extra_checkpoints is not None and not extra_checkpoints.empty:
@@ -178,30 +178,25 @@ def _atomic_frame(frame: pd.DataFrame, paths: list[Path]) -> None:
     strings = {c: "string" for c in frame.columns if frame[c].dtype == object}
     table = pa.Table.from_pandas(frame.astype(strings) if strings else frame, preserve_index=False)
     for path in paths:
-        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-        try:
+        with atomic_open(path) as fh:
             if path.suffix == ".csv":
-                pacsv.write_csv(table, tmp, pacsv.WriteOptions(quoting_style="needed"))
+                pacsv.write_csv(table, fh, pacsv.WriteOptions(quoting_style="needed"))
             else:
-                pq.write_table(table, tmp)
-            os.replace(tmp, path)
-        finally:
-            tmp.unlink(missing_ok=True)
+                pq.write_table(table, fh)
 
 
 def write_frame(frame: pd.DataFrame, out_dir: Path, name: str) -> list[Path]:
-    """`name`.csv and `name`.parquet, each replaced atomically."""
-    out_dir.mkdir(parents=True, exist_ok=True)
+    """`name`.csv and `name`.parquet in `out_dir` (an existing directory), each replaced atomically."""
     paths = [out_dir / f"{name}.csv", out_dir / f"{name}.parquet"]
     _atomic_frame(frame, paths)
     return paths
 
 
-def write_tables(tables: Tables, out_dir: Path) -> list[Path]:
+def write_tables(tables: Tables, study: StudyPaths) -> list[Path]:
     """CSV and Parquet per table, plus problems.json; every file replaced atomically."""
     written = []
     for name in TABLE_NAMES:
-        written += write_frame(getattr(tables, name), out_dir, name)
-    atomic_write_json(out_dir / "problems.json", {"invalid_results": [asdict(p) for p in tables.problems],
-                                                  "worker_errors": [asdict(f) for f in tables.failures]})
+        written += write_frame(getattr(tables, name), study.tables, name)
+    atomic_write_json(study.problems, {"invalid_results": [asdict(p) for p in tables.problems],
+                                       "worker_errors": [asdict(f) for f in tables.failures]})
     return written

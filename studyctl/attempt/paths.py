@@ -5,7 +5,9 @@
         ledger.sqlite-journal                   SQLite's rollback journal (kept between transactions)
         slurm/                                  submitit's folder (scripts, logs, manifests)
         points/<point_id>/attempt-<n>/          task.json, result.json | error.json, stdout.log, stderr.log
-        tables/  plots/  report.html  report.md what `collect` writes
+        tables/  plots/  report.html  report.md what `collect` writes (tables/problems.json, tables/.cache/)
+        mlperf.html  mlperf.md                  what `mlperf` writes
+        compare/<other study>/                  what `compare` writes (comparison.csv/.txt, ratio.png)
 """
 
 from __future__ import annotations
@@ -139,8 +141,38 @@ class StudyPaths:
         return self.tables_cache / "results.json"
 
     @property
+    def outputs_manifest(self) -> Path:
+        """What the last collect wrote and from which inputs: an unchanged study is not redone."""
+        return self.tables_cache / "outputs.json"
+
+    @property
+    def problems(self) -> Path:
+        return self.tables / "problems.json"
+
+    @property
     def plots(self) -> Path:
         return self.root / "plots"
+
+    @property
+    def mlperf_html(self) -> Path:
+        return self.root / "mlperf.html"
+
+    @property
+    def mlperf_md(self) -> Path:
+        return self.root / "mlperf.md"
+
+    @property
+    def compare(self) -> Path:
+        return self.root / "compare"
+
+    def compared_with(self, other: str) -> Path:
+        """This study against `other` (a study name): its comparison files."""
+        return self.compare / other
+
+    @property
+    def collect_dirs(self) -> tuple[Path, ...]:
+        """The directories `collect` writes into: each a real directory inside the study (fsutil.owned_dir)."""
+        return self.tables, self.tables_cache, self.plots
 
     @property
     def report_html(self) -> Path:

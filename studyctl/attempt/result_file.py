@@ -7,15 +7,14 @@ usable is a one-line reason naming the field, never an exception.
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 from pydantic import ValidationError
 
 from studyctl.attempt.plausibility import implausible
 from studyctl.attempt.tree import read_regular
+from studyctl.definition import names
 from studyctl.definition.result_schema import Result, WorkerError
-from studyctl.definition.sweep import NAME, NAME_RULE
 
 _SHOWN = 60  # characters of a hostile value quoted in a reason
 
@@ -31,12 +30,9 @@ def describe_validation(exc: ValidationError) -> str:
     return f"does not match the result schema: {where}: {err['msg']}{more}"
 
 
-def name_problem(field: str, value: str, pattern: re.Pattern[str] = NAME) -> str | None:
+def name_problem(field: str, value: object) -> str | None:
     """A name from a result file (it becomes a table key, a plot file name) follows the sweep files' rule."""
-    if pattern.match(value):
-        return None
-    shown = value if len(value) <= _SHOWN else value[:_SHOWN] + "…"
-    return f"{field} = {shown!r} is not a name ({NAME_RULE})"
+    return names.name_problem({field: value})
 
 
 def _identity_problem(r: Result, point_id: str, attempt: int) -> str | None:
@@ -46,9 +42,8 @@ def _identity_problem(r: Result, point_id: str, attempt: int) -> str | None:
         return f"its point configuration hashes to {r.point.point_id}, not {point_id}"
     if r.attempt != attempt:
         return f"holds attempt {r.attempt}, not {attempt}"
-    names = (("point.model.name", r.point.model.name), ("point.filesystem", r.point.filesystem),
-             ("filesystem.name", r.filesystem.name))
-    return next((p for field, value in names if (p := name_problem(field, value))), None)
+    return names.name_problem({"model": r.point.model.name, "filesystem": r.point.filesystem,
+                               "filesystem record's": r.filesystem.name, "study": r.study})
 
 
 def read_result(path: Path, point_id: str, attempt: int) -> tuple[Result | None, str | None]:

@@ -25,7 +25,7 @@ def collect(
     def run() -> None:
         res = api.collect(study_ref, results, import_dlio or [], ratio or [])
         for line in res.summary_lines():
-            out.print(line, highlight=False)
+            out.print(line)
 
     guard(run)
 
@@ -42,7 +42,7 @@ def compare(
     def run() -> int:
         res = api.compare(study_a, study_b, results, threshold)
         for line in res.summary_lines():
-            out.print(line, highlight=False)
+            out.print(line)
         return 1 if res.any_regressed else 0
 
     code = guard(run)

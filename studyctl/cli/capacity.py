@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from rich.console import Console
+from rich.text import Text
 
 if TYPE_CHECKING:
     from studyctl.api import Plan
@@ -14,7 +15,7 @@ def print_capacity(err: Console, plan: Plan, backend: str) -> list[str]:
     """Print each capacity problem and note (what was not checked, DLIO's memory); return the problems."""
     problems, notes = plan.capacity(backend)
     for line in problems:
-        err.print(f"[bold yellow]will not fit:[/] {line}", highlight=False, soft_wrap=True)
+        err.print(Text.assemble(("will not fit:", "bold yellow"), " ", line))
     for line in notes:
-        err.print(f"note: {line}", highlight=False, soft_wrap=True)
+        err.print(f"note: {line}")
     return problems

@@ -9,17 +9,27 @@ from typing import Annotated, TypeVar
 
 import typer
 from rich.console import Console
-from rich.markup import escape
+from rich.text import Text
 
 from studyctl.errors import UserError, os_error_line
 
-# Wide when piped (CI logs, files); the terminal's width otherwise.
-out = Console(width=None if sys.stdout.isatty() else 180)
-err = Console(stderr=True, width=None if sys.stderr.isatty() else 180)
+# What is printed comes from data and the environment (paths, names, reasons): shown verbatim, never read as
+# console markup ('[/x]' would crash, '[project]' vanish), emoji codes or highlighting; a line is never
+# broken. Style is only ever given structurally: `styled` (rich Text), never by markup in a string.
+# Tables are wide when piped (CI logs, files); the terminal's width otherwise.
+out = Console(width=None if sys.stdout.isatty() else 180, markup=False, emoji=False, highlight=False,
+              soft_wrap=True)
+err = Console(stderr=True, width=None if sys.stderr.isatty() else 180, markup=False, emoji=False,
+              highlight=False, soft_wrap=True)
 STATE = {"debug": False}
 T = TypeVar("T")
 
 ResultsOpt = Annotated[Path, typer.Option("--results", help="where study directories live")]
+
+
+def styled(*parts: str | tuple[str, str]) -> Text:
+    """One line from plain strings and (text, style) pairs: the text of each part shown as it is."""
+    return Text.assemble(*parts)
 
 
 def guard(fn: Callable[[], T]) -> T:
@@ -34,8 +44,8 @@ def guard(fn: Callable[[], T]) -> T:
     except UserError as exc:
         if STATE["debug"]:
             raise
-        err.print(f"[bold red]studyctl: error:[/] {escape(str(exc))}", highlight=False, soft_wrap=True)
+        err.print(styled(("studyctl: error:", "bold red"), " ", str(exc)))
         raise typer.Exit(exc.exit_code) from None
     except KeyboardInterrupt as stop:
-        err.print(f"studyctl: {getattr(stop, 'reason', 'interrupted')}", highlight=False)
+        err.print(f"studyctl: {getattr(stop, 'reason', 'interrupted')}")
         raise typer.Exit(getattr(stop, "exit_code", 130)) from None

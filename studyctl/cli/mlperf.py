@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from studyctl.cli.common import ResultsOpt, guard, out
+from studyctl.cli.common import ResultsOpt, guard, out, styled
 
 
 def mlperf(study_ref: Annotated[str, typer.Argument(metavar="STUDY")], results: ResultsOpt = Path("results")) -> None:
@@ -17,11 +17,11 @@ def mlperf(study_ref: Annotated[str, typer.Argument(metavar="STUDY")], results: 
     def run() -> None:
         verdicts, html, md = api.mlperf_report(study_ref, results)
         for v in verdicts:
-            mark = "[green]meets CLOSED[/]" if v.passed else "[red]does not meet CLOSED[/]"
-            out.print(f"{v.model}: {mark}" + ("" if v.passed else f" (no point met: {', '.join(v.unmet())})"))
+            mark = ("meets CLOSED", "green") if v.passed else ("does not meet CLOSED", "red")
+            out.print(styled(f"{v.model}: ", mark, "" if v.passed else f" (no point met: {', '.join(v.unmet())})"))
         if not verdicts:
             out.print("no results yet")
-        out.print(f"MLPerf view: {html}", highlight=False)
-        out.print(f"MLPerf view (Markdown): {md}", highlight=False)
+        out.print(f"MLPerf view: {html}")
+        out.print(f"MLPerf view (Markdown): {md}")
 
     guard(run)

@@ -24,4 +24,4 @@ def models() -> None:
     out.print(table)
     for r in rows:
         if r["note"]:
-            out.print(f"* {r['model']}: {r['note']}", highlight=False)
+            out.print(f"* {r['model']}: {r['note']}")

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 from rich.table import Table
 
-from studyctl.cli.common import err, guard, out
+from studyctl.cli.common import err, guard, out, styled
 from studyctl.errors import UserError
 from studyctl.units import format_bytes
 
@@ -79,11 +79,11 @@ def _print_plan(study: str, rows: list[dict[str, Any]], summary: PlanSummary, li
     out.print(table)
     if limit and summary.points > len(rows):
         out.print(f"… {summary.points - len(rows)} more points (--limit 0 shows all, --json for scripts)")
-    out.print(f"[bold]{summary.points}[/] points: {summary.runnable} to run, {summary.excluded} excluded")
+    out.print(styled((str(summary.points), "bold"), f" points: {summary.runnable} to run, {summary.excluded} excluded"))
     for axis, counts in summary.axis_counts.items():
-        out.print(f"  {axis}: " + ", ".join(f"{k}×{v}" for k, v in counts.items()), highlight=False)
+        out.print(f"  {axis}: " + ", ".join(f"{k}×{v}" for k, v in counts.items()))
     for reason, n in summary.exclude_reasons.items():
-        out.print(f"  excluded ×{n}: {reason}", highlight=False)
+        out.print(f"  excluded ×{n}: {reason}")
     out.print(f"to write {format_bytes(summary.bytes_to_write)}, to read {format_bytes(summary.bytes_to_read)}, "
               f"~{summary.node_hours:.2f} node-hours (estimate)")
     for fs, need in summary.max_disk_bytes_needed.items():
@@ -99,8 +99,7 @@ def _print_needs(needs: dict[tuple[str, str, int], dict[str, Any]], limit: int =
         return
     first = next(iter(needs.values()))
     out.print(f"to keep checkpoints under {first['target_overhead']:.0%} of training time "
-              f"(checkpoint every {first['interval_s'] / 60:g} min of training; full-size checkpoints):",
-              highlight=False)
+              f"(checkpoint every {first['interval_s'] / 60:g} min of training; full-size checkpoints):")
     for i, ((model, strategy, nodes), n) in enumerate(needs.items()):
         if i == limit:
             out.print(f"  … {len(needs) - limit} more (plan --json has every point's answer)")
@@ -112,4 +111,4 @@ def _print_needs(needs: dict[tuple[str, str, int], dict[str, Any]], limit: int =
                      f"(job MTBF {n['job_mtbf_s'] / 3600:.1f} h)")
         if n["required_background_GiBps"] is not None:
             line += f"; the background drain needs {n['required_background_GiBps']:.2f} GiB/s of shared storage"
-        out.print(line, highlight=False)
+        out.print(line)

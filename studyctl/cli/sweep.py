@@ -10,11 +10,11 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.live import Live
-from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
+from rich.text import Text
 
-from studyctl.cli.common import ResultsOpt, err, guard, out
+from studyctl.cli.common import ResultsOpt, err, guard, out, styled
 from studyctl.errors import UserError
 from studyctl.states import FINAL_STATES, RETRYABLE_STATES, State, shown_state
 from studyctl.units import format_bytes
@@ -71,9 +71,9 @@ def sweep_submit(
 
         def on_plan(rep: study.SubmitReport) -> None:
             nonlocal view
-            out.print(f"study [bold]{rep.study.name}[/]: {rep.points} points ({rep.excluded} excluded, "
+            out.print(styled("study ", (rep.study.name, "bold"), f": {rep.points} points ({rep.excluded} excluded, "
                       f"{rep.new_points} new); {rep.skipped_completed} completed, {rep.skipped_active} queued/running, "
-                      f"{rep.waiting_for_failed} failed (use resubmit); running {rep.launched} on {rep.backend}")
+                      f"{rep.waiting_for_failed} failed (use resubmit); running {rep.launched} on {rep.backend}"))
             if rep.launched and rep.runs_to_completion and sys.stderr.isatty():
                 view = _ProgressView(rep.launched, rep.bytes_to_write)
                 view.bar.start()
@@ -83,8 +83,7 @@ def sweep_submit(
                 view(u)
             elif u.state in FINAL_STATES:
                 line = f"{u.point_id} attempt {u.attempt}: {u.state.value}"
-                err.print(line + (f" — {u.reason}" if u.reason and u.state is not State.COMPLETED else ""),
-                          highlight=False, soft_wrap=True)
+                err.print(line + (f" — {u.reason}" if u.reason and u.state is not State.COMPLETED else ""))
 
         try:
             rep = study.submit(sweep, backend, results, dry_run, budget_node_hours, progress, on_plan)
@@ -106,7 +105,7 @@ def _print_after_run(submitted: SubmitReport, results: Path) -> None:
 
     study_dir = submitted.study
     for note in submitted.notes:
-        err.print(f"studyctl: {note}", highlight=False, soft_wrap=True)
+        err.print(f"studyctl: {note}")
     rep = study.status(study_dir.root, results)
     out.print(_counts_line(rep.counts))
     if not submitted.runs_to_completion and not rep.done:
@@ -154,17 +153,17 @@ def _status_table(rep: StatusReport, limit: int) -> Table:
         state = shown_state(p.state, p.excluded)
         colour = colours.get(p.state, "white") if not p.excluded else "dim"
         reason = p.exclude_reason if p.excluded else (a.reason if a and p.state is not State.COMPLETED else "")
-        table.add_row(p.point_id, f"[{colour}]{state}[/]", str(p.attempts), pt.model.name,
+        table.add_row(p.point_id, Text(state, style=colour), str(p.attempts), pt.model.name,
                       str(pt.zero_stage), f"{pt.nodes}×{pt.ranks_per_node}", pt.filesystem,
                       pt.io_mode, str(pt.repetition), (a.job_id or (str(a.pid) if a.pid else "")) if a else "",
                       (a.node_list or "") if a else "", reason or "")
-    captions = []
+    captions: list[tuple[str, str]] = []
     if limit and len(shown) > limit:
-        captions.append(f"{len(shown) - limit} more (completed last); --limit 0 shows all")
+        captions.append((f"{len(shown) - limit} more (completed last); --limit 0 shows all", ""))
     if rep.backend_note:
-        captions.append(f"[red]states may be stale: {escape(rep.backend_note)}[/]")
-    captions += [f"[yellow]{escape(note)}[/]" for note in rep.notes]
-    table.caption = "\n".join(captions) or None
+        captions.append((f"states may be stale: {rep.backend_note}", "red"))
+    captions += [(note, "yellow") for note in rep.notes]
+    table.caption = Text("\n").join(Text(text, style=style) for text, style in captions) if captions else None
     return table
 
 
@@ -229,8 +228,7 @@ def sweep_resubmit(
         def progress(u: Update) -> None:
             if u.state in FINAL_STATES:
                 err.print(f"{u.point_id} attempt {u.attempt}: {u.state.value}"
-                          + (f" — {u.reason}" if u.reason and u.state is not State.COMPLETED else ""),
-                          highlight=False, soft_wrap=True)
+                          + (f" — {u.reason}" if u.reason and u.state is not State.COMPLETED else ""))
 
         rep = study.resubmit(study_ref, results, _parse_states(state), point or (), max_attempts, backend, progress)
         out.print(f"resubmitted {rep.launched} points" + (f" ({rep.waiting_for_failed} at --max-attempts)"

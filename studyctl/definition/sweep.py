@@ -26,6 +26,7 @@ from pydantic.fields import FieldInfo
 
 from studyctl.definition.catalog import CATALOG, DIMENSIONS, DTYPE_BYTES, MlpKind, ModelSpec, lookup
 from studyctl.definition.filesystems import FILESYSTEM_KINDS, FilesystemSpec
+from studyctl.definition.names import plain_name
 from studyctl.definition.options import LocalOptions, SlurmOptions
 from studyctl.definition.points import CHECKPOINT_AXES, CheckpointOptions, IoMode
 from studyctl.definition.training import TrainingSpec
@@ -33,19 +34,9 @@ from studyctl.definition.yamlpos import Loc, line_of, load_yaml_with_lines
 from studyctl.errors import UserError
 
 ZERO_ALIASES = {"ddp": 0, "fsdp": 3, "zero0": 0, "zero1": 1, "zero2": 2, "zero3": 3}
-# Study, model and filesystem names end up in directory names and table keys: bounded and plain.
-NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
-NAME_RULE = "1-64 letters, digits, '_', '.', '-', starting with a letter or digit"
 DEFAULT_MAX_POINTS = 1_000_000
-
-
-def _plain_name(value: str) -> str:
-    if not NAME.match(value):
-        raise ValueError(f"{value!r} must be {NAME_RULE} (it names files and directories)")
-    return value
-
-
-PlainName = Annotated[str, AfterValidator(_plain_name)]
+# Study, model and filesystem names end up in directory names and table keys: bounded and plain.
+PlainName = Annotated[str, AfterValidator(plain_name)]
 
 
 def _zero_alias(value: Any) -> Any:
@@ -230,7 +221,7 @@ class SweepFile(_Strict):
     @field_validator("study")
     @classmethod
     def _study_name(cls, value: str) -> str:
-        return _plain_name(value)
+        return plain_name(value)
 
     @field_validator("models")
     @classmethod

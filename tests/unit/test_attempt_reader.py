@@ -97,13 +97,13 @@ def test_the_reader_checks_the_attempt_and_the_names(tmp_path: Path) -> None:
         data = result_dict(hostile, [2.0], [3.0])
         path = write_raw(study, hostile, data)
         result, reason = read_result(path, hostile.point_id, 1)
-        assert result is None and reason and reason.startswith("point.model.name = ") and "is not a name" in reason
+        assert result is None and reason and reason.startswith("model name ") and "is not 1-64 letters" in reason
     q = make_point(rep=1)
     data = result_dict(q, [2.0], [3.0])
     data["filesystem"]["name"] = "<script>"
     assert read_result(write_raw(study, q, data), q.point_id, 1)[1] == (
-        "filesystem.name = '<script>' is not a name (1-64 letters, digits, '_', '.', '-', starting with a letter "
-        "or digit)")
+        "filesystem record's name '<script>' is not 1-64 letters, digits, '_', '.', '-', starting with a letter "
+        "or digit")
 
 
 def test_a_huge_file_is_never_read(tmp_path: Path) -> None:

@@ -22,6 +22,7 @@ from matplotlib.lines import Line2D
 
 from studyctl.analysis.cells import axis_label
 from studyctl.analysis.values import missing
+from studyctl.fsutil import atomic_open
 
 if TYPE_CHECKING:
     from matplotlib.typing import LineStyleType  # matplotlib >= 3.8; annotations only
@@ -156,10 +157,11 @@ def save(fig: plt.Figure, path: Path, handles: Sequence[Any] = (), labels: Seque
         fig.legend(handles, labels, loc="upper left", bbox_to_anchor=(1.0, 0.95), frameon=False, title=title)
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.stem}.tmp.png")
-    fig.savefig(tmp, dpi=DPI, bbox_inches="tight", facecolor="white")
-    plt.close(fig)
-    tmp.replace(path)
+    try:
+        with atomic_open(path) as fh:  # a fresh temporary name each time: concurrent collects never share one
+            fig.savefig(fh, format="png", dpi=DPI, bbox_inches="tight", facecolor="white")
+    finally:
+        plt.close(fig)
     return path
 
 

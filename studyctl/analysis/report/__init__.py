@@ -8,7 +8,8 @@ from typing import Any
 
 from studyctl.analysis.plots import Plot
 from studyctl.analysis.report.context import build_context
-from studyctl.analysis.report.render import render, template_dir
+from studyctl.analysis.report.markdown import template_dir
+from studyctl.analysis.report.render import render
 from studyctl.analysis.status import PointStatus
 from studyctl.analysis.tables import Tables
 from studyctl.attempt.paths import StudyPaths

@@ -2,22 +2,15 @@
 
 from __future__ import annotations
 
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
 import jinja2
 
+from studyctl.analysis.report.markdown import template_env
 from studyctl.analysis.values import missing
 from studyctl.fsutil import atomic_write_text
 from studyctl.units import format_bytes
-
-
-def template_dir() -> Path:
-    """Templates ship inside the wheel as studyctl/templates; in a checkout they are ./templates."""
-    package = Path(str(resources.files("studyctl")))
-    packaged = package / "templates"
-    return packaged if packaged.is_dir() else package.parent / "templates"
 
 
 def _fmt(x: Any, digits: int = 3) -> str:
@@ -36,17 +29,9 @@ def _value(x: Any) -> str:
     return "–" if missing(x) else str(x)
 
 
-def _md_cell(x: Any) -> str:
-    """Markdown table cells: no pipes or newlines from user text."""
-    return str(x).replace("|", "/").replace("\n", " ")
-
-
 def _env() -> jinja2.Environment:
-    env = jinja2.Environment(loader=jinja2.FileSystemLoader(template_dir()),
-                             autoescape=jinja2.select_autoescape(["html", "html.j2"]),
-                             undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
+    env = template_env()
     env.globals.update(fmt=_fmt, pct=_pct, size=_size, value=_value)
-    env.filters["md"] = _md_cell
     return env
 
 
