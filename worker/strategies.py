@@ -118,7 +118,7 @@ class WriteStrategy:
                     self.snapshot = persist.Snapshot([f.nbytes for f in self.files])
                 return (FailureClass.CONFIG.value, problem) if problem else None
             assert self.task.tier_path is not None
-            self.tier_dir = tier_point_dir(self.task.tier_path, self.nodes.name, self.task.data_dir)
+            self.tier_dir = tier_point_dir(self.task, self.nodes.name)
             self.tier_dir.mkdir(parents=True, exist_ok=True)
             wants_direct = self.io_mode != "buffered"
             self.tier_mode = self.io_mode if wants_direct and io.direct_supported(str(self.tier_dir)) else "buffered"
