@@ -86,9 +86,11 @@ class Backend(ABC):
         until they are gone). Default: a final state from the backend means its processes are gone."""
         return set()
 
-    def remove_node_local(self, place: Place, point: Point, node_list: str | None) -> bool:
+    def remove_node_local(self, place: Place, point: Point, node_list: str | None,
+                          completed: bool = False) -> bool:
         """Remove an ended attempt's node-local `place` (its tier) on every node it ran on, where that place
-        is; True once done or handed to something that does it there. Default: no node-local places."""
+        is; True once done or handed to something that does it there. `completed`: the worker wrote its result,
+        so it reached its own clean-up (only a kill in between leaves anything). Default: none to remove."""
         return True
 
     def recover(self, active: Sequence[Active]) -> list[tuple[Active, Handle]]:

@@ -285,7 +285,8 @@ class LocalBackend(Backend):
                 found.update(wanted[a] for a in args if a in wanted)
         return found
 
-    def remove_node_local(self, place: Place, point: Point, node_list: str | None) -> bool:
+    def remove_node_local(self, place: Place, point: Point, node_list: str | None,
+                          completed: bool = False) -> bool:
         """Every simulated node is this machine: its tier (one per node where the path names "{node}") is here."""
         if not place.per_node:
             remove_place(place)

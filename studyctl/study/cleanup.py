@@ -18,7 +18,7 @@ from studyctl.attempt.data import Cleanup, derive_places, remove_attempt_data, t
 from studyctl.attempt.paths import StudyPaths
 from studyctl.backends.base import Backend
 from studyctl.definition.sweep import SweepFile
-from studyctl.states import FINAL_STATES
+from studyctl.states import FINAL_STATES, State
 from studyctl.study.ledger import AttemptRow, Ledger
 
 BackendOf = Callable[[str], Backend | None]
@@ -74,7 +74,8 @@ def _clean(paths: StudyPaths, row: AttemptRow, config: dict[str, Any] | None, fi
         return f"attempt {row.attempt} of point {row.point_id}: its data is not removed: {refused}"
     assert not isinstance(derived, str)
     point, places = derived
-    remover = partial(backend.remove_node_local, point=point, node_list=row.node_list)
+    remover = partial(backend.remove_node_local, point=point, node_list=row.node_list,
+                      completed=row.state is State.COMPLETED)
     if remove_attempt_data(point, places, remover) is Cleanup.DONE:
         _unmark(paths, key)
     return None

@@ -17,10 +17,13 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from studyctl.attempt.records import Active, Handle, Launch, RecordHandle, RecordUpdate, Update
 from studyctl.backends.base import Backend
 from studyctl.backends.slurm import verdict
+from studyctl.backends.slurm.cleanup import submit_cleanup
 from studyctl.backends.slurm.discovery import Manifests, find_jobs, names_other_study, recover_handles
 from studyctl.backends.slurm.sacct import Runner, SacctWatcher, array_of
 from studyctl.backends.slurm.submit import ArraySubmitter, cluster_max_array_size, group_by_shape
 from studyctl.definition.options import SlurmOptions
+from studyctl.definition.places import Place
+from studyctl.definition.points import Point
 from studyctl.errors import UserError
 from studyctl.states import State
 
@@ -125,6 +128,12 @@ class SlurmBackend(Backend):
         ids = [a.handle.job_id for a in active if a.handle.job_id]
         ids += [h.job_id for _, h in self.recover(active) if h.job_id]
         self._scancel(ids)
+
+    def remove_node_local(self, place: Place, point: Point, node_list: str | None,
+                          completed: bool = False) -> bool:
+        """A clean-up job on the nodes the attempt ran on (its tier is theirs alone: `slurm/cleanup.py`); none
+        for a completed attempt, whose worker removed its tier itself (a job per point would be a second job)."""
+        return completed or submit_cleanup(self.options, self.folder, place, node_list, self.runner)
 
     def _scancel(self, ids: Sequence[str]) -> None:
         for start in range(0, len(ids), SCANCEL_BATCH):
