@@ -87,7 +87,7 @@ class Backend(ABC):
         return set()
 
     def remove_node_local(self, place: Place, point: Point, node_list: str | None,
-                          completed: bool = False) -> bool:
+                          completed: bool = False, job_id: str | None = None) -> bool:
         """Remove an ended attempt's node-local `place` (its tier) on every node it ran on, where that place
         is; True once done or handed to something that does it there. `completed`: the worker wrote its result,
         so it reached its own clean-up (only a kill in between leaves anything). Default: none to remove."""

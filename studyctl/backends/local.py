@@ -286,7 +286,7 @@ class LocalBackend(Backend):
         return found
 
     def remove_node_local(self, place: Place, point: Point, node_list: str | None,
-                          completed: bool = False) -> bool:
+                          completed: bool = False, job_id: str | None = None) -> bool:
         """Every simulated node is this machine: its tier (one per node where the path names "{node}") is here."""
         if not place.per_node:
             remove_place(place)

@@ -45,7 +45,10 @@ def finish_cleanups(paths: StudyPaths, ledger: Ledger, sweep: SweepFile | None, 
     if not pending or sweep is None:  # no sweep: its filesystems are unknown, so nothing can be derived yet
         return []
     rows = _ended_rows(ledger, pending)
-    configs = {p.point_id: p.config for p in ledger.points(only_in_sweep=False) if p.point_id in {k[0] for k in rows}}
+    if not rows:
+        return []
+    ids = {point_id for point_id, _ in rows}
+    configs = {p.point_id: p.config for p in ledger.points(only_in_sweep=False) if p.point_id in ids}
     filesystems = {name: fs.path for name, fs in sweep.filesystems.items()}
     notes: list[str] = []
     by_backend: dict[str, list[AttemptRow]] = {}
@@ -75,19 +78,17 @@ def _clean(paths: StudyPaths, row: AttemptRow, config: dict[str, Any] | None, fi
     assert not isinstance(derived, str)
     point, places = derived
     remover = partial(backend.remove_node_local, point=point, node_list=row.node_list,
-                      completed=row.state is State.COMPLETED)
+                      completed=row.state is State.COMPLETED, job_id=row.job_id)
     if remove_attempt_data(point, places, remover) is Cleanup.DONE:
         _unmark(paths, key)
     return None
 
 
-def _ended_rows(ledger: Ledger, keys: Iterable[tuple[str, int]]) -> dict[tuple[str, int], AttemptRow]:
-    rows: dict[tuple[str, int], AttemptRow] = {}
-    for point_id in sorted({k[0] for k in keys}):
-        for row in ledger.attempts(point_id):
-            if (row.point_id, row.attempt) in keys and row.state in FINAL_STATES:
-                rows[(row.point_id, row.attempt)] = row
-    return rows
+def _ended_rows(ledger: Ledger, keys: Collection[tuple[str, int]]) -> dict[tuple[str, int], AttemptRow]:
+    """The marked attempts the ledger records as ended (one query: status of a large study stays quick)."""
+    wanted = set(keys)
+    return {(a.point_id, a.attempt): a for a in ledger.attempts()
+            if (a.point_id, a.attempt) in wanted and a.state in FINAL_STATES}
 
 
 def _without_live_ranks(paths: StudyPaths, backend: Backend, rows: list[AttemptRow],

@@ -130,10 +130,17 @@ class SlurmBackend(Backend):
         self._scancel(ids)
 
     def remove_node_local(self, place: Place, point: Point, node_list: str | None,
-                          completed: bool = False) -> bool:
+                          completed: bool = False, job_id: str | None = None) -> bool:
         """A clean-up job on the nodes the attempt ran on (its tier is theirs alone: `slurm/cleanup.py`); none
         for a completed attempt, whose worker removed its tier itself (a job per point would be a second job)."""
-        return completed or submit_cleanup(self.options, self.folder, place, node_list, self.runner)
+        if completed:
+            return True
+        if not node_list and job_id:  # ended before a poll saw it run (cancelled): accounting knows its nodes
+            row = self.watcher.rows([job_id]).get(job_id)
+            if row is None or row.state in (State.PENDING, State.RUNNING):
+                return False  # not in accounting yet, or its processes are still going: a later command
+            node_list = row.node_list
+        return submit_cleanup(self.options, self.folder, place, node_list, self.runner)
 
     def _scancel(self, ids: Sequence[str]) -> None:
         for start in range(0, len(ids), SCANCEL_BATCH):

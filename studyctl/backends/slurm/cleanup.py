@@ -27,10 +27,15 @@ def node_names(node_list: str, runner: Runner) -> list[str]:
     return out.stdout.split() if out.returncode == 0 else []
 
 
+def cleanup_job_name(study: str) -> str:
+    """Not `studyctl-<study>-...`: no study's job search (discovery.find_jobs) ever takes it for a point's job."""
+    return f"studyctl_tidy_{study}"
+
+
 def cleanup_command(options: SlurmOptions, folder: Path, place: Place, nodes: list[str], study: str) -> list[str]:
     python = options.python or shlex.quote(sys.executable)
     tidy = " ".join([python, "-m", "worker.tidy", *map(shlex.quote, (place.root, place.study_dir, place.point_id))])
-    args = ["sbatch", "--parsable", f"--job-name=studyctl-cleanup-{study}", f"--nodelist={','.join(nodes)}",
+    args = ["sbatch", "--parsable", f"--job-name={cleanup_job_name(study)}", f"--nodelist={','.join(nodes)}",
             f"--nodes={len(nodes)}", "--ntasks-per-node=1", f"--time={CLEANUP_MINUTES}",
             f"--output={folder / 'cleanup-%j.out'}", f"--chdir={folder}"]
     args += [f"--{key}={getattr(options, key)}" for key in ("partition", "account", "qos") if getattr(options, key)]
