@@ -16,7 +16,7 @@ from studyctl.definition.layout import CheckpointFile
 from studyctl.definition.places import remove_place
 from studyctl.definition.points import WorkerTask
 from studyctl.states import FailureClass
-from worker import io
+from worker import io, stop
 from worker.nodes import NodeMap, node_map, tier_place
 from worker.restore import Restorer, read_timing
 from worker.result import CheckpointTiming
@@ -113,5 +113,6 @@ class Checkpointing:
         if self.writer is None:
             return
         self.writer.close()
+        stop.disown()  # from here the worker removes (or keeps) its tier itself
         if self.writer.tier_dir is not None and not keep and self.nodes.leader:
             remove_place(tier_place(self.task, self.nodes.name))  # <tier>/<study>.<key>/<point>: every node's

@@ -37,6 +37,7 @@ from worker.result import (
 )
 from worker.result import Phase as PhaseName
 from worker.state import Run, Setup
+from worker.stop import tier_removed_on_sigterm
 from worker.strategy_result import StrategyInfo
 
 
@@ -93,7 +94,8 @@ def run_task(task_path: str) -> dict[str, Any]:
     task = WorkerTask.model_validate_json(Path(task_path).read_text())
     comm = MPI.COMM_WORLD
     try:
-        return _run_reporting(task, comm)
+        with tier_removed_on_sigterm():
+            return _run_reporting(task, comm)
     finally:
         release(task)
 

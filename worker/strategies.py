@@ -24,9 +24,9 @@ from studyctl.definition.layout import CheckpointFile, rank_files, step_dir_name
 from studyctl.definition.points import WorkerTask
 from studyctl.states import FailureClass
 from studyctl.units import GIB
-from worker import io, persist
+from worker import io, persist, stop
 from worker.compute import Compute
-from worker.nodes import NodeMap, tier_point_dir
+from worker.nodes import NodeMap, tier_place, tier_point_dir
 from worker.strategy_result import StrategyTiming
 
 Describe = Callable[[OSError, str], tuple[str, str]]
@@ -120,6 +120,8 @@ class WriteStrategy:
             assert self.task.tier_path is not None
             self.tier_dir = tier_point_dir(self.task, self.nodes.name)
             self.tier_dir.mkdir(parents=True, exist_ok=True)
+            if not self.opts.keep:  # a point that keeps its files keeps them when stopped too
+                stop.own(tier_place(self.task, self.nodes.name), self.tier_dir.name)
             wants_direct = self.io_mode != "buffered"
             self.tier_mode = self.io_mode if wants_direct and io.direct_supported(str(self.tier_dir)) else "buffered"
             self.drain_buf = io.Buffer.allocate(self.opts.buffer_mib * (1 << 20))

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import importlib
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, ClassVar
 
 from studyctl.attempt.records import Active, Handle, Launch, RecordHandle, RecordUpdate, Update
@@ -81,9 +81,9 @@ class Backend(ABC):
     def cancel(self, active: Sequence[Active]) -> None:
         """Stop the attempts (the caller has recorded them CANCELLED already)."""
 
-    def still_running(self, task_files: Sequence[Path]) -> set[Path]:
-        """Of attempts recorded as ended, those some of whose processes still run (their data is not removed
-        until they are gone). Default: a final state from the backend means its processes are gone."""
+    def still_running(self, attempts: Mapping[Path, Handle]) -> set[Path]:
+        """Of attempts recorded as ended (task file → handle), those some of whose processes still run (their
+        data is not removed until they are gone). Default: a final state means its processes are gone."""
         return set()
 
     def remove_node_local(self, place: Place, point: Point, node_list: str | None,

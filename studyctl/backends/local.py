@@ -14,7 +14,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar
@@ -270,9 +270,9 @@ class LocalBackend(Backend):
                 ended_at=time.time()))
         return updates
 
-    def still_running(self, task_files: Sequence[Path]) -> set[Path]:
+    def still_running(self, attempts: Mapping[Path, Handle]) -> set[Path]:
         """Task files some process on this machine still names (mpiexec, or a rank in its own session)."""
-        wanted = {str(t).encode(): t for t in task_files}
+        wanted = {str(t).encode(): t for t in attempts}
         found: set[Path] = set()
         if not wanted:
             return found

@@ -96,9 +96,10 @@ def _without_live_ranks(paths: StudyPaths, backend: Backend, rows: list[AttemptR
     """The rows none of whose processes still run, after waiting up to `wait_s` for the others (a stopped
     attempt's ranks, in their own sessions, take a moment to go)."""
     task = {(r.point_id, r.attempt): paths.attempt(r.point_id, r.attempt).task for r in rows}
+    handles = {task[(r.point_id, r.attempt)]: r.handle for r in rows}
     deadline = time.monotonic() + wait_s
     while True:
-        live: set[Path] = backend.still_running(list(task.values()))
+        live: set[Path] = backend.still_running(handles)
         if not live or time.monotonic() >= deadline:
             return [r for r in rows if task[(r.point_id, r.attempt)] not in live]
         time.sleep(POLL_S)

@@ -8,6 +8,7 @@ are gone; a later `status` finishes whatever it could not (and a run left behind
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -20,6 +21,8 @@ import pytest
 
 from studyctl import api
 from studyctl.attempt.paths import StudyPaths
+from studyctl.definition.catalog import lookup
+from studyctl.definition.points import CheckpointOptions, Point, WorkerTask
 from studyctl.states import State
 from studyctl.study.ledger import Ledger
 
@@ -150,3 +153,32 @@ def test_a_later_status_finishes_what_a_killed_submit_left(tmp_path: Path) -> No
     assert states(results) == [State.LOST]
     assert files_under(fs) == [] and files_under(tier) == []
     assert StudyPaths(results / "stop").pending_cleanups() == []
+
+
+def test_ranks_told_to_stop_clear_their_tier_themselves(tmp_path: Path) -> None:
+    """SIGTERM to every rank, as slurmstepd sends at a time limit or scancel, with no studyctl after it: each
+    node's ranks remove their tier folder before they exit (the shared data is studyctl's to remove later)."""
+    point = Point(model=lookup("gpt2-125m"), zero_stage=1, nodes=2, ranks_per_node=1, filesystem="fs",
+                  checkpoint=CheckpointOptions(scale=0.01, writes=2000, reads=1, buffer_mib=4, block_mib=4,
+                                               strategy="tiered", tier="tier", tier_keep=2, step_s=0.05))
+    fs, tier = tmp_path / "fs", tmp_path / "tier"
+    fs.mkdir()
+    tier.mkdir()
+    task = WorkerTask(study="term", point_id=point.point_id, point=point, filesystem_path=str(fs),
+                      data_key="k", result_path=str(tmp_path / "result.json"), error_path=str(tmp_path / "e.json"),
+                      tier_path=str(tier))
+    task_file = tmp_path / "task.json"
+    task_file.write_text(task.model_dump_json())
+    mpiexec = str(Path(sys.executable).parent / "mpiexec")
+    proc = subprocess.Popen([mpiexec, "-n", "2", sys.executable, "-m", "worker", str(task_file)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        wait_for(lambda: writing(fs, tier) and len(ranks_of(tmp_path)) == 2)
+        for pid in ranks_of(tmp_path):
+            os.kill(pid, signal.SIGTERM)
+        proc.wait(timeout=60)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert files_under(tier) == [] and not any(tier.iterdir()), "every node's tier folder is gone"
+    assert files_under(fs), "shared storage is left to studyctl's clean-up (it knows when every rank is gone)"

@@ -10,7 +10,7 @@ from __future__ import annotations
 import shutil
 import subprocess
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -129,6 +129,13 @@ class SlurmBackend(Backend):
         ids += [h.job_id for _, h in self.recover(active) if h.job_id]
         self._scancel(ids)
 
+    def still_running(self, attempts: Mapping[Path, Handle]) -> set[Path]:
+        """Attempts whose job accounting still shows pending or running: a point's end read from its files
+        (its error record, a rank's abort) comes before the job's other ranks are gone."""
+        rows = self.watcher.rows(h.job_id for h in attempts.values() if h.job_id)
+        return {task for task, h in attempts.items()
+                if h.job_id and (row := rows.get(h.job_id)) is not None and row.state in (State.PENDING, State.RUNNING)}
+
     def remove_node_local(self, place: Place, point: Point, node_list: str | None,
                           completed: bool = False, job_id: str | None = None) -> bool:
         """A clean-up job on the nodes the attempt ran on (its tier is theirs alone: `slurm/cleanup.py`); none
@@ -137,8 +144,8 @@ class SlurmBackend(Backend):
             return True
         if not node_list and job_id:  # ended before a poll saw it run (cancelled): accounting knows its nodes
             row = self.watcher.rows([job_id]).get(job_id)
-            if row is None or row.state in (State.PENDING, State.RUNNING):
-                return False  # not in accounting yet, or its processes are still going: a later command
+            if row is None:
+                return False  # not in accounting yet: a later command
             node_list = row.node_list
         return submit_cleanup(self.options, self.folder, place, node_list, self.runner)
 
