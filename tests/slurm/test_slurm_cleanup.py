@@ -13,6 +13,7 @@ import pytest
 
 from studyctl.attempt.paths import StudyPaths
 from studyctl.backends.slurm.cleanup import cleanup_job_name
+from studyctl.definition.points import data_key
 from tests.slurm.test_slurm import cli, diag, wait_final
 from tests.slurm.test_slurm_strategies import tmpfs_pattern
 
@@ -31,9 +32,10 @@ slurm: {{partition: debug, time_limit_min: {minutes}}}
 """
 
 
-def tier_files(tier: str, study: str) -> list[str]:
-    """Files of the study on every node's TmpFS."""
-    return [f for f in glob.glob(f"{tier.replace('{node}', '*')}/{study}.*/**", recursive=True) if Path(f).is_file()]
+def tier_files(tier: str, study_dir: Path) -> list[str]:
+    """Files of this study (its name and key) on every node's TmpFS."""
+    pattern = f"{tier.replace('{node}', '*')}/{study_dir.name}.{data_key(study_dir)}/**"
+    return [f for f in glob.glob(pattern, recursive=True) if Path(f).is_file()]
 
 
 def shared_files(fs: Path) -> list[Path]:
@@ -54,7 +56,8 @@ def stopped_tiered_point(tmp_path: Path, name: str, minutes: int) -> tuple[str, 
     proc = cli(tmp_path, "sweep", "submit", str(sweep), "--backend", "slurm")
     assert proc.returncode == 0, proc.stderr
     end = time.monotonic() + 180
-    while not (shared_files(fs) and len({Path(f).parts[:5] for f in tier_files(tier, name)}) >= 2):
+    study_dir = tmp_path / "results" / name
+    while not (shared_files(fs) and len({Path(f).parts[:5] for f in tier_files(tier, study_dir)}) >= 2):
         status = cli(tmp_path, "sweep", "status", name, "--json").stdout
         assert time.monotonic() < end and '"FAILED"' not in status, f"the point never wrote on both nodes: {status}"
         time.sleep(0.5)
@@ -70,7 +73,7 @@ def wait_clean(tmp_path: Path, name: str, tier: str, fs: Path, timeout: float = 
         assert cli(tmp_path, "sweep", "status", name).returncode == 0
         time.sleep(1.0)
     assert shared_files(fs) == []
-    assert tier_files(tier, name) == [], "the clean-up job removed the tier on every node"
+    assert tier_files(tier, tmp_path / 'results' / name) == [], "the clean-up job removed the tier on every node"
 
 
 def test_a_cancelled_tiered_point_leaves_nothing_on_any_node(tmp_path: Path) -> None:
