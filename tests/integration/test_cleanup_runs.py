@@ -69,8 +69,8 @@ def writing(fs: Path, tier: Path) -> bool:
     return bool(files_under(fs)) and bool(files_under(tier))
 
 
-def ranks_of(results: Path) -> list[int]:
-    """PIDs of the worker ranks (each in its own session) running this study's attempt."""
+def ranks_of(results: Path, mpiexec_too: bool = False) -> list[int]:
+    """PIDs of the worker ranks (each in its own session) running this study's attempt (and its mpiexec)."""
     needle = str(results.resolve()).encode()
     pids = []
     for entry in Path("/proc").iterdir():
@@ -78,7 +78,7 @@ def ranks_of(results: Path) -> list[int]:
             args = (entry / "cmdline").read_bytes().split(b"\0") if entry.name.isdigit() else []
         except OSError:
             continue
-        if args[1:3] == [b"-m", b"worker"] and any(needle in a for a in args):  # not mpiexec, which names it too
+        if (mpiexec_too or args[1:3] == [b"-m", b"worker"]) and any(needle in a for a in args):
             pids.append(int(entry.name))
     return pids
 
@@ -145,7 +145,7 @@ def test_a_later_status_finishes_what_a_killed_submit_left(tmp_path: Path) -> No
         proc.wait()
         for pid in ranks_of(results):
             os.kill(pid, signal.SIGKILL)
-        wait_for(lambda: not ranks_of(results), timeout=30)
+        wait_for(lambda: not ranks_of(results, mpiexec_too=True), timeout=30)  # mpiexec sees them go, and ends
 
     results, fs, tier, _ = stopped_run(tmp_path, kill_everything)
     assert files_under(fs) and files_under(tier), "killed, no command cleaned yet"
