@@ -182,3 +182,47 @@ def test_ranks_told_to_stop_clear_their_tier_themselves(tmp_path: Path) -> None:
             os.killpg(proc.pid, signal.SIGKILL)
     assert files_under(tier) == [] and not any(tier.iterdir()), "every node's tier folder is gone"
     assert files_under(fs), "shared storage is left to studyctl's clean-up (it knows when every rank is gone)"
+
+
+CRASH_ON_RANK_1 = """
+import sys
+from mpi4py import MPI
+import worker.strategies as strategies
+
+real, calls = strategies.write_files, []
+def crashing(*args, **kwargs):
+    calls.append(1)
+    if MPI.COMM_WORLD.Get_rank() == 1 and len(calls) == 3:
+        raise RuntimeError("injected bug")
+    return real(*args, **kwargs)
+strategies.write_files = crashing
+import worker.run as run
+run.run_task(sys.argv[1])
+"""
+
+
+def test_a_worker_crash_leaves_no_tier_folder(tmp_path: Path) -> None:
+    """A bug on one rank mid-run (its tier already written twice): that rank removes the shared data and its own
+    node's tier folder before it aborts the job. The abort kills the other ranks outright (SIGKILL), so another
+    node's folder is left for studyctl, which removes it once the ranks are gone (the kill -9 test above)."""
+    point = Point(model=lookup("gpt2-125m"), zero_stage=1, nodes=2, ranks_per_node=1, filesystem="fs",
+                  checkpoint=CheckpointOptions(scale=0.01, writes=5, reads=1, buffer_mib=4, block_mib=4,
+                                               strategy="tiered", tier="tier", tier_keep=2, step_s=0.05))
+    fs, tier = tmp_path / "fs", tmp_path / "tier"
+    fs.mkdir()
+    tier.mkdir()
+    task = WorkerTask(study="crash", point_id=point.point_id, point=point, filesystem_path=str(fs), data_key="k",
+                      result_path=str(tmp_path / "result.json"), error_path=str(tmp_path / "error.json"),
+                      tier_path=str(tier))
+    task_file = tmp_path / "task.json"
+    task_file.write_text(task.model_dump_json())
+    script = tmp_path / "crash.py"
+    script.write_text(CRASH_ON_RANK_1)
+    mpiexec = str(Path(sys.executable).parent / "mpiexec")
+    proc = subprocess.run([mpiexec, "-n", "2", sys.executable, str(script), str(task_file)], capture_output=True,
+                          text=True, timeout=120, cwd=Path(__file__).parent.parent.parent)
+    assert proc.returncode != 0 and "injected bug" in (tmp_path / "error.json").read_text()
+    point_tier = tier / "crash.k" / point.point_id
+    assert not (point_tier / f"{os.uname().nodename}-1").exists(), "the crashing rank removed its node's folder"
+    assert files_under(point_tier / f"{os.uname().nodename}-0"), "killed by the abort: studyctl's to remove"
+    assert files_under(fs) == []
