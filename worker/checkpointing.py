@@ -6,8 +6,6 @@ For `sync` writes and `rank`/`full` restores without a tier the run's own phases
 
 from __future__ import annotations
 
-import contextlib
-import shutil
 import statistics
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -15,12 +13,13 @@ from pathlib import Path
 from typing import Any
 
 from studyctl.definition.layout import CheckpointFile
+from studyctl.definition.places import remove_place
 from studyctl.definition.points import WorkerTask
 from studyctl.definition.result_fields import StrategyInfo, StrategyTiming
 from studyctl.definition.result_schema import CheckpointTiming
 from studyctl.states import FailureClass
-from worker import io
-from worker.nodes import NodeMap, node_map
+from worker import io, stop
+from worker.nodes import NodeMap, node_map, tier_place
 from worker.restore import Restorer, read_timing
 from worker.strategies import Describe, WriteStrategy, write_timing
 
@@ -115,8 +114,6 @@ class Checkpointing:
         if self.writer is None:
             return
         self.writer.close()
-        tier_dir = self.writer.tier_dir
-        if tier_dir is not None and not keep and self.nodes.leader:
-            shutil.rmtree(tier_dir.parent, ignore_errors=True)  # <tier>/<study>.<key>/<point>: every node's dir
-            with contextlib.suppress(OSError):
-                tier_dir.parent.parent.rmdir()  # the study's, once its last point is gone
+        stop.disown()  # from here the worker removes (or keeps) its tier itself
+        if self.writer.tier_dir is not None and not keep and self.nodes.leader:
+            remove_place(tier_place(self.task, self.nodes.name))  # <tier>/<study>.<key>/<point>: every node's

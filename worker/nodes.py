@@ -12,6 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from studyctl.definition.places import Place
+from studyctl.definition.points import WorkerTask
 from worker import provenance
 
 
@@ -43,9 +45,14 @@ def dir_name(node: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]", "-", node)
 
 
-def tier_point_dir(tier_path: str, node: str, data_dir: Path) -> Path:
+def tier_place(task: WorkerTask, node: str) -> Place:
+    """The point's place on this node's tier ("{node}" in the tier path: Slurm's node name, else `node`)."""
+    tier = task.places[-1]
+    assert tier.node_local, "a tier place exists only for a tiered point"
+    return tier.on_node(os.environ.get("SLURMD_NODENAME") or dir_name(node))
+
+
+def tier_point_dir(task: WorkerTask, node: str) -> Path:
     """This node's directory for this point on the tier, named as on shared storage (`<study>.<key>/<point>`)
-    plus the node; "{node}" in the tier path is the node's name."""
-    slurm_node = os.environ.get("SLURMD_NODENAME")
-    root = tier_path.replace("{node}", slurm_node or dir_name(node))
-    return Path(root) / data_dir.parent.name / data_dir.name / dir_name(node)
+    plus the node."""
+    return tier_place(task, node).path / dir_name(node)

@@ -20,6 +20,7 @@ from typing import Any
 
 from studyctl import host
 from studyctl.definition.layout import CheckpointFile, disk_steps_needed, step_dir_name
+from studyctl.definition.places import remove_place
 from studyctl.definition.points import WorkerTask, cold_read_method
 from studyctl.definition.result_fields import StrategyInfo
 from studyctl.definition.result_schema import (
@@ -31,12 +32,14 @@ from studyctl.definition.result_schema import Phase as PhaseName
 from studyctl.fsutil import atomic_write_text
 from studyctl.states import FailureClass
 from studyctl.units import MIB, format_bytes
-from worker import io
+from worker import io, provenance
 from worker.checkpointing import Checkpointing
 from worker.claim import CLAIMS, claim, placement_problem, release
 from worker.clock import Clock, Phase, WorkerFailure, describe_oserror
+from worker.nodes import dir_name, tier_place
 from worker.record import Gathered, now, write_result
 from worker.state import Run, Setup
+from worker.stop import tier_removed_on_sigterm
 
 
 def _gib(n: float) -> str:
@@ -91,7 +94,8 @@ def run_task(task_path: str) -> dict[str, Any]:
     task = WorkerTask.model_validate_json(Path(task_path).read_text())
     comm = MPI.COMM_WORLD
     try:
-        return _run_reporting(task, comm)
+        with tier_removed_on_sigterm():
+            return _run_reporting(task, comm)
     finally:
         release(task)
 
@@ -109,8 +113,7 @@ def _run_reporting(task: WorkerTask, comm: Any) -> dict[str, Any]:
         try:
             _write_error(task, FailureClass.WORKER_CRASH.value, f"rank {comm.Get_rank()}: {type(exc).__name__}: {exc}")
             if CLAIMS or (comm.Get_rank() != 0 and task.point.world_size == comm.Get_size()):  # ours, claimed
-                shutil.rmtree(_point_dir(task), ignore_errors=True)
-                task.claim_file.unlink(missing_ok=True)  # the abort ends rank 0 too: its claim goes with it
+                _remove_after_crash(task, comm.Get_rank())
         finally:
             if comm.Get_size() > 1:
                 release(task)  # Abort ends this process before run_task's own release
@@ -119,15 +122,20 @@ def _run_reporting(task: WorkerTask, comm: Any) -> dict[str, Any]:
         raise
 
 
+def _remove_after_crash(task: WorkerTask, rank: int) -> None:
+    """Any rank: the point's data and this rank's node's tier folder (the abort ends the other ranks, rank 0 too,
+    so its claim goes with it; a tier on another node is its ranks' to remove, or studyctl's afterwards)."""
+    shutil.rmtree(task.data_dir, ignore_errors=True)
+    task.claim_file.unlink(missing_ok=True)
+    if task.tier_path is not None:
+        node, _ = provenance.node_name(rank, task.point.ranks_per_node)
+        remove_place(tier_place(task, node), node_dir=dir_name(node))
+
+
 def _write_error(task: WorkerTask, failure_class: str, reason: str) -> None:
     record = WorkerError(schema_version=SCHEMA_VERSION, point_id=task.point_id, attempt=task.attempt,
                          failure_class=failure_class, reason=" ".join(reason.split())[:1000])
     atomic_write_text(Path(task.error_path), record.model_dump_json(indent=1))
-
-
-def _point_dir(task: WorkerTask) -> Path:
-    """The only directory the worker writes in or deletes."""
-    return task.data_dir
 
 
 def _run(task: WorkerTask, comm: Any) -> dict[str, Any]:

@@ -25,10 +25,10 @@ from studyctl.definition.points import WorkerTask
 from studyctl.definition.result_fields import StrategyTiming
 from studyctl.states import FailureClass
 from studyctl.units import GIB
-from worker import io, persist
+from worker import io, persist, stop
 from worker.claim import placement_problem
 from worker.compute import Compute
-from worker.nodes import NodeMap, tier_point_dir
+from worker.nodes import NodeMap, tier_place, tier_point_dir
 
 Describe = Callable[[OSError, str], tuple[str, str]]
 Problem = tuple[str, str]  # (a FailureClass value, one-line reason)
@@ -123,9 +123,11 @@ class WriteStrategy:
             misplaced = placement_problem(self.task.tier_path, self.task.tier_kind)
             if misplaced:
                 return FailureClass.CONFIG.value, f"tier {misplaced}"
-            self.tier_dir = tier_point_dir(self.task.tier_path, self.nodes.name, self.task.data_dir)
+            self.tier_dir = tier_point_dir(self.task, self.nodes.name)
             self.tier_dir.mkdir(parents=True, exist_ok=True)
             self.tier_fstype = host.mount_of(str(self.tier_dir))["fstype"]
+            if not self.opts.keep:  # a point that keeps its files keeps them when stopped too
+                stop.own(tier_place(self.task, self.nodes.name), self.tier_dir.name)
             wants_direct = self.io_mode != "buffered"
             self.tier_mode = self.io_mode if wants_direct and io.direct_supported(str(self.tier_dir)) else "buffered"
             self.drain_buf = io.Buffer.allocate(self.opts.buffer_mib * (1 << 20))

@@ -3,6 +3,7 @@
     results/<study>/
         sweep.yaml  ledger.sqlite  .lock        the sweep as submitted, every attempt, the runner's lock
         ledger.sqlite-journal                   SQLite's rollback journal (kept between transactions)
+        cleanup/<point_id>.<n>                  attempts whose checkpoint data may still be on disk somewhere
         slurm/                                  submitit's folder (scripts, logs, manifests)
         points/<point_id>/attempt-<n>/          task.json, result.json | error.json, stdout.log, stderr.log
         tables/  plots/  report.html  report.md what `collect` writes (tables/problems.json, tables/.cache/)
@@ -126,6 +127,28 @@ class StudyPaths:
             except OSError:
                 continue
         return found
+
+    @property
+    def cleanup(self) -> Path:
+        """One empty file per attempt that may have left checkpoint data: made before the attempt can write,
+        removed once its data is gone (so a later command finishes what an earlier one could not)."""
+        return self.root / "cleanup"
+
+    def cleanup_marker(self, point_id: str, attempt: int) -> Path:
+        return self.cleanup / f"{point_id}.{attempt}"
+
+    def pending_cleanups(self) -> list[tuple[str, int]]:
+        """(point_id, attempt) of every cleanup marker."""
+        try:
+            names = [e.name for e in os.scandir(self.cleanup) if e.is_file(follow_symlinks=False)]
+        except OSError:
+            return []
+        found = []
+        for name in names:
+            point_id, _, number = name.rpartition(".")
+            if point_id and number.isdigit():
+                found.append((point_id, int(number)))
+        return sorted(found)
 
     @property
     def tables(self) -> Path:

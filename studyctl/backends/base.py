@@ -13,16 +13,19 @@ from __future__ import annotations
 
 import importlib
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, ClassVar
 
 from studyctl import host
 from studyctl.attempt.records import Active, Handle, Launch, RecordHandle, RecordUpdate, Update
+from studyctl.definition.places import Place
 from studyctl.definition.points import Point
 from studyctl.errors import UserError
 from studyctl.states import State
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from studyctl.attempt.paths import StudyPaths
     from studyctl.definition.plan import Capacity
     from studyctl.definition.sweep import SweepFile
@@ -101,6 +104,18 @@ class Backend(ABC):
     @abstractmethod
     def cancel(self, active: Sequence[Active]) -> None:
         """Stop the attempts (the caller has recorded them CANCELLED already)."""
+
+    def still_running(self, attempts: Mapping[Path, Handle]) -> set[Path]:
+        """Of attempts recorded as ended (task file → handle), those some of whose processes still run (their
+        data is not removed until they are gone). Default: a final state means its processes are gone."""
+        return set()
+
+    def remove_node_local(self, place: Place, point: Point, node_list: str | None,
+                          completed: bool = False, job_id: str | None = None) -> bool:
+        """Remove an ended attempt's node-local `place` (its tier) on every node it ran on, where that place
+        is; True once done or handed to something that does it there. `completed`: the worker wrote its result,
+        so it reached its own clean-up (only a kill in between leaves anything). Default: none to remove."""
+        return True
 
     def recover(self, active: Sequence[Active]) -> list[tuple[Active, Handle]]:
         """Handles of attempts a studyctl launched but died before recording (found again by the backend)."""

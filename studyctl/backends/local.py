@@ -15,7 +15,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar
@@ -25,9 +25,12 @@ from studyctl.attempt.records import Active, Handle, Launch, RecordHandle, Recor
 from studyctl.backends.base import Backend
 from studyctl.backends.machine import Machine, misfit
 from studyctl.definition.options import LocalOptions
+from studyctl.definition.places import Place, remove_place
 from studyctl.definition.points import Point
 from studyctl.errors import UserError
 from studyctl.states import FailureClass, State
+from worker import provenance
+from worker.nodes import dir_name
 
 if TYPE_CHECKING:
     from studyctl.attempt.paths import StudyPaths
@@ -281,6 +284,32 @@ class LocalBackend(Backend):
                 "the worker process is gone and left no result (studyctl or the machine stopped mid-run)",
                 ended_at=time.time()))
         return updates
+
+    def still_running(self, attempts: Mapping[Path, Handle]) -> set[Path]:
+        """Task files some process on this machine still names (mpiexec, or a rank in its own session)."""
+        wanted = {str(t).encode(): t for t in attempts}
+        found: set[Path] = set()
+        if not wanted:
+            return found
+        for entry in Path("/proc").iterdir():
+            if entry.name.isdigit():
+                try:
+                    args = (entry / "cmdline").read_bytes().split(b"\0")
+                except OSError:
+                    continue
+                found.update(wanted[a] for a in args if a in wanted)
+        return found
+
+    def remove_node_local(self, place: Place, point: Point, node_list: str | None,
+                          completed: bool = False, job_id: str | None = None) -> bool:
+        """Every simulated node is this machine: its tier (one per node where the path names "{node}") is here."""
+        if not place.per_node:
+            remove_place(place)
+            return True
+        for node in range(point.nodes):
+            name, _ = provenance.node_name(node * point.ranks_per_node, point.ranks_per_node)
+            remove_place(place.on_node(dir_name(name)))
+        return True
 
     def recover(self, active: Sequence[Active]) -> list[tuple[Active, Handle]]:
         """Attempts recorded RUNNING whose PID a killed studyctl never recorded: their process, by task file."""

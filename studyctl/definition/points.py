@@ -24,6 +24,7 @@ from studyctl.definition.layout import (
     rank_files,
     summarize,
 )
+from studyctl.definition.places import Place, point_places, study_dir_name
 
 IoMode = Literal["buffered", "direct", "hybrid"]
 ColdRead = Literal["auto", "direct", "fadvise", "none"]
@@ -265,15 +266,20 @@ class WorkerTask(BaseModel):
     tier_kind: str | None = None  # the tier's declared kind, checked like filesystem_kind before its first byte
 
     @property
+    def places(self) -> tuple[Place, ...]:
+        """Every directory this attempt writes (definition.places): the data directory first, then the tier."""
+        return point_places(study_dir_name(self.study, self.data_key), self.point_id, self.filesystem_path,
+                            self.tier_path)
+
+    @property
     def data_dir(self) -> Path:
         """The only directory the worker writes in or deletes: `<filesystem>/<study>.<key>/<point_id>`."""
-        study_dir = f"{self.study}.{self.data_key}" if self.data_key else self.study
-        return Path(self.filesystem_path) / study_dir / self.point_id
+        return self.places[0].path
 
     @property
     def claim_file(self) -> Path:
         """Held (flock) by the attempt writing `data_dir`: a second live writer is refused, never interleaved."""
-        return self.data_dir.parent / f".{self.point_id}.lock"
+        return self.places[0].claim_file
 
 
 def data_key(results_study_dir: Path) -> str:

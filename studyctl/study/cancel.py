@@ -9,9 +9,10 @@ from studyctl.attempt.records import Active, Update
 from studyctl.backends import base
 from studyctl.definition.sweep import load_sweep
 from studyctl.states import FailureClass, State
+from studyctl.study.cleanup import CLEANUP_WAIT_S, finish_cleanups
 from studyctl.study.launches import existing_launch
 from studyctl.study.lock import stop_runner
-from studyctl.study.recorder import Recorder, cleanup_point_data
+from studyctl.study.recorder import Recorder
 from studyctl.study.repair import open_ledger
 from studyctl.study.store import find_study
 
@@ -30,7 +31,7 @@ def cancel(study_ref: str | Path, results: Path = Path("results")) -> int:
         backends = {name: base.make(name, sweep, paths) for name in {r.backend for r in rows}}
         # Record first: a runner that sees its process die afterwards cannot turn this into FAILED,
         # and one that has yet to start a queued attempt finds it final.
-        Recorder(paths, ledger, None).updates([
+        Recorder(paths, ledger, sweep).updates([
             Update(r.point_id, r.attempt, State.CANCELLED, FailureClass.CANCELLED, REASON, ended_at=time.time())
             for r in rows])
         stop_runner(paths)
@@ -41,6 +42,7 @@ def cancel(study_ref: str | Path, results: Path = Path("results")) -> int:
                 by_backend.setdefault(row.backend, []).append(Active(launch, row.handle, row.submitted_at))
         for name, actives in by_backend.items():
             backends[name].cancel(actives)
-            for a in actives:
-                cleanup_point_data(paths, Update(a.launch.point_id, a.launch.attempt, State.CANCELLED))
+        # once their ranks are gone (they take a moment after the signal): a later command finishes the rest
+        finish_cleanups(paths, ledger, sweep, backends.get, only={(r.point_id, r.attempt) for r in rows},
+                        wait_s=CLEANUP_WAIT_S)
     return len(rows)

@@ -8,6 +8,7 @@ from studyctl.backends.base import Backend
 from studyctl.definition.points import Point, WorkerTask, data_key
 from studyctl.definition.sweep import SweepFile
 from studyctl.fsutil import atomic_write_text
+from studyctl.study.cleanup import mark
 from studyctl.study.ledger import AttemptRow
 
 
@@ -22,6 +23,7 @@ def new_launch(paths: StudyPaths, sweep: SweepFile, backend: Backend, point: Poi
                       result_path=str(files.result), error_path=str(files.error),
                       tier_path=tier.path if tier else None, tier_kind=tier.kind if tier else None)
     atomic_write_text(files.task, task.model_dump_json(indent=1))
+    mark(paths, [(point.point_id, attempt)])  # before anything can write: its data is looked for until gone
     return Launch(study=paths.name, point_id=point.point_id, attempt=attempt, point=point, paths=files,
                   time_limit_s=backend.time_limit_s(point))
 

@@ -1,4 +1,5 @@
-"""Bringing attempts the ledger calls active up to date: result files first, then each attempt's backend.
+"""Bringing attempts the ledger calls active up to date: result files first, then each attempt's backend;
+then removing what ended attempts left that an earlier command could not (`study.cleanup`).
 
 Used by every command that changes a study (before it decides what to run) and by `status` (it is how
 a batch scheduler's states are learned). Never by `collect`, which only reads the ledger.
@@ -17,6 +18,7 @@ from studyctl.backends import base
 from studyctl.backends.base import Backend
 from studyctl.definition.sweep import SweepFile
 from studyctl.states import State
+from studyctl.study.cleanup import finish_cleanups
 from studyctl.study.launches import existing_launch
 from studyctl.study.ledger import AttemptRow, Ledger
 from studyctl.study.recorder import Recorder
@@ -39,23 +41,31 @@ def reconcile(paths: StudyPaths, ledger: Ledger, sweep: SweepFile | None,
     Without a sweep (its file unreadable) only the result files are read: no backend can be made.
     """
     found = Reconciled()
+    made = dict(backends or {})
     _revive_lost(paths, ledger, sweep)
     by_backend: dict[str, list[AttemptRow]] = {}
     for row in ledger.active_attempts():
         by_backend.setdefault(row.backend, []).append(row)
     for name, rows in by_backend.items():
-        backend = (backends or {}).get(name)
-        if backend is None and sweep is not None:
-            backend = base.make(name, sweep, paths)
-        recorder = Recorder(paths, ledger, sweep)
+        backend = _backend(made, name, sweep, paths)
+        recorder = Recorder(paths, ledger, sweep, backend=backend)
         alive = _reconcile_rows(paths, recorder, backend, rows)
+        found.notes += recorder.notes
         if backend is not None:
             note = backend.note()
             if note:
                 found.notes.append(f"{name}: {note}")
             if backend.adopts and alive:
                 found.alive[name] = alive
+    found.notes += finish_cleanups(paths, ledger, sweep, lambda name: _backend(made, name, sweep, paths))
     return found
+
+
+def _backend(made: dict[str, Backend], name: str, sweep: SweepFile | None, paths: StudyPaths) -> Backend | None:
+    """The backend `name`, made once from the sweep (None without one, or if it is no longer registered)."""
+    if name not in made and sweep is not None and name in base.names():
+        made[name] = base.make(name, sweep, paths)
+    return made.get(name)
 
 
 def _revive_lost(paths: StudyPaths, ledger: Ledger, sweep: SweepFile | None) -> None:
@@ -83,7 +93,6 @@ def _reconcile_rows(paths: StudyPaths, recorder: Recorder, backend: Backend | No
             file_updates.append(outcome or Update(row.point_id, row.attempt, State.LOST, None,
                                                   "attempt directory or task.json missing", ended_at=now))
             continue
-        recorder.know([launch])
         outcome = read_outcome(launch.paths, row.point_id, row.attempt)
         if outcome is not None and outcome.state is State.COMPLETED:
             file_updates.append(outcome)

@@ -1,29 +1,19 @@
-"""Ledger writes for a backend's callbacks, with result paths, cleanup after kills and a progress hook."""
+"""Ledger writes for a backend's callbacks, with result paths, cleanup of ended attempts and a progress hook."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from studyctl.attempt.data import read_task, remove_unclaimed_data
 from studyctl.attempt.paths import StudyPaths
 from studyctl.attempt.records import Handle, Launch, Update
-from studyctl.definition.points import Point
+from studyctl.backends.base import Backend
 from studyctl.definition.sweep import SweepFile
 from studyctl.errors import StorageError
-from studyctl.states import ACTIVE_STATES, FINAL_STATES, FailureClass, State
+from studyctl.states import FINAL_STATES, State
+from studyctl.study.cleanup import finish_cleanups, mark
 from studyctl.study.ledger import Ledger
 
 ProgressHook = Callable[[Update], None]
-
-
-def cleanup_point_data(paths: StudyPaths, update: Update) -> None:
-    """A point that ended without completing (killed, crashed, lost) may have left checkpoint files: remove
-    them, unless the point keeps them or a live run still holds their claim (see attempt/data.py)."""
-    if update.state is State.COMPLETED or update.state in ACTIVE_STATES or update.failure_class is FailureClass.BUSY:
-        return
-    task = read_task(paths.attempt(update.point_id, update.attempt))
-    if task is not None:
-        remove_unclaimed_data(task)
 
 
 class Recorder:
@@ -31,19 +21,20 @@ class Recorder:
 
     `defer`: an end (a final state) or a handle the disk refuses to record (StorageError: full) is kept and
     retried with the next write, so a runner keeps supervising (and timing out) what runs; `flush()` at the end
-    raises if it still fails. Without it, or for a start, the error is raised at once."""
+    raises if it still fails. Without it, or for a start, the error is raised at once.
+
+    `backend`: an attempt it reports ended has its data removed at once if its ranks are gone (else by a
+    later pass: `study.cleanup`)."""
 
     def __init__(self, paths: StudyPaths, ledger: Ledger, sweep: SweepFile | None,
-                 progress: ProgressHook | None = None, defer: bool = False) -> None:
+                 progress: ProgressHook | None = None, defer: bool = False, backend: Backend | None = None) -> None:
         self.paths, self.ledger, self.sweep, self.progress = paths, ledger, sweep, progress
-        self.points: dict[str, Point] = {}  # point_id → point, for cleanup
+        self.backend = backend
+        self.notes: list[str] = []  # ended attempts whose data was refused (not provably the study's)
         self.defer = defer
         self._handles: list[tuple[str, int, Handle]] = []  # not yet written (deferred)
         self._updates: list[Update] = []
         self._failure: StorageError | None = None
-
-    def know(self, launches: Sequence[Launch]) -> None:
-        self.points.update((la.point_id, la.point) for la in launches)
 
     def handle(self, launch: Launch, handle: Handle) -> None:
         self.handles([(launch, handle)])
@@ -58,10 +49,14 @@ class Recorder:
     def updates(self, updates: Sequence[Update]) -> None:
         if not updates:
             return
-        for u in updates:
-            cleanup_point_data(self.paths, u)
+        ended = [(u.point_id, u.attempt) for u in updates if u.state in FINAL_STATES]
+        mark(self.paths, ended)  # an attempt from before markers: its data is looked for all the same
         self._updates += updates
         self._write()
+        if ended and self.backend is not None:
+            backend = self.backend
+            self.notes += finish_cleanups(self.paths, self.ledger, self.sweep,
+                                          lambda name: backend if name == backend.name else None, only=set(ended))
         if self.progress:
             for u in updates:
                 self.progress(u)

@@ -21,6 +21,7 @@ from studyctl.definition.sweep import SweepFile, load_sweep
 from studyctl.errors import StorageError, UserError
 from studyctl.fsutil import atomic_write_text
 from studyctl.states import ACTIVE_STATES, FailureClass, State
+from studyctl.study.cleanup import CLEANUP_WAIT_S, finish_cleanups
 from studyctl.study.launches import new_launch
 from studyctl.study.ledger import Ledger
 from studyctl.study.lock import study_lock
@@ -60,20 +61,23 @@ def launch_points(paths: StudyPaths, ledger: Ledger, sweep: SweepFile, backend: 
     numbers = ledger.new_attempts([(p.point_id, backend.name) for p in todo], backend.initial_state, on_disk)
     launches = [new_launch(paths, sweep, backend, p, numbers[p.point_id]) for p in todo]
     adopted = alive.get(backend.name, [])
-    recorder = Recorder(paths, ledger, sweep, progress, defer=True)
-    recorder.know([*launches, *(a.launch for a in adopted)])
+    recorder = Recorder(paths, ledger, sweep, progress, defer=True, backend=backend)
     refused = {la.point_id: why for la in launches if (why := backend.refuse(la.point))}
     recorder.updates([Update(la.point_id, la.attempt, State.FAILED, FailureClass.CONFIG, refused[la.point_id],
                              ended_at=time.time()) for la in launches if la.point_id in refused])
     launches = [la for la in launches if la.point_id not in refused]
+    started = {(la.point_id, la.attempt) for la in [*launches, *(a.launch for a in adopted)]}
     try:
         with stop_on_signals():
             backend.launch(launches, recorder.handle, recorder.update, adopted=adopted)
     except BaseException:  # interrupted, or a start the ledger could not record: keep what can be kept
         with contextlib.suppress(StorageError):
             recorder.flush()
+        with stop_on_signals():  # stopped: its ranks are going; a second signal leaves the rest to a later command
+            finish_cleanups(paths, ledger, sweep, {backend.name: backend}.get, only=started, wait_s=CLEANUP_WAIT_S)
         raise
     recorder.flush()  # an end the disk refused to record (full): retried once more, else one line
+    finish_cleanups(paths, ledger, sweep, {backend.name: backend}.get, only=started, wait_s=CLEANUP_WAIT_S)
     return len(launches)
 
 

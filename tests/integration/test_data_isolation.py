@@ -8,7 +8,7 @@ import os
 from pathlib import Path
 
 from studyctl import api
-from studyctl.attempt.data import remove_unclaimed_data
+from studyctl.attempt.data import Cleanup, remove_attempt_data
 from studyctl.definition.points import WorkerTask, data_key
 from tests.integration.test_worker import make_task, run_worker
 
@@ -75,10 +75,14 @@ def test_leftover_data_is_removed_only_when_unclaimed_and_not_kept(tmp_path: Pat
     (task.data_dir / "step" / "f.pt").write_bytes(b"y")
     fd = hold_claim(task)
     try:
-        assert not remove_unclaimed_data(task) and task.data_dir.is_dir()
+        assert remove_attempt_data(task.point, task.places, no_tier) is Cleanup.LATER and task.data_dir.is_dir()
     finally:
         os.close(fd)
-    kept = task.model_copy(update={"point": task.point.model_copy(
-        update={"checkpoint": task.point.checkpoint.model_copy(update={"keep": True})})})
-    assert not remove_unclaimed_data(kept) and task.data_dir.is_dir()
-    assert remove_unclaimed_data(task) and not task.data_dir.exists()
+    kept = task.point.model_copy(update={"checkpoint": task.point.checkpoint.model_copy(update={"keep": True})})
+    assert remove_attempt_data(kept, task.places, no_tier) is Cleanup.DONE and task.data_dir.is_dir()
+    assert remove_attempt_data(task.point, task.places, no_tier) is Cleanup.DONE and not task.data_dir.exists()
+    assert not task.claim_file.exists() and not task.data_dir.parent.exists()
+
+
+def no_tier(place: object) -> bool:
+    raise AssertionError("a sync point has no node-local place")

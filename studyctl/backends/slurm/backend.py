@@ -11,7 +11,7 @@ import dataclasses
 import shutil
 import subprocess
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -19,10 +19,12 @@ from studyctl.attempt.records import Active, Handle, Launch, RecordHandle, Recor
 from studyctl.backends.base import Backend
 from studyctl.backends.capacity import slurm_node_memory
 from studyctl.backends.slurm import verdict
+from studyctl.backends.slurm.cleanup import submit_cleanup
 from studyctl.backends.slurm.discovery import Manifests, find_jobs, names_other_study, recover_handles
 from studyctl.backends.slurm.sacct import Runner, SacctWatcher, array_of
 from studyctl.backends.slurm.submit import ArraySubmitter, cluster_max_array_size, group_by_shape, point_time_limit_min
 from studyctl.definition.options import SlurmOptions
+from studyctl.definition.places import Place
 from studyctl.definition.points import Point
 from studyctl.errors import UserError
 from studyctl.states import State
@@ -141,6 +143,26 @@ class SlurmBackend(Backend):
         ids = [a.handle.job_id for a in active if a.handle.job_id]
         ids += [h.job_id for _, h in self.recover(active) if h.job_id]
         self._scancel(ids)
+
+    def still_running(self, attempts: Mapping[Path, Handle]) -> set[Path]:
+        """Attempts whose job accounting still shows pending or running: a point's end read from its files
+        (its error record, a rank's abort) comes before the job's other ranks are gone."""
+        rows = self.watcher.rows(h.job_id for h in attempts.values() if h.job_id)
+        return {task for task, h in attempts.items()
+                if h.job_id and (row := rows.get(h.job_id)) is not None and row.state in (State.PENDING, State.RUNNING)}
+
+    def remove_node_local(self, place: Place, point: Point, node_list: str | None,
+                          completed: bool = False, job_id: str | None = None) -> bool:
+        """A clean-up job on the nodes the attempt ran on (its tier is theirs alone: `slurm/cleanup.py`); none
+        for a completed attempt, whose worker removed its tier itself (a job per point would be a second job)."""
+        if completed:
+            return True
+        if not node_list and job_id:  # ended before a poll saw it run (cancelled): accounting knows its nodes
+            row = self.watcher.rows([job_id]).get(job_id)
+            if row is None:
+                return False  # not in accounting yet: a later command
+            node_list = row.node_list
+        return submit_cleanup(self.options, self.folder, place, node_list, self.runner)
 
     def _scancel(self, ids: Sequence[str]) -> None:
         for start in range(0, len(ids), SCANCEL_BATCH):

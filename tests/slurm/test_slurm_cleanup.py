@@ -1,0 +1,96 @@
+"""Clean-up on the real local Slurm cluster: a tiered point stopped mid-run (scancel through `sweep cancel`, or
+its time limit) leaves no bytes on shared storage nor on any node's own TmpFS once later commands have run; the
+node-local part is removed by a clean-up job on the attempt's own nodes (`python -m worker.tidy`)."""
+
+from __future__ import annotations
+
+import glob
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from studyctl.attempt.paths import StudyPaths
+from studyctl.backends.slurm.cleanup import cleanup_job_name
+from studyctl.definition.points import data_key
+from tests.slurm.test_slurm import cli, diag, wait_final
+from tests.slurm.test_slurm_strategies import tmpfs_pattern
+
+pytestmark = pytest.mark.slurm
+
+SWEEP = """\
+study: {name}
+models: [gpt2-125m]
+matrix: {{nodes: 2, ranks_per_node: 1, zero_stage: 1, strategy: tiered}}
+filesystems:
+  shared: {{path: {fs}}}
+  nodetmp: {{path: "{tier}", kind: local}}
+checkpoint: {{scale: 0.01, writes: 2000, reads: 1, buffer_mib: 4, block_mib: 4, tier: nodetmp, tier_keep: 2}}
+training: {{step_s: 0.05}}
+slurm: {{partition: debug, time_limit_min: {minutes}}}
+"""
+
+
+def tier_files(tier: str, study_dir: Path) -> list[str]:
+    """Files of this study (its name and key) on every node's TmpFS."""
+    pattern = f"{tier.replace('{node}', '*')}/{study_dir.name}.{data_key(study_dir)}/**"
+    return [f for f in glob.glob(pattern, recursive=True) if Path(f).is_file()]
+
+
+def shared_files(fs: Path) -> list[Path]:
+    return [p for p in fs.rglob("*") if p.is_file()]
+
+
+def cleanup_jobs(study: str) -> str:
+    return subprocess.run(["squeue", "-h", "-n", cleanup_job_name(study), "-o", "%i"], capture_output=True,
+                          text=True).stdout.strip()
+
+
+def stopped_tiered_point(tmp_path: Path, name: str, minutes: int) -> tuple[str, Path]:
+    tier = tmpfs_pattern()
+    fs = tmp_path / "fs"
+    fs.mkdir()
+    sweep = tmp_path / f"{name}.yaml"
+    sweep.write_text(SWEEP.format(name=name, fs=fs, tier=tier, minutes=minutes))
+    proc = cli(tmp_path, "sweep", "submit", str(sweep), "--backend", "slurm")
+    assert proc.returncode == 0, proc.stderr
+    end = time.monotonic() + 180
+    study_dir = tmp_path / "results" / name
+    while not (shared_files(fs) and len({Path(f).parts[:5] for f in tier_files(tier, study_dir)}) >= 2):
+        status = cli(tmp_path, "sweep", "status", name, "--json").stdout
+        assert time.monotonic() < end and '"FAILED"' not in status, f"the point never wrote on both nodes: {status}"
+        time.sleep(0.5)
+    return tier, fs
+
+
+def wait_clean(tmp_path: Path, name: str, tier: str, fs: Path, timeout: float = 180) -> None:
+    """`status` until the study has nothing left to clean and its clean-up jobs have run."""
+    paths = StudyPaths(tmp_path / "results" / name)
+    end = time.monotonic() + timeout
+    while paths.pending_cleanups() or cleanup_jobs(name):
+        assert time.monotonic() < end, f"still to clean: {paths.pending_cleanups()}" + diag(tmp_path, name)
+        assert cli(tmp_path, "sweep", "status", name).returncode == 0
+        time.sleep(1.0)
+    assert shared_files(fs) == []
+    assert tier_files(tier, tmp_path / 'results' / name) == [], "the clean-up job removed the tier on every node"
+
+
+def test_a_cancelled_tiered_point_leaves_nothing_on_any_node(tmp_path: Path) -> None:
+    tier, fs = stopped_tiered_point(tmp_path, "tidyc", minutes=5)
+    proc = cli(tmp_path, "sweep", "cancel", "tidyc")
+    assert proc.returncode == 0, proc.stderr
+    data = wait_final(tmp_path, "tidyc", timeout=60)
+    assert data["counts"] == {"CANCELLED": 1}
+    wait_clean(tmp_path, "tidyc", tier, fs)
+
+
+def test_a_timed_out_tiered_point_leaves_nothing_on_any_node(tmp_path: Path) -> None:
+    tier, fs = stopped_tiered_point(tmp_path, "tidyt", minutes=1)
+    data = wait_final(tmp_path, "tidyt", timeout=200)
+    # submitit's warning signal before the limit ends the run in the worker (worker_crash, "timed-out and not
+    # checkpointable") unless the limit itself comes first (TIMEOUT): either way the limit stopped it mid-run
+    (point,) = data["points"]
+    assert point["failure_class"] in ("timeout", "worker_crash"), point["reason"]
+    assert point["failure_class"] == "timeout" or "timed-out" in point["reason"], point["reason"]
+    wait_clean(tmp_path, "tidyt", tier, fs)
