@@ -33,9 +33,10 @@ matrix: {{nodes: 2, ranks_per_node: 1, zero_stage: 1, strategy: tiered}}
 filesystems:
   scratch: {{path: {fs}}}
   nodetier: {{path: {tier}, kind: local}}
-checkpoint: {{scale: 0.01, writes: 400, reads: 1, buffer_mib: 4, block_mib: 4, tier: nodetier, tier_keep: 2}}
+checkpoint: {{scale: 0.01, writes: {writes}, reads: 1, buffer_mib: 4, block_mib: 4, tier: nodetier, tier_keep: 2}}
 training: {{step_s: 0.05}}
 local: {{max_concurrent: 1, timeout_s: {timeout}}}
+estimate: {{overhead_s: 0, GiBps_per_node: 1000}}  # seconds of I/O: the timeout is not refused up front
 """
 
 
@@ -43,12 +44,12 @@ def files_under(path: Path) -> list[Path]:
     return [p for p in path.rglob("*") if p.is_file()] if path.exists() else []
 
 
-def setup_study(tmp_path: Path, timeout: int = 600) -> tuple[Path, Path, Path, Path]:
+def setup_study(tmp_path: Path, timeout: int = 600, writes: int = 400) -> tuple[Path, Path, Path, Path]:
     fs, tier = tmp_path / "fs", tmp_path / "tier"
     fs.mkdir()
     tier.mkdir()
     sweep = tmp_path / "stop.yaml"
-    sweep.write_text(SWEEP.format(fs=fs, tier=tier, timeout=timeout))
+    sweep.write_text(SWEEP.format(fs=fs, tier=tier, timeout=timeout, writes=writes))
     return sweep, tmp_path / "results", fs, tier
 
 
@@ -89,8 +90,8 @@ def states(results: Path) -> list[State]:
 
 
 def stopped_run(tmp_path: Path, stop: Callable[[subprocess.Popen[str], Path], None],
-                timeout: int = 600) -> tuple[Path, Path, Path, subprocess.Popen[str]]:
-    sweep, results, fs, tier = setup_study(tmp_path, timeout)
+                timeout: int = 600, writes: int = 400) -> tuple[Path, Path, Path, subprocess.Popen[str]]:
+    sweep, results, fs, tier = setup_study(tmp_path, timeout, writes)
     proc = start_submit(sweep, results)
     try:
         wait_for(lambda: writing(fs, tier))
@@ -110,9 +111,16 @@ def test_a_signalled_submit_leaves_no_bytes(tmp_path: Path, sig: signal.Signals)
     assert StudyPaths(results / "stop").pending_cleanups() == []
 
 
-def test_a_timeout_leaves_no_bytes(tmp_path: Path) -> None:
-    results, fs, tier, proc = stopped_run(tmp_path, lambda p, _: None, timeout=4)
-    assert proc.returncode != 0 or states(results) == [State.TIMEOUT]
+def test_a_timeout_of_hung_ranks_leaves_no_bytes(tmp_path: Path) -> None:
+    """The ranks hang mid-run (SIGSTOP: they can handle no signal) until the point's time limit: TIMEOUT; the
+    estimate (simulated training of 100 writes: 5.15 s) fits the 15 s limit, so submit accepts the point."""
+    def hang(_: subprocess.Popen[str], results: Path) -> None:
+        wait_for(lambda: len(ranks_of(results)) == 2)
+        for pid in ranks_of(results):
+            os.kill(pid, signal.SIGSTOP)
+
+    results, fs, tier, proc = stopped_run(tmp_path, hang, timeout=15, writes=100)
+    assert proc.returncode == 1, proc.stderr
     assert states(results) == [State.TIMEOUT]
     assert files_under(fs) == [] and files_under(tier) == []
 
