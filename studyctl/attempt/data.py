@@ -11,7 +11,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from enum import Enum
 from typing import Any
 
@@ -79,7 +79,7 @@ def remove_attempt_data(point: Point, places: Sequence[Place], remove_node_local
 
 
 @contextlib.contextmanager
-def _claim(place: Place):  # type: ignore[no-untyped-def]
+def _claim(place: Place) -> Iterator[bool]:
     """Yields whether the point's claim could be taken (True too when the study has no directory there: no
     worker of it ever wrote, or its data is gone). Opened without following links, below the root."""
     try:

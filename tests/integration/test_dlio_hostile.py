@@ -110,7 +110,7 @@ CASES: dict[str, tuple[dict[str, Any], Callable[[Path], None] | None, str, str]]
     "astronomic-accelerators": ({"summary": summary_with(num_accelerators=10**30)}, None, "summary.json",
                                 "num_accelerators"),
     "path-as-model": ({"summary": summary_with(workload="../../etc/passwd")}, None, "summary.json",
-                      "workload = '../../etc/passwd' is not a name"),
+                      "workload name '../../etc/passwd' is not 1-64 letters"),
     "zero-seconds": ({"records": record_with(duration=0.0, start=None, end=None)}, None, "*per_epoch_stats.json",
                      "bytes in 0.0 s"),
     "petabyte-throughput": ({"summary": metric_with(checkpoint_size_GB=0.0),

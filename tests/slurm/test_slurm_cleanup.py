@@ -5,6 +5,8 @@ node-local part is removed by a clean-up job on the attempt's own nodes (`python
 from __future__ import annotations
 
 import glob
+import os
+import signal
 import subprocess
 import time
 from pathlib import Path
@@ -26,10 +28,27 @@ matrix: {{nodes: 2, ranks_per_node: 1, zero_stage: 1, strategy: tiered}}
 filesystems:
   shared: {{path: {fs}}}
   nodetmp: {{path: "{tier}", kind: local}}
-checkpoint: {{scale: 0.01, writes: 2000, reads: 1, buffer_mib: 4, block_mib: 4, tier: nodetmp, tier_keep: 2}}
+checkpoint: {{scale: 0.01, writes: {writes}, reads: 1, buffer_mib: 4, block_mib: 4, tier: nodetmp, tier_keep: 2}}
 training: {{step_s: 0.05}}
 slurm: {{partition: debug, time_limit_min: {minutes}}}
+estimate: {{overhead_s: 0, GiBps_per_node: 1000}}  # seconds of I/O: the limit is not refused up front
 """
+
+
+def ranks_of(results: Path) -> list[int]:
+    """PIDs of the Slurm tasks (submitit runs the worker in each: `python -u -m submitit.core._submit <folder>`,
+    the folder inside this study) on the cluster's nodes, all of them on this machine."""
+    needle = str(results.resolve()).encode()
+    pids = []
+    for entry in Path("/proc").iterdir():
+        try:
+            args = (entry / "cmdline").read_bytes().split(b"\0") if entry.name.isdigit() else []
+        except OSError:
+            continue
+        if args and Path(args[0].decode()).name.startswith("python") and b"submitit.core._submit" in args \
+                and any(needle in a for a in args):
+            pids.append(int(entry.name))
+    return pids
 
 
 def tier_files(tier: str, study_dir: Path) -> list[str]:
@@ -47,12 +66,12 @@ def cleanup_jobs(study: str) -> str:
                           text=True).stdout.strip()
 
 
-def stopped_tiered_point(tmp_path: Path, name: str, minutes: int) -> tuple[str, Path]:
+def stopped_tiered_point(tmp_path: Path, name: str, minutes: int, writes: int = 2000) -> tuple[str, Path]:
     tier = tmpfs_pattern()
     fs = tmp_path / "fs"
     fs.mkdir()
     sweep = tmp_path / f"{name}.yaml"
-    sweep.write_text(SWEEP.format(name=name, fs=fs, tier=tier, minutes=minutes))
+    sweep.write_text(SWEEP.format(name=name, fs=fs, tier=tier, minutes=minutes, writes=writes))
     proc = cli(tmp_path, "sweep", "submit", str(sweep), "--backend", "slurm")
     assert proc.returncode == 0, proc.stderr
     end = time.monotonic() + 180
@@ -86,7 +105,13 @@ def test_a_cancelled_tiered_point_leaves_nothing_on_any_node(tmp_path: Path) -> 
 
 
 def test_a_timed_out_tiered_point_leaves_nothing_on_any_node(tmp_path: Path) -> None:
-    tier, fs = stopped_tiered_point(tmp_path, "tidyt", minutes=1)
+    """Its ranks hang mid-run (SIGSTOP) until the job's 1-min limit; the estimate (simulated training of 200
+    writes, 10 s) fits the limit, so submit accepts the point."""
+    tier, fs = stopped_tiered_point(tmp_path, "tidyt", minutes=1, writes=200)
+    ranks = ranks_of(tmp_path / "results")
+    assert len(ranks) == 2, ranks
+    for pid in ranks:
+        os.kill(pid, signal.SIGSTOP)
     data = wait_final(tmp_path, "tidyt", timeout=200)
     # submitit's warning signal before the limit ends the run in the worker (worker_crash, "timed-out and not
     # checkpointable") unless the limit itself comes first (TIMEOUT): either way the limit stopped it mid-run
