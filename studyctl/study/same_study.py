@@ -20,14 +20,19 @@ from studyctl.definition.sweep import load_sweep
 from studyctl.errors import UserError
 
 
+def is_recorded(paths: StudyPaths, text: str) -> bool:
+    """True when there is no recorded sweep yet, or `text` is it to the byte: the same study, nothing to expand."""
+    try:
+        return not paths.sweep_copy.is_file() or paths.sweep_copy.read_text() == text
+    except (OSError, UnicodeDecodeError):
+        return False  # unreadable: check_same_study's load_sweep says why
+
+
 def check_same_study(paths: StudyPaths, planned: Sequence[PlannedPoint], text: str) -> None:
     """UserError (exit 2) when `planned` (from the sweep `text`) is not the study recorded under `paths`."""
+    if is_recorded(paths, text):
+        return
     recorded = paths.sweep_copy
-    try:
-        if not recorded.is_file() or recorded.read_text() == text:
-            return
-    except (OSError, UnicodeDecodeError):
-        pass  # unreadable: load_sweep below says why
     advice = "use another study name or --results"
     try:
         old = {pp.point.point_id for pp in expand(load_sweep(recorded))}

@@ -11,7 +11,7 @@ from studyctl.definition.sweep import SweepFile, load_sweep
 from studyctl.errors import UserError
 from studyctl.fsutil import atomic_write_text
 from studyctl.study.ledger import Ledger
-from studyctl.study.same_study import check_same_study
+from studyctl.study.same_study import check_same_study, is_recorded
 
 
 def find_study(study: str | Path, results: Path = Path("results")) -> StudyPaths:
@@ -50,7 +50,8 @@ def _adopt(paths: StudyPaths, source: Path, update_copy: bool) -> SweepFile:
     sweep = load_sweep(source)
     if sweep.study != paths.name:
         raise UserError(f"it names study {sweep.study!r}")
-    check_same_study(paths, expand(sweep), text)
+    if not is_recorded(paths, text):  # the common case (the file as submitted) needs no expansion
+        check_same_study(paths, expand(sweep), text)
     if update_copy:
         atomic_write_text(paths.sweep_copy, text)
     return sweep
