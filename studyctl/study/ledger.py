@@ -230,21 +230,22 @@ class Ledger:
 
     # ---- points
     def sync_points(self, points: Iterable[tuple[str, int, dict[str, Any], bool, str | None]]) -> int:
-        """Insert new points, refresh order/exclusion of known ones, mark the rest out of the sweep.
-
-        Returns how many points were new.
-        """
+        """Insert new points, refresh order/exclusion of known ones, mark the rest out of the sweep; how many were
+        new. Only what changed is written: a rerun of the same sweep writes nothing (status, resubmit stay fast)."""
         now = time.time()
         rows = list(points)
         with self.transaction() as db:
-            known = {r[0] for r in db.execute("SELECT point_id FROM points")}
-            db.execute("UPDATE points SET in_sweep = 0")
+            known = {pid: (order, bool(exc), reason, bool(ins)) for pid, order, exc, reason, ins in
+                     db.execute("SELECT point_id, run_order, excluded, exclude_reason, in_sweep FROM points")}
+            wanted = {r[0] for r in rows}
+            db.executemany("UPDATE points SET in_sweep = 0 WHERE point_id = ?",
+                           [(pid,) for pid, was in known.items() if was[3] and pid not in wanted])
             db.executemany(
                 "INSERT INTO points(point_id, run_order, config, excluded, exclude_reason, in_sweep, added_at) "
                 "VALUES (?, ?, ?, ?, ?, 1, ?) ON CONFLICT(point_id) DO UPDATE SET run_order = excluded.run_order, "
                 "excluded = excluded.excluded, exclude_reason = excluded.exclude_reason, in_sweep = 1",
                 [(pid, order, json.dumps(cfg, sort_keys=True), int(exc), reason, now)
-                 for pid, order, cfg, exc, reason in rows],
+                 for pid, order, cfg, exc, reason in rows if known.get(pid) != (order, bool(exc), reason, True)],
             )
         return sum(1 for r in rows if r[0] not in known)
 

@@ -54,6 +54,23 @@ def test_points_leaving_the_sweep_are_kept_but_hidden(tmp_path: Path) -> None:
         assert len(ledger.points(only_in_sweep=False)) == 4
 
 
+
+def test_syncing_the_same_sweep_again_writes_nothing_and_changes_still_land(tmp_path: Path) -> None:
+    rows = [(f"p{i}", i, {"i": i}, False, None) for i in range(3)]
+    with Ledger(tmp_path / "l.sqlite") as ledger:
+        ledger.sync_points(rows)
+        before = ledger._db.total_changes
+        assert ledger.sync_points(rows) == 0
+        assert ledger._db.total_changes == before  # the same sweep again: no row written
+        ledger.sync_points(rows[:2])  # p2 leaves the sweep
+        assert [p.point_id for p in ledger.points()] == ["p0", "p1"]
+        ledger.sync_points([(pid, 5 - order, cfg, pid == "p1", "why" if pid == "p1" else None)
+                            for pid, order, cfg, _, _ in rows])  # p2 back, the order reversed, p1 excluded
+        assert [p.point_id for p in ledger.points()] == ["p2", "p1", "p0"]
+        back = {p.point_id: p for p in ledger.points()}
+        assert back["p1"].excluded and back["p1"].exclude_reason == "why" and not back["p0"].excluded
+
+
 def _writer(path: str, start: int) -> None:
     with Ledger(Path(path)) as ledger:
         for i in range(start, start + 50):
