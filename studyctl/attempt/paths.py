@@ -101,7 +101,8 @@ class StudyPaths:
 
     def attempts_on_disk(self, point_id: str) -> list[int]:
         """Attempt numbers with a directory of `point_id` (evidence: never reused for another attempt)."""
-        return sorted(n for n in map(attempt_number, self._dirs(self.point(point_id))) if n is not None)
+        # a plain string path: this runs for every point on every command (pathlib would double its cost)
+        return sorted(n for n in map(attempt_number, self._dirs(os.path.join(self.points, point_id))) if n is not None)
 
     def point_ids_on_disk(self) -> list[str]:
         return sorted(self._dirs(self.points))
@@ -112,7 +113,7 @@ class StudyPaths:
         real = os.path.realpath(path)
         return real == root or real.startswith(root.rstrip("/") + "/")
 
-    def _dirs(self, parent: Path) -> list[str]:
+    def _dirs(self, parent: str | Path) -> list[str]:
         """The directories in `parent`, by the tree's one symlink rule: a symlink counts only where it resolves
         inside the study, so nothing outside the study is ever counted or read as part of it."""
         try:
