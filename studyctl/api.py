@@ -36,6 +36,7 @@ if TYPE_CHECKING:
     from studyctl.analysis.compare import CompareResult
     from studyctl.analysis.mlperf import ModelVerdict
     from studyctl.analysis.status import PointStatus
+    from studyctl.definition.expand import PlannedPoint
 
 __all__ = ["BLOCKS_ON", "Plan", "PlanSummary", "StatusReport", "StudyPaths", "SubmitReport", "Update", "cancel",
            "check_backend", "collect", "compare", "find_study", "mlperf_report", "model_rows", "parse_threshold",
@@ -45,27 +46,45 @@ __all__ = ["BLOCKS_ON", "Plan", "PlanSummary", "StatusReport", "StudyPaths", "Su
 @dataclass
 class Plan:
     """A sweep and its plan rows, streamed (a million points never sit in memory); `summary` totals the rows
-    streamed so far, so once `rows()` is consumed it holds the whole study's."""
+    streamed so far, so once `rows()` is consumed it holds the whole study's, and the points were judged for
+    `backend` in the same pass (`capacity`)."""
 
     sweep: SweepFile
+    backend: str = "local"
     summary: PlanSummary = field(default_factory=PlanSummary)
+    _judge: Any = field(default=None, init=False, repr=False)  # backends.capacity.Judge, fed by rows()
 
     def rows(self) -> Iterator[dict[str, Any]]:
-        self.summary = PlanSummary()  # streamed again: counted once
-        for row in plan_rows(iter_points(self.sweep), self.sweep):
+        from studyctl.backends.base import backend_class
+        from studyctl.backends.capacity import Judge
+
+        self.summary, self._judge = PlanSummary(), Judge(self.sweep, backend_class(self.backend))  # counted once
+        for row in plan_rows(_judged(iter_points(self.sweep), self._judge), self.sweep):
             self.summary.add(row)
             yield row
 
-    def capacity(self, backend: str) -> tuple[list[str], list[str]]:
-        return plan_capacity(self.sweep, self.summary, backend)
+    def capacity(self) -> tuple[list[str], list[str]]:
+        """(problems, notes) on the plan's backend; the points are expanded again only if rows() was not read."""
+        if self._judge is None:
+            return plan_capacity(self.sweep, self.summary, self.backend)
+        judgement = self._judge.verdict(self.summary)
+        return judgement.refusals + judgement.warnings, judgement.notes
 
     def check_budget(self, budget_node_hours: float | None) -> None:
         """The same refusal (exit 1) `submit` gives before it records or runs anything."""
         check_budget(self.summary, budget_node_hours)
 
 
-def plan(sweep_path: Path) -> Plan:
-    return Plan(load_sweep(sweep_path))
+def _judged(points: Iterator[PlannedPoint], judge: Any) -> Iterator[PlannedPoint]:
+    for pp in points:
+        judge.add(pp)
+        yield pp
+
+
+def plan(sweep_path: Path, backend: str = "local") -> Plan:
+    """The plan of a sweep for `backend` (an unknown one: UserError, exit 2, before anything is read)."""
+    check_backend(backend)
+    return Plan(load_sweep(sweep_path), backend)
 
 
 def plan_capacity(sweep: Any, summary: Any, backend: str) -> tuple[list[str], list[str]]:

@@ -49,21 +49,36 @@ class Judgement:
     notes: list[str] = field(default_factory=list)  # what could not be checked here
 
 
-def judge(sweep: SweepFile, backend: type[Backend], points: Iterable[PlannedPoint], summary: PlanSummary) -> Judgement:
-    """Placement, disk, time limit and memory of the runnable `points` (their `summary`) on `backend`; one pass
-    over the points (a million need not sit in memory)."""
-    shared: set[str] = set()
-    tiers: set[str] = set()
-    over = OverLimits(sweep, backend)
-    for pp in points:
+class Judge:
+    """Placement, disk, time limit and memory of a sweep's runnable points on `backend`, fed one point at a
+    time (`add`), so a caller that streams the points anyway (plan's rows) judges them in the same pass."""
+
+    def __init__(self, sweep: SweepFile, backend: type[Backend]) -> None:
+        self.sweep, self.backend = sweep, backend
+        self.shared: set[str] = set()
+        self.tiers: set[str] = set()
+        self.over = OverLimits(sweep, backend)
+
+    def add(self, pp: PlannedPoint) -> None:
         if not pp.excluded:
-            shared.add(pp.point.filesystem)
-            tiers.update([pp.point.checkpoint.tier] if pp.point.checkpoint.tier else [])
-            over.add(pp.point)
-    placement, notes = placement_problems(sweep, shared, tiers, backend.runs_here)
-    capacity = backend.capacity(sweep)
-    return Judgement(placement + disk_problems(summary, capacity) + over.lines(), memory_problems(summary, capacity),
-                     notes + capacity_notes(summary, capacity))
+            self.shared.add(pp.point.filesystem)
+            self.tiers.update([pp.point.checkpoint.tier] if pp.point.checkpoint.tier else [])
+            self.over.add(pp.point)
+
+    def verdict(self, summary: PlanSummary) -> Judgement:
+        """The points added so far, whose rows `summary` totals."""
+        placement, notes = placement_problems(self.sweep, self.shared, self.tiers, self.backend.runs_here)
+        capacity = self.backend.capacity(self.sweep)
+        return Judgement(placement + disk_problems(summary, capacity) + self.over.lines(),
+                         memory_problems(summary, capacity), notes + capacity_notes(summary, capacity))
+
+
+def judge(sweep: SweepFile, backend: type[Backend], points: Iterable[PlannedPoint], summary: PlanSummary) -> Judgement:
+    """`Judge` over `points` (their `summary`): one pass (a million need not sit in memory)."""
+    judging = Judge(sweep, backend)
+    for pp in points:
+        judging.add(pp)
+    return judging.verdict(summary)
 
 
 def placement_problems(sweep: SweepFile, shared: set[str], tiers: set[str], runs_here: bool) \

@@ -11,9 +11,9 @@ if TYPE_CHECKING:
     from studyctl.api import Plan
 
 
-def print_capacity(err: Console, plan: Plan, backend: str) -> list[str]:
+def print_capacity(err: Console, plan: Plan) -> list[str]:
     """Print each capacity problem and note (what was not checked, DLIO's memory); return the problems."""
-    problems, notes = plan.capacity(backend)
+    problems, notes = plan.capacity()
     for line in problems:
         err.print(Text.assemble(("will not fit:", "bold yellow"), " ", line))
     for line in notes:

@@ -30,8 +30,7 @@ def plan(
     from studyctl import api
 
     def run() -> None:
-        api.check_backend(backend)  # before any row: an unknown backend is one line, exit 2, as in submit
-        planned = api.plan(sweep)
+        planned = api.plan(sweep, backend)  # an unknown backend: one line, exit 2, before any row (as in submit)
         if as_json:
             write = sys.stdout.write
             write("[")
@@ -46,7 +45,7 @@ def plan(
             _print_plan(planned.sweep.study, rows, planned.summary, limit)
         from studyctl.cli.capacity import print_capacity
 
-        problems = print_capacity(err, planned, backend)
+        problems = print_capacity(err, planned)
         planned.check_budget(budget_node_hours)
         if strict and problems:
             raise UserError(f"{len(problems)} capacity problem(s) above (--strict)", 1)

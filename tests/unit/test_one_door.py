@@ -7,9 +7,12 @@ import json
 import sqlite3
 from pathlib import Path
 
+import pytest
+
 from studyctl import api
 from studyctl.definition.expand import expand
 from studyctl.definition.sweep import load_sweep
+from studyctl.errors import UserError
 from tests.cli import REPO, run_cli
 from tests.studygen import build_study
 
@@ -38,6 +41,24 @@ def test_a_plan_totals_the_rows_it_streamed() -> None:
     assert plan.summary.node_hours == sum(r["node_hours"] for r in rows if not r["excluded"])
     assert len(list(plan.rows())) == plan.summary.points == len(rows)  # streamed again: counted once
 
+
+
+def test_a_plan_judges_the_points_it_streamed_as_a_second_pass_would(tmp_path: Path) -> None:
+    """plan judges placement, disk, time and memory in the rows' own pass: the same lines as judging again."""
+    sweep = tmp_path / "judged.yaml"
+    sweep.write_text(Path(QUICKSTART).read_text().replace("study: quickstart", "study: judged")
+                     .replace("timeout_s: 300", "timeout_s: 1"))
+    for backend in ("local", "slurm"):
+        plan = api.plan(sweep, backend)
+        unread = plan.capacity()  # rows not read yet: judged by a pass of its own
+        list(plan.rows())
+        streamed = plan.capacity()
+        assert streamed == api.plan_capacity(plan.sweep, plan.summary, backend)
+        if backend == "local":  # local.timeout_s is 1 s: over every point's estimate, however judged
+            assert any("local.timeout_s" in line for line in streamed[0]), streamed
+            assert any("local.timeout_s" in line for line in unread[0]), unread
+    with pytest.raises(UserError, match="nope"):
+        api.plan(sweep, "nope")
 
 def test_status_reads_each_point_as_its_model(tmp_path: Path) -> None:
     study = build_study(tmp_path, 40, "door")
