@@ -201,7 +201,8 @@ def test_a_rank_told_to_stop_clears_its_tier_itself(tmp_path: Path) -> None:
     finally:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(proc.pid, signal.SIGKILL)
-    assert not any(name.endswith("-1") for name in _node_dirs(tier)), f"rank 1's node folder is gone: {_node_dirs(tier)}"
+    left = _node_dirs(tier)
+    assert not any(name.endswith("-1") for name in left), f"rank 1's node folder is gone: {left}"
     assert files_under(fs), "shared storage is left to studyctl's clean-up (it knows when every rank is gone)"
 
 CRASH_ON_RANK_1 = """
