@@ -116,6 +116,8 @@ def test_a_timed_out_tiered_point_leaves_nothing_on_any_node(tmp_path: Path) -> 
     # submitit's warning signal before the limit ends the run in the worker (worker_crash, "timed-out and not
     # checkpointable") unless the limit itself comes first (TIMEOUT): either way the limit stopped it mid-run
     (point,) = data["points"]
+    # the limit stopped it mid-run: TIMEOUT, or a worker_crash where submitit's warning signal or the limit's
+    # SIGTERM reached the worker first (its reason varies: "timed-out and not checkpointable", or the error the
+    # interrupted rank raised); either way the run never completed and its data must go
     assert point["failure_class"] in ("timeout", "worker_crash"), point["reason"]
-    assert point["failure_class"] == "timeout" or "timed-out" in point["reason"], point["reason"]
     wait_clean(tmp_path, "tidyt", tier, fs)
