@@ -25,6 +25,7 @@ from studyctl.definition.catalog import lookup
 from studyctl.definition.points import CheckpointOptions, Point, WorkerTask
 from studyctl.states import State
 from studyctl.study.ledger import Ledger
+from tests.procs import pids_under
 
 SWEEP = """\
 study: stop
@@ -72,16 +73,7 @@ def writing(fs: Path, tier: Path) -> bool:
 
 def ranks_of(results: Path, mpiexec_too: bool = False) -> list[int]:
     """PIDs of the worker ranks (each in its own session) running this study's attempt (and its mpiexec)."""
-    needle = str(results.resolve()).encode()
-    pids = []
-    for entry in Path("/proc").iterdir():
-        try:
-            args = (entry / "cmdline").read_bytes().split(b"\0") if entry.name.isdigit() else []
-        except OSError:
-            continue
-        if (mpiexec_too or args[1:3] == [b"-m", b"worker"]) and any(needle in a for a in args):
-            pids.append(int(entry.name))
-    return pids
+    return pids_under(results, lambda args: mpiexec_too or args[1:3] == [b"-m", b"worker"])
 
 
 def states(results: Path) -> list[State]:

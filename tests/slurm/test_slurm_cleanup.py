@@ -16,6 +16,7 @@ import pytest
 from studyctl.attempt.paths import StudyPaths
 from studyctl.backends.slurm.cleanup import cleanup_job_name
 from studyctl.definition.points import data_key
+from tests.procs import pids_under
 from tests.slurm.test_slurm import cli, diag, wait_final
 from tests.slurm.test_slurm_strategies import tmpfs_pattern
 
@@ -38,17 +39,8 @@ estimate: {{overhead_s: 0, GiBps_per_node: 1000}}  # seconds of I/O: the limit i
 def ranks_of(results: Path) -> list[int]:
     """PIDs of the Slurm tasks (submitit runs the worker in each: `python -u -m submitit.core._submit <folder>`,
     the folder inside this study) on the cluster's nodes, all of them on this machine."""
-    needle = str(results.resolve()).encode()
-    pids = []
-    for entry in Path("/proc").iterdir():
-        try:
-            args = (entry / "cmdline").read_bytes().split(b"\0") if entry.name.isdigit() else []
-        except OSError:
-            continue
-        if args and Path(args[0].decode()).name.startswith("python") and b"submitit.core._submit" in args \
-                and any(needle in a for a in args):
-            pids.append(int(entry.name))
-    return pids
+    return pids_under(results, lambda args: Path(args[0].decode()).name.startswith("python")
+                      and b"submitit.core._submit" in args)
 
 
 def tier_files(tier: str, study_dir: Path) -> list[str]:
