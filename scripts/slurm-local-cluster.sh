@@ -38,6 +38,8 @@ ACCOUNTING=${SLURM_LAB_ACCOUNTING:-1}
 MPI_DEFAULT=${SLURM_LAB_MPI_DEFAULT:-none}
 CLUSTER=${SLURM_LAB_CLUSTER:-studylab}
 PARTITION=${SLURM_LAB_PARTITION:-debug}
+# ten ids a second of wall time since the epoch (wraps every 69 days, below MaxJobId)
+FIRST_JOB_ID=${SLURM_LAB_FIRST_JOB_ID:-$(( $(date +%s) * 10 % 60000000 + 1000 ))}
 CTLD_PORT=${SLURM_LAB_CTLD_PORT:-6817}
 DBD_PORT=${SLURM_LAB_DBD_PORT:-6819}
 DB_PORT=${SLURM_LAB_DB_PORT:-3307}
@@ -208,9 +210,30 @@ EOF
   chmod 755 "$LAB/task-prolog.sh"
 }
 
+# Node epilog: an MPI rank killed before MPI_Finalize (a time limit, a crash) leaves MPICH's
+# node-shared segment in /dev/shm. Its name comes from the job's PMI name, so a later job with the
+# same id attaches to the stale one and dies in MPI_Init ("MPIDI_POSIX_comm_bootstrap: Out of
+# memory"). Real sites clean /dev/shm after each job; this does the same for segments that no
+# process maps and that are older than a minute (a starting job's segment is mapped at once).
+write_epilog() {
+  cat > "$LAB/epilog.sh" <<'EOF'
+#!/bin/sh
+now=$(date +%s)
+for f in /dev/shm/mpich_*; do
+  [ -f "$f" ] || continue
+  age=$(( now - $(stat -c %Y "$f" 2>/dev/null || echo "$now") ))
+  [ "$age" -ge 60 ] || continue
+  grep -qsF "$f" /proc/[0-9]*/maps || rm -f "$f"
+done
+exit 0
+EOF
+  chmod 755 "$LAB/epilog.sh"
+}
+
 write_slurm_conf() {
   local acct
   write_task_prolog
+  write_epilog
   if [[ $ACCOUNTING == 1 ]]; then
     acct="AccountingStorageType=accounting_storage/slurmdbd
 AccountingStorageHost=localhost
@@ -267,6 +290,10 @@ SlurmctldTimeout=30
 SlurmdTimeout=30
 Waittime=0
 TaskProlog=$LAB/task-prolog.sh
+Epilog=$LAB/epilog.sh
+# job ids differ from every earlier cluster's on this host, so nothing a killed job of an earlier
+# cluster left behind (its MPICH /dev/shm segment is named after its id) meets a new job
+FirstJobId=$FIRST_JOB_ID
 NodeName=n[1-$NODES] NodeHostname=$HOST NodeAddr=127.0.0.1 Port=[$((NODE_PORT0 + 1))-$((NODE_PORT0 + NODES))] CPUs=$CPUS Boards=1 SocketsPerBoard=1 CoresPerSocket=$CPUS ThreadsPerCore=1 RealMemory=$MEM_MB State=UNKNOWN
 PartitionName=$PARTITION Nodes=ALL Default=YES MaxTime=INFINITE State=UP
 EOF
