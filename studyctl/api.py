@@ -21,7 +21,8 @@ from studyctl.attempt.records import Update
 from studyctl.backends.base import check_name as check_backend
 from studyctl.definition.expand import iter_points
 from studyctl.definition.modelinfo import model_rows
-from studyctl.definition.plan import BLOCKS_ON, PlanSummary, check_budget, plan_rows
+from studyctl.definition.needs import BLOCKS_ON, RESTORE_AT
+from studyctl.definition.plan import PlanSummary, check_budget, plan_rows
 from studyctl.definition.sweep import SweepFile, load_sweep
 from studyctl.errors import UserError
 from studyctl.states import EXCLUDED
@@ -38,9 +39,9 @@ if TYPE_CHECKING:
     from studyctl.analysis.status import PointStatus
     from studyctl.definition.expand import PlannedPoint
 
-__all__ = ["BLOCKS_ON", "Plan", "PlanSummary", "StatusReport", "StudyPaths", "SubmitReport", "Update", "cancel",
-           "check_backend", "collect", "compare", "find_study", "mlperf_report", "model_rows", "parse_threshold",
-           "plan", "plan_capacity", "resubmit", "status", "submit"]
+__all__ = ["BLOCKS_ON", "RESTORE_AT", "Plan", "PlanSummary", "StatusReport", "StudyPaths", "SubmitReport", "Update",
+           "cancel", "check_backend", "collect", "compare", "find_study", "mlperf_report", "model_rows",
+           "parse_threshold", "plan", "plan_capacity", "resubmit", "status", "submit"]
 
 
 @dataclass

@@ -32,9 +32,9 @@ def misfit(point: Point, machine: Machine, ranks_per_core: int) -> str | None:
     if ranks > limit:
         return (f"{ranks} ranks ({point.nodes} nodes × {point.ranks_per_node}) exceed this machine's "
                 f"{machine.cores} cores × local.max_ranks_per_core {ranks_per_core} = {limit} ranks")
-    # every simulated node's ranks on this one host: buffers, interpreters, async snapshots, drain buffers
-    need = point.nodes * memory_per_host_bytes(point.checkpoint, point.ranks_per_node,
-                                               point.layout().bytes_per_rank_max)
+    # every simulated node's ranks on this one host: buffers, interpreters, drain buffers, and async snapshots
+    # of every rank's shard (the whole checkpoint)
+    need = memory_per_host_bytes(point.checkpoint, ranks, point.layout().total_bytes)
     have = machine.available_memory_bytes
     if have is not None and need > have:
         return (f"{ranks} ranks need {format_bytes(need)} of memory here ({point.checkpoint.buffer_mib} MiB buffer "

@@ -62,9 +62,7 @@ def _print_plan(study: str, rows: list[dict[str, Any]], summary: PlanSummary, li
         if r["exclude_kind"] == "infeasible":
             sizes = [r["exclude_reason"], "", "", "", "", "", ""]
         else:
-            read = r["read_bytes_per_restore"]
-            sizes = [format_bytes(r["checkpoint_bytes"]) + ("" if read == r["checkpoint_bytes"]
-                                                            else f", restore reads {format_bytes(read)}"),
+            sizes = [format_bytes(r["checkpoint_bytes"]) + _restore_bytes(r),
                      f"{format_bytes(r['bytes_per_rank_max'])} / {format_bytes(r['bytes_per_rank_min'])}",
                      str(r["files_per_checkpoint"]), format_bytes(r["worker_memory_per_host_bytes"]),
                      format_bytes(r["dlio_memory_per_host_bytes"]), format_bytes(r["disk_bytes_needed"]),
@@ -83,31 +81,90 @@ def _print_plan(study: str, rows: list[dict[str, Any]], summary: PlanSummary, li
         out.print(f"  {axis}: " + ", ".join(f"{k}×{v}" for k, v in counts.items()))
     for reason, n in summary.exclude_reasons.items():
         out.print(f"  excluded ×{n}: {reason}")
-    out.print(f"to write {format_bytes(summary.bytes_to_write)}, to read {format_bytes(summary.bytes_to_read)}, "
-              f"~{summary.node_hours:.2f} node-hours (estimate)")
+    bcast = f" (and {format_bytes(summary.bytes_to_broadcast)} delivered by MPI broadcast)" \
+        if summary.bytes_to_broadcast else ""
+    out.print(f"to write {format_bytes(summary.bytes_to_write)}, to read {format_bytes(summary.bytes_to_read)} "
+              f"from storage{bcast}, ~{summary.node_hours:.2f} node-hours (estimate)")
     for fs, need in summary.max_disk_bytes_needed.items():
         out.print(f"  disk needed on {fs}: {format_bytes(need)} at the peak of the largest point")
     _print_needs(summary.training_needs)
 
 
-def _print_needs(needs: dict[tuple[str, str, int], dict[str, Any]], limit: int = 12) -> None:
-    """The inverse question: the bandwidth that keeps checkpoint overhead under the target."""
-    from studyctl.api import BLOCKS_ON
+def _restore_bytes(r: dict[str, Any]) -> str:
+    """What a restore reads from storage, and delivers by broadcast, where that differs from the checkpoint."""
+    read, bcast = r["storage_read_bytes_per_restore"], r["broadcast_bytes_per_restore"]
+    text = "" if read == r["checkpoint_bytes"] else f", restore reads {format_bytes(read)}"
+    return text + (f", broadcast delivers {format_bytes(bcast)}" if bcast else "")
 
+
+def _print_needs(needs: dict[tuple[str, str, int, str], dict[str, Any]], limit: int = 12) -> None:
+    """The inverse question: the bandwidth that keeps the waste of checkpointing under the target, with every
+    input of the model and which figures are projections."""
     if not needs:
         return
     first = next(iter(needs.values()))
-    out.print(f"to keep checkpoints under {first['target_overhead']:.0%} of training time "
-              f"(checkpoint every {first['interval_s'] / 60:g} min of training; full-size checkpoints):")
-    for i, ((model, strategy, nodes), n) in enumerate(needs.items()):
+    out.print(f"what checkpoints may cost training: keep total waste (checkpoints + rework + restarts, Daly's "
+              f"complete model) under {first['target_overhead']:.0%} of wall time")
+    for line in _input_lines(first):
+        out.print("  " + line)
+    job = ""
+    for i, ((model, strategy, nodes, restore), n) in enumerate(needs.items()):
         if i == limit:
             out.print(f"  … {len(needs) - limit} more (plan --json has every point's answer)")
             break
-        line = (f"  {model} ({format_bytes(n['nominal_checkpoint_bytes'])}), {strategy}, {nodes} node(s): "
-                f"{n['required_blocking_GiBps']:.2f} GiB/s {BLOCKS_ON[strategy]}")
-        if n["required_blocking_GiBps_at_optimum"] is not None:
-            line += (f"; {n['required_blocking_GiBps_at_optimum']:.2f} GiB/s at the Young/Daly interval "
-                     f"(job MTBF {n['job_mtbf_s'] / 3600:.1f} h)")
-        if n["required_background_GiBps"] is not None:
-            line += f"; the background drain needs {n['required_background_GiBps']:.2f} GiB/s of shared storage"
-        out.print(line)
+        if _job(n) != job:
+            job = _job(n)
+            out.print(f"  job: {job}")
+        out.print(f"  {model}, {strategy}, {nodes} node(s), restore {restore}: checkpoint "
+                  f"{format_bytes(n['nominal_checkpoint_bytes'])}, a restore reads "
+                  f"{format_bytes(n['restore_storage_bytes'])} from storage")
+        for line in _answer_lines(strategy, n):
+            out.print("    " + line)
+
+
+def _input_lines(n: dict[str, Any]) -> list[str]:
+    """The model's inputs the sweep fixes, and what is projected from what."""
+    restart = (f"restart (relaunch before the restore) {n['restart_s']:g} s (training.restart_s)"
+               if n["restart_s_given"] else "restart (relaunch before the restore) 0 s assumed: training.restart_s "
+               "is not set and nothing is measured yet (the report uses the launch time measured for each point)")
+    scaled = "" if n["scale"] >= 1 else \
+        f"; the points write {n['scale']:g} of it ({format_bytes(n['checkpoint_bytes'])} for the first)"
+    return [f"inputs: {n['interval_s'] / 60:g} min of training between checkpoints (real step {n['step_s']:g} s; "
+            f"the workers' simulated step {n['simulated_step_s']:g} s); {restart}",
+            f"projections: full-size (nominal) checkpoint bytes{scaled}; aggregate bandwidth over the job; "
+            "the checkpoint's blocking time is bytes / that bandwidth"]
+
+
+def _job(n: dict[str, Any]) -> str:
+    """Job nodes and failure rate, and the per-node assumption when the job is larger than the point."""
+    if n["job_mtbf_s"] is None:
+        mtbf = "no failure figure (training.node_mtbf_h or job_failures_per_day): checkpoint share only"
+    elif n["node_mtbf_h"] is not None:
+        mtbf = f"node MTBF {n['node_mtbf_h']:g} h → job MTBF {n['job_mtbf_s'] / 3600:.3g} h"
+    else:
+        mtbf = f"{n['job_failures_per_day']:g} failures/day → job MTBF {n['job_mtbf_s'] / 3600:.3g} h"
+    text = f"{n['job_nodes']} node(s), {mtbf}"
+    if n["job_nodes"] > n["point_nodes"]:
+        text += (f"; the job's {n['job_nodes']} nodes exceed the point's {n['point_nodes']}: the per-node rates "
+                 "are assumed to hold")
+    return text
+
+
+def _answer_lines(strategy: str, n: dict[str, Any]) -> list[str]:
+    from studyctl.api import BLOCKS_ON, RESTORE_AT
+
+    waste = "" if n["total_waste_at_interval"] is None else \
+        f"; total waste then {n['total_waste_at_interval']:.1%}"
+    lines = [f"at the {n['interval_s'] / 60:g} min interval: {n['required_blocking_GiBps']:.2f} GiB/s "
+             f"{BLOCKS_ON[strategy]} keeps checkpoints at {n['checkpoint_share_at_interval']:.1%}{waste}"]
+    if n["required_blocking_GiBps_at_optimum"] is not None:
+        lines.append(f"at the optimum: {n['required_blocking_GiBps_at_optimum']:.2f} GiB/s keeps total waste at "
+                     f"{n['total_waste_at_optimum']:.1%} (Daly's interval {n['optimum_interval_s'] / 60:.3g} min, "
+                     f"checkpoints {n['checkpoint_share_at_optimum']:.1%} of it); {RESTORE_AT[strategy]}")
+    elif n["restart_waste_floor"] is not None:
+        lines.append(f"at the optimum: not reachable: restarts alone waste {n['restart_waste_floor']:.1%} "
+                     f"({n['restart_s']:g} s per failure, job MTBF {n['job_mtbf_s'] / 3600:.3g} h)")
+    if n["required_background_GiBps"] is not None:
+        lines.append(f"the background drain needs {n['required_background_GiBps']:.2f} GiB/s of shared storage "
+                     "(the whole checkpoint within the interval)")
+    return lines

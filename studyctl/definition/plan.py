@@ -10,11 +10,18 @@ from typing import Any
 
 from studyctl.definition.catalog import ModelSpec
 from studyctl.definition.expand import PlannedPoint
-from studyctl.definition.layout import Parallelism, disk_steps_needed, num_parameters, summarize
-from studyctl.definition.points import CheckpointOptions, Point, cold_read_method, restore_bytes
-from studyctl.definition.strategies import memory_per_host_bytes
+from studyctl.definition.layout import (
+    Parallelism,
+    disk_steps_needed,
+    num_parameters,
+    rank_classes,
+    rank_files,
+    summarize,
+)
+from studyctl.definition.needs import NEEDS_KEYS, training_needs
+from studyctl.definition.points import CheckpointOptions, Point, cold_read_method, replicated_kinds, restore_bytes
+from studyctl.definition.strategies import host_snapshot_bytes, memory_per_host_bytes
 from studyctl.definition.sweep import Estimate, SweepFile
-from studyctl.definition.training import TrainingSpec, max_cost_at_optimum, max_cost_for_overhead, required_bandwidth
 from studyctl.errors import UserError
 from studyctl.units import GIB, format_bytes
 
@@ -22,8 +29,6 @@ from studyctl.units import GIB, format_bytes
 DLIO_BASE_BYTES = int(0.36 * GIB)
 PLAN_AXES = ("model", "zero_stage", "nodes", "ranks_per_node", "tensor_parallel", "pipeline_parallel", "filesystem",
              "io_mode", "strategy", "restore", "repetition")
-
-
 
 
 def plan_row(pp: PlannedPoint, sweep: SweepFile) -> dict[str, Any]:
@@ -54,7 +59,8 @@ def plan_row(pp: PlannedPoint, sweep: SweepFile) -> dict[str, Any]:
         row.update(dict.fromkeys(SIZED_KEYS), parameters=num_parameters(p.model))
         return row
     row.update(_sized(p.model, par, p.nodes, p.ranks_per_node, opts, sweep.estimate))
-    row.update(_training_needs(row["nominal_checkpoint_bytes"], p.nodes, opts.strategy, sweep.training))
+    row.update(training_needs(row["nominal_checkpoint_bytes"], row["nominal_storage_read_bytes"], p.nodes,
+                              opts.strategy, sweep.training))
     return row
 
 
@@ -76,28 +82,28 @@ def _settings(opts: CheckpointOptions, io_mode: str) -> dict[str, Any]:
     }
 
 
-SIZED_KEYS = ("checkpoint_bytes", "nominal_checkpoint_bytes", "read_bytes_per_restore", "bytes_per_rank_max",
-              "bytes_per_rank_min", "files_per_checkpoint", "writer_ranks", "disk_bytes_needed",
-              "disk_bytes_required",
-              "snapshot_memory_per_host_bytes", "worker_memory_per_host_bytes", "dlio_memory_per_host_bytes",
-              "simulated_training_s", "estimated_seconds", "node_hours", "target_overhead", "interval_s", "job_mtbf_s",
-              "required_blocking_GiBps", "required_blocking_GiBps_at_optimum", "required_background_GiBps")
+SIZED_KEYS = ("checkpoint_bytes", "nominal_checkpoint_bytes", "read_bytes_per_restore",
+              "storage_read_bytes_per_restore", "broadcast_bytes_per_restore", "nominal_storage_read_bytes",
+              "bytes_per_rank_max", "bytes_per_rank_min", "files_per_checkpoint", "writer_ranks", "disk_bytes_needed",
+              "disk_bytes_required", "snapshot_memory_per_host_bytes", "worker_memory_per_host_bytes",
+              "worker_memory_per_point_bytes", "dlio_memory_per_host_bytes", "simulated_training_s",
+              "estimated_seconds", "node_hours", *NEEDS_KEYS)
 
 
 @lru_cache(maxsize=4096)
-def _training_needs(nominal_bytes: int, nodes: int, strategy: str, training: TrainingSpec) -> dict[str, Any]:
-    """The inverse question, at full size: aggregate bandwidth of what training blocks on (shared storage for
-    sync, host memory for async, the node-local tier for tiered) to keep the overhead under the target, at the
-    given interval and at the Young/Daly interval; and the shared-storage bandwidth a background persist needs
-    to finish within the interval."""
-    target, interval, mtbf = training.target_overhead, training.interval_s, training.job_mtbf_s(nodes)
-    at_optimum = required_bandwidth(nominal_bytes, max_cost_at_optimum(mtbf, target)) / GIB if mtbf else None
-    return {
-        "target_overhead": target, "interval_s": interval, "job_mtbf_s": mtbf,
-        "required_blocking_GiBps": required_bandwidth(nominal_bytes, max_cost_for_overhead(interval, target)) / GIB,
-        "required_blocking_GiBps_at_optimum": at_optimum,
-        "required_background_GiBps": nominal_bytes / interval / GIB if strategy != "sync" else None,
-    }
+def storage_read_bytes(m: ModelSpec, par: Parallelism, opts: CheckpointOptions) -> int:
+    """Bytes storage serves in one restore. rank and full: every file a rank holds afterwards; broadcast
+    (worker.restore.broadcast_split): every rank's own shards, and the replicated files (replicated_kinds) once
+    per replica group, by its root, data-parallel replica 0 — the other ranks receive them over MPI."""
+    if opts.restore != "broadcast":
+        return restore_bytes(m, par, opts)
+    kinds = replicated_kinds(par.zero_stage)
+    total = 0
+    for rank, count in rank_classes(par):
+        files = rank_files(m, par, rank, opts.scale)
+        root = par.coords(rank)[2] == 0  # one class member per group: the group's root
+        total += count * sum(f.nbytes for f in files if root or f.kind not in kinds)
+    return total
 
 
 @lru_cache(maxsize=65536)
@@ -106,23 +112,28 @@ def _sized(model: ModelSpec, par: Parallelism, nodes: int, ranks_per_node: int, 
     """Size and cost fields; the same for every filesystem and repetition of a cell."""
     lay = summarize(model, par, opts.scale)
     nominal = summarize(model, par, 1.0)
-    read = restore_bytes(model, par, opts)
-    moved = lay.total_bytes * opts.writes + read * opts.reads
+    read, from_storage = restore_bytes(model, par, opts), storage_read_bytes(model, par, opts)
+    moved = lay.total_bytes * opts.writes + from_storage * opts.reads
     training = opts.simulated_training_s()
+    snapshot = host_snapshot_bytes(model, par, ranks_per_node, opts.scale)
     seconds = estimate.overhead_s + moved / (nodes * estimate.GiBps_per_node * GIB) + training
     return {
         "parameters": lay.num_parameters,
         "checkpoint_bytes": lay.total_bytes,
         "nominal_checkpoint_bytes": nominal.total_bytes,
-        "read_bytes_per_restore": read,
+        "read_bytes_per_restore": read,  # what the ranks hold afterwards (the worker's figure of the same name)
+        "storage_read_bytes_per_restore": from_storage,
+        "broadcast_bytes_per_restore": read - from_storage,  # received over MPI (restore broadcast)
+        "nominal_storage_read_bytes": storage_read_bytes(model, par, opts.model_copy(update={"scale": 1.0})),
         "bytes_per_rank_max": lay.bytes_per_rank_max,
         "bytes_per_rank_min": lay.bytes_per_rank_min,
         "files_per_checkpoint": lay.files_per_checkpoint,
         "writer_ranks": lay.writer_ranks,
         "disk_bytes_needed": lay.total_bytes * disk_steps_needed(opts.writes, opts.reads, opts.keep),
         "disk_bytes_required": opts.disk_bytes_required(lay.total_bytes),
-        "snapshot_memory_per_host_bytes": ranks_per_node * lay.bytes_per_rank_max if opts.strategy == "async" else 0,
-        "worker_memory_per_host_bytes": memory_per_host_bytes(opts, ranks_per_node, lay.bytes_per_rank_max),
+        "snapshot_memory_per_host_bytes": snapshot if opts.strategy == "async" else 0,
+        "worker_memory_per_host_bytes": memory_per_host_bytes(opts, ranks_per_node, snapshot),
+        "worker_memory_per_point_bytes": memory_per_host_bytes(opts, nodes * ranks_per_node, lay.total_bytes),
         "dlio_memory_per_host_bytes": dlio_memory_per_host(lay.bytes_per_rank_max, ranks_per_node, opts.reads > 0),
         "simulated_training_s": training,
         "estimated_seconds": round(seconds, 1),
@@ -154,7 +165,8 @@ class PlanSummary:
     runnable: int = 0
     excluded: int = 0
     bytes_to_write: int = 0
-    bytes_to_read: int = 0
+    bytes_to_read: int = 0  # served by storage
+    bytes_to_broadcast: int = 0  # received over MPI by restore broadcast
     node_hours: float = 0.0
     max_disk_bytes_needed: dict[str, int] = field(default_factory=dict)  # per filesystem
     max_disk_bytes_required: dict[str, int] = field(default_factory=dict)  # the same plus the free-space margin
@@ -163,8 +175,8 @@ class PlanSummary:
     max_dlio_memory_per_host: int = 0
     axis_counts: dict[str, Counter] = field(default_factory=dict)
     exclude_reasons: Counter = field(default_factory=Counter)
-    # (model, strategy, nodes) → the inverse question's answer: the row's nominal size and required bandwidths
-    training_needs: dict[tuple[str, str, int], dict[str, Any]] = field(default_factory=dict)
+    # (model, strategy, nodes, restore) → the inverse question's answer and its inputs (the first such row's)
+    training_needs: dict[tuple[str, str, int, str], dict[str, Any]] = field(default_factory=dict)
 
     def add(self, row: dict[str, Any]) -> None:
         self.points += 1
@@ -179,27 +191,18 @@ class PlanSummary:
             return
         self.runnable += 1
         self.bytes_to_write += row["checkpoint_bytes"] * row["writes"]
-        self.bytes_to_read += row["read_bytes_per_restore"] * row["reads"]
+        self.bytes_to_read += row["storage_read_bytes_per_restore"] * row["reads"]
+        self.bytes_to_broadcast += row["broadcast_bytes_per_restore"] * row["reads"]
         self.node_hours += row["node_hours"]
         fs = row["filesystem"]
         self.max_disk_bytes_needed[fs] = max(self.max_disk_bytes_needed.get(fs, 0), row["disk_bytes_needed"])
         self.max_disk_bytes_required[fs] = max(self.max_disk_bytes_required.get(fs, 0), row["disk_bytes_required"])
-        per_host = row["worker_memory_per_host_bytes"]
-        if per_host * row["nodes"] > self.max_worker_memory_per_point:
-            self.max_worker_memory_per_point = per_host * row["nodes"]
-        if per_host > self.max_worker_memory_per_host:
-            self.max_worker_memory_per_host = per_host
+        self.max_worker_memory_per_point = max(self.max_worker_memory_per_point, row["worker_memory_per_point_bytes"])
+        self.max_worker_memory_per_host = max(self.max_worker_memory_per_host, row["worker_memory_per_host_bytes"])
         if row["dlio_memory_per_host_bytes"] > self.max_dlio_memory_per_host:
             self.max_dlio_memory_per_host = row["dlio_memory_per_host_bytes"]
-        self.training_needs.setdefault((row["model"], row["strategy"], row["nodes"]),
-                                       {k: row[k] for k in NEEDS_KEYS})
-
-
-NEEDS_KEYS = ("nominal_checkpoint_bytes", "target_overhead", "interval_s", "job_mtbf_s", "required_blocking_GiBps",
-              "required_blocking_GiBps_at_optimum", "required_background_GiBps")
-# What each strategy's training waits on, for the inverse question's answer.
-BLOCKS_ON = {"sync": "from the writers to shared storage", "async": "into host memory (snapshot)",
-             "tiered": "into the node-local tier"}
+        self.training_needs.setdefault((row["model"], row["strategy"], row["nodes"], row["restore"]),
+                                       {k: row[k] for k in (*NEEDS_KEYS, "scale", "checkpoint_bytes")})
 
 
 def check_budget(summary: PlanSummary, budget_node_hours: float | None) -> None:

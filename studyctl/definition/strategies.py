@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 from studyctl.definition.catalog import ModelSpec
-from studyctl.definition.layout import Parallelism, summarize
+from studyctl.definition.layout import Parallelism, rank_files
 from studyctl.definition.points import CheckpointOptions
 from studyctl.definition.sweep import Estimate
 from studyctl.units import GIB, MIB, format_bytes
@@ -12,11 +14,34 @@ from studyctl.units import GIB, MIB, format_bytes
 WORKER_BASE_BYTES = 96 * MIB
 
 
-def memory_per_host_bytes(opts: CheckpointOptions, ranks_per_node: int, bytes_per_rank_max: int) -> int:
-    """What the worker holds per host: buffer + interpreter, an async snapshot, a tier drain buffer."""
-    snapshot = bytes_per_rank_max if opts.strategy == "async" else 0
+def memory_per_host_bytes(opts: CheckpointOptions, ranks: int, snapshot_bytes: int) -> int:
+    """What `ranks` worker ranks hold together: buffer + interpreter each, a tier drain buffer each, and for
+    async the snapshot of their own shards (`snapshot_bytes`, see host_snapshot_bytes)."""
     drain_buffer = opts.buffer_mib * MIB if opts.strategy == "tiered" else 0
-    return ranks_per_node * (opts.buffer_mib * MIB + WORKER_BASE_BYTES + snapshot + drain_buffer)
+    snapshot = snapshot_bytes if opts.strategy == "async" else 0
+    return ranks * (opts.buffer_mib * MIB + WORKER_BASE_BYTES + drain_buffer) + snapshot
+
+
+@lru_cache(maxsize=4096)
+def host_snapshot_bytes(m: ModelSpec, par: Parallelism, ranks_per_node: int, scale: float = 1.0) -> int:
+    """The largest sum of the real per-rank checkpoint bytes over the ranks of one host (rank r on host
+    r // ranks_per_node): under ZeRO-1/2 only data-parallel replica 0 holds the weights, so one host holds far
+    more than another. A rank's bytes depend on r mod TP·PP past replica 0, so the hosts over replica 0 and
+    one period after it (at most TP·PP hosts), plus the last, cover every distinct host."""
+    mp = par.model_parallel
+    per_rank: dict[tuple[int, bool], int] = {}
+
+    def rank_bytes(rank: int) -> int:
+        key = (rank % mp, rank < mp)
+        if key not in per_rank:
+            per_rank[key] = sum(f.nbytes for f in rank_files(m, par, rank, scale))
+        return per_rank[key]
+
+    hosts = -(-par.ranks // ranks_per_node)
+    first = -(-mp // ranks_per_node)
+    candidates = set(range(min(hosts, first + mp))) | {hosts - 1}
+    return max(sum(rank_bytes(r) for r in range(h * ranks_per_node, min(par.ranks, (h + 1) * ranks_per_node)))
+               for h in candidates)
 
 
 def strategy_problems(model: ModelSpec, par: Parallelism, nodes: int, ranks_per_node: int, opts: CheckpointOptions,
@@ -26,10 +51,10 @@ def strategy_problems(model: ModelSpec, par: Parallelism, nodes: int, ranks_per_
     if opts.strategy == "tiered" and opts.replaced_nodes >= nodes:
         out.append(f"replaced_nodes {opts.replaced_nodes} must be below nodes {nodes} (some tier must survive)")
     if opts.strategy == "async" and estimate.host_memory_gib is not None:
-        need = memory_per_host_bytes(opts, ranks_per_node, summarize(model, par, opts.scale).bytes_per_rank_max)
+        need = memory_per_host_bytes(opts, ranks_per_node, host_snapshot_bytes(model, par, ranks_per_node, opts.scale))
         have = estimate.host_memory_gib * GIB
         if need > have:
             out.append(f"async snapshots need {format_bytes(need)} of host memory per node "
-                       f"({ranks_per_node} rank(s) × state + buffer), estimate.host_memory_gib is "
+                       f"(the shards of its {ranks_per_node} rank(s) + buffers), estimate.host_memory_gib is "
                        f"{format_bytes(have)}")
     return out

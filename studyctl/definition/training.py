@@ -161,11 +161,17 @@ def restart_share(restart_s: Num, mtbf_s: Num) -> Num:
     return restart_s / mtbf_s
 
 
-def max_cost_at_total_waste(mtbf_s: float, target: float, restart_s: float = 0.0, lag_s: float = 0.0) -> float:
+def max_cost_at_total_waste(mtbf_s: float, target: float, restart_s: float = 0.0, lag_s: float = 0.0,
+                            restore_per_cost: float = 0.0) -> float:
     """The largest checkpoint cost C whose total waste at Daly's interval for C stays within `target`;
-    0.0 when the restarts alone waste more than that (no checkpoint is fast enough)."""
+    0.0 when the restarts alone waste more than that (no checkpoint is fast enough).
+
+    `restore_per_cost`: restore seconds per second of C, when the restore's bytes move at the bandwidth the
+    checkpoint blocks on (bytes restored / bytes blocked); the restart is then restart_s + restore_per_cost·C.
+    """
     def waste(cost: float) -> float:
-        return float(total_waste_share(daly_interval_s(cost, mtbf_s), cost, mtbf_s, restart_s, lag_s))
+        restart = restart_s + restore_per_cost * cost
+        return float(total_waste_share(daly_interval_s(cost, mtbf_s), cost, mtbf_s, restart, lag_s))
 
     if waste(1e-12 * mtbf_s) > target:
         return 0.0
@@ -175,7 +181,19 @@ def max_cost_at_total_waste(mtbf_s: float, target: float, restart_s: float = 0.0
     for _ in range(200):  # waste grows with C: bisect to float precision
         mid = (lo + hi) / 2.0
         lo, hi = (mid, hi) if waste(mid) <= target else (lo, mid)
+        if hi - lo <= 1e-15 * hi:
+            break
     return lo
+
+
+def restart_floor_share(restart_s: Num, mtbf_s: Num, lag_s: Num = 0.0) -> Num:
+    """Total waste no checkpoint bandwidth can avoid: with C → 0 and τ → 0, 1 − e^(−(R+L)/M)."""
+    return -_xp(restart_s, mtbf_s, lag_s).expm1(-(restart_s + lag_s) / mtbf_s)
+
+
+def max_cost_at_checkpoint_share(interval_s: float, target: float) -> float:
+    """The largest cost with checkpoint_share(interval, cost) <= target: C = X·T / (1 − X)."""
+    return target * interval_s / (1.0 - target)
 
 
 def checkpoint_cost_s(blocking_s: float, interference_s: float = 0.0, background_s: float = 0.0,
@@ -207,24 +225,6 @@ def goodput(interval_s: float, cost_s: float, mtbf_s: float | None, restore_s: f
         return useful
     lost = (expected_lost_work_s(interval_s, cost_s, durable_lag_s) + restore_s) / mtbf_s
     return min(1.0, max(0.0, useful - lost))
-
-
-def max_cost_for_overhead(interval_s: float, max_overhead: float) -> float:
-    """The largest checkpoint cost with overhead_share(cost, interval) <= max_overhead."""
-    return max_overhead * interval_s / (1.0 - max_overhead)
-
-
-def max_cost_at_optimum(mtbf_s: float, max_overhead: float) -> float:
-    """The largest cost whose overhead at its own Young/Daly interval is max_overhead.
-
-    C/(sqrt(2CM) + C) = X  ⇔  sqrt(C) = X·sqrt(2M)/(1 − X)  ⇔  C = 2·M·X²/(1 − X)².
-    """
-    return 2.0 * mtbf_s * max_overhead ** 2 / (1.0 - max_overhead) ** 2
-
-
-def required_bandwidth(nbytes: float, max_cost_s: float) -> float:
-    """Bytes/s that move `nbytes` within `max_cost_s`."""
-    return nbytes / max_cost_s
 
 
 def projection_factor(written_bytes: int, nominal_bytes: int) -> float:
