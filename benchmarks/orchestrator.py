@@ -44,10 +44,11 @@ def timed(fn: Callable[[], object], repeat: int) -> list[float]:
 def bench_plan(repeat: int) -> tuple[int, list[float]]:
     def run() -> int:
         sweep = parse_sweep(BIG_STUDY, Path("bench.yaml"))  # fresh caches each time: a cold `plan`
-        from studyctl.definition import expand, layout, plan, points
+        from studyctl.definition import expand, layout, needs, plan, points, strategies
 
         for fn in (expand._problems, expand._checkpoint_options, layout.summarize, layout.num_parameters,
-                   points.restore_bytes, plan._sized, plan._settings):
+                   points.restore_bytes, plan._sized, plan._settings, plan.storage_read_bytes,
+                   strategies.host_snapshot_bytes, needs.training_needs):
             fn.cache_clear()
         return summarize_plan(plan_rows(iter_points(sweep), sweep)).points
 

@@ -138,7 +138,8 @@ def _input_lines(n: dict[str, Any]) -> list[str]:
 def _job(n: dict[str, Any]) -> str:
     """Job nodes and failure rate, and the per-node assumption when the job is larger than the point."""
     if n["job_mtbf_s"] is None:
-        mtbf = "no failure figure (training.node_mtbf_h or job_failures_per_day): checkpoint share only"
+        mtbf = ("no failure figure given (training.node_mtbf_h or training.job_failures_per_day): without failures "
+                "the waste is the checkpoint share alone")
     elif n["node_mtbf_h"] is not None:
         mtbf = f"node MTBF {n['node_mtbf_h']:g} h → job MTBF {n['job_mtbf_s'] / 3600:.3g} h"
     else:

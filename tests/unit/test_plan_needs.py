@@ -175,3 +175,13 @@ def test_zero1_async_snapshot_counts_the_shards_a_host_really_holds(tmp_path: Pa
         "host 1 holds optimizer shards only: the point needs less than twice the worst host"
     too_small = planned(real / GIB)  # the shards alone fill it: buffers and interpreters do not fit
     assert too_small["excluded"] and "async snapshots need" in too_small["exclude_reason"]
+
+
+def test_without_a_failure_figure_plan_says_the_waste_is_the_checkpoint_share(tmp_path: Path) -> None:
+    path = _sweep(tmp_path, training={"interval_min": 10})
+    (row,) = _json(path)
+    assert row["job_mtbf_s"] is None and row["required_blocking_GiBps_at_optimum"] is None
+    assert row["total_waste_at_interval"] is None
+    text = _text(path)
+    assert "without failures the waste is the checkpoint share alone" in text
+    assert "at the optimum" not in text and "keeps checkpoints at 5.0%" in text
