@@ -69,11 +69,13 @@ def _phase_summary(cps: list[dict[str, Any]]) -> dict[str, Any]:
 def result_dict(point: Point, write_gibps: list[float], read_gibps: list[float] | None = None,
                 attempt: int = 1, study: str = "gen", nbytes: int | None = None, spread: float = 0.2,
                 mount_options: str = "rw,relatime", cluster: str | None = None, io_mode_used: str | None = None,
-                fstype: str = "ext4", writers: int | None = None, simulated: bool = True) -> dict[str, Any]:
+                fstype: str = "ext4", writers: int | None = None, simulated: bool = True,
+                strategy: dict[str, Any] | None = None) -> dict[str, Any]:
     """A result as the worker would write it; one checkpoint per listed bandwidth.
 
     `io_mode_used` other than the point's: the worker fell back (direct_fallback); `fstype` "tmpfs": memory.
     `nbytes`: bytes per checkpoint; default the point's layout (collect refuses sizes that disagree with it).
+    `strategy`: the result's StrategyInfo (`strategy_info` builds one); None: a result from before strategies.
     """
     layout = nbytes is None
     nbytes = point.layout().total_bytes if nbytes is None else nbytes
@@ -111,6 +113,7 @@ def result_dict(point: Point, write_gibps: list[float], read_gibps: list[float] 
                        "mpi4py_version": "4.0.0", "mpi_library_version": "MPICH Version: 4.2.0",
                        "kernel": "6.1.0-test", "studyctl_version": "0.1.0",
                        "started_at": "2026-11-22T10:00:00+00:00", "finished_at": "2026-11-22T10:01:00+00:00"},
+        "strategy": strategy,
     }
 
 
@@ -177,3 +180,21 @@ def axis_study(study_dir: Path, axis: str, values: tuple[Any, ...], reps: int = 
                 write_result(study_dir, p, bw, [2 * x for x in bw[: p.checkpoint.reads]])
                 made.append(p)
     return made
+
+
+def strategy_info(point: Point, blocking_s: float, background_s: float = 0.0, interference_s: float = 0.0,
+                  restore: dict[str, float] | None = None, tier_fstype: str | None = None) -> dict[str, Any]:
+    """A StrategyInfo for `point` (every write and restore alike): `restore` sets read fields (read_s, tier_bytes,
+    shared_bytes, broadcast_s, broadcast_bytes); the bytes default to all read from shared storage."""
+    opts = point.checkpoint
+    nbytes = point.layout().total_bytes
+    read = restore_bytes(point.model, point.parallelism, opts)
+    writes = [{"phase": "write", "index": i, "blocking_s": blocking_s, "background_s": background_s,
+               "background_bytes": nbytes if background_s else 0, "interference_s": interference_s}
+              for i in range(opts.writes)]
+    reads = [{"phase": "read", "index": i, "shared_bytes": read, "read_s": 0.0, **(restore or {})}
+             for i in range(opts.reads)]
+    tiered = opts.strategy == "tiered"
+    return {"strategy": opts.strategy, "restore_mode": opts.restore, "step_s": opts.step_s,
+            "tier_fstype": tier_fstype, "replaced_nodes": opts.replaced_nodes if tiered else 0,
+            "checkpoints": writes + reads}

@@ -63,3 +63,32 @@ def cell_flags(row: dict[str, Any]) -> list[str]:
     if ci is not None and value is not None and value > 0 and ci / value > MAX_RELATIVE_CI:
         flags.append(f"95% CI ±{ci / value:.0%} > {MAX_RELATIVE_CI:.0%}")
     return flags
+
+
+def no_measurable_interference(row: dict[str, Any]) -> bool:
+    """A background strategy whose interference CI contains 0: the slowdown is not told apart from noise."""
+    mean, ci = _number(row.get("interference_s")), _number(row.get("interference_s_ci95"))
+    return row.get("strategy") in ("async", "tiered") and mean is not None and ci is not None and abs(mean) <= ci
+
+
+def cost_flags(row: dict[str, Any]) -> list[str]:
+    """What makes one cell's training cost hard to act on, beyond the summary's flags."""
+    flags = []
+    if row.get("simulated_nodes"):
+        flags.append("simulated nodes (one host)")
+    if str(row.get("tier_fstype")) in MEMORY_FSTYPES:
+        flags.append(f"memory tier ({row['tier_fstype']})")
+    source = str(row.get("restore_source", ""))
+    if "no-failure restore" in source:
+        flags.append("no-failure restore (replaced_nodes 0: every tier intact)")
+    elif source.startswith("cell with"):
+        flags.append(f"restore after a failure from the {source}")
+    if row.get("contention"):
+        flags.append("contention: ranks + background threads > host cores")
+    if int(_number(row.get("n")) or 0) == 1:
+        flags.append("one repetition")
+    if "not measured" in str(row.get("relaunch_source", "")):
+        flags.append("relaunch not measured: 0 s assumed")
+    if no_measurable_interference(row):
+        flags.append("no measurable interference")
+    return flags

@@ -14,7 +14,7 @@ from typing import Any
 
 from studyctl.analysis.cells import cell_key, point_settings
 from studyctl.analysis.result_cache import ParseCache
-from studyctl.analysis.training_cost import strategy_rows
+from studyctl.analysis.training_rows import nominal_restore, point_cost_row
 from studyctl.attempt.paths import StudyPaths
 from studyctl.attempt.result_file import read_error, read_result
 from studyctl.attempt.tree import AttemptFiles, file_status, scan_attempts
@@ -86,13 +86,13 @@ def _rows_from_result(r: Result, path: Path) -> dict[str, Any]:
     base.update(repetition=p.repetition, world_size=p.world_size, data_parallel=p.data_parallel,
                 nominal_checkpoint_bytes=r.sizes.nominal_checkpoint_bytes,
                 written_checkpoint_bytes=r.sizes.written_checkpoint_bytes,
-                simulated_nodes=r.provenance.simulated_nodes, fstype=r.filesystem.fstype)
+                simulated_nodes=r.provenance.simulated_nodes, fstype=r.filesystem.fstype, **nominal_restore(r))
     checkpoints, ranks = [], []
     for c in r.checkpoints:
         checkpoints.append({**base, **_checkpoint_row(c)})
         ranks += [(c.phase, c.index, rk.rank, rk.host, rk.bytes, rk.duration_s, rk.bandwidth_GiBps)
                   for rk in c.ranks if rk.bytes]
-    return {"checkpoints": checkpoints, "ranks": ranks, "info": _info(r, path), "training": strategy_rows(r, base)}
+    return {"checkpoints": checkpoints, "ranks": ranks, "info": _info(r, path), "training": point_cost_row(r, base)}
 
 
 def parse_result(path: Path, point_id: str, attempt: int) -> tuple[dict[str, Any] | None, str | None]:

@@ -26,6 +26,7 @@ from studyctl.analysis.cells import DERIVED, identity_columns
 from studyctl.analysis.results import RANK_CONTEXT, RANK_FIELDS, Failure, Problem, load_rows
 from studyctl.analysis.stats import describe, total_over_total
 from studyctl.analysis.training_cost import load_training, training_table
+from studyctl.analysis.values import missing
 from studyctl.attempt.judged import excluded_points
 from studyctl.attempt.paths import StudyPaths
 from studyctl.attempt.tree import AttemptFiles
@@ -91,15 +92,28 @@ def _cell_record(key: tuple, group_cols: list[str], g: pd.DataFrame) -> dict[str
         "rank_bandwidth_min_GiBps": g["rank_bandwidth_min_GiBps"].min(),
         "active_ranks": g["active_ranks"].max(), "bytes": int(g["bytes"].iloc[0]),
         "attempts_max": int(g["attempt"].max()), "point_ids": ",".join(sorted(g["point_id"].astype(str)))})
-    for col in (*DERIVED, "nominal_checkpoint_bytes", "written_checkpoint_bytes", "fstype"):
+    for col in (*DERIVED, "nominal_checkpoint_bytes", "written_checkpoint_bytes", "nominal_restore_bytes", "fstype"):
         if col in g.columns:
             rec[col] = g[col].iloc[0]
     rec["simulated_nodes"] = bool(g["simulated_nodes"].fillna(False).any()) if "simulated_nodes" in g else False
     rec["per_node_GiBps"] = rec[HEADLINE] / rec["nodes"] if rec.get("nodes") else float("nan")
-    nominal = rec.get("nominal_checkpoint_bytes")
+    nominal = phase_nominal_bytes(rec)
     rec["projected_full_size_s"] = (nominal / GIB / rec[HEADLINE]) if nominal and rec[HEADLINE] > 0 \
         else float("nan")
     return rec
+
+
+def phase_nominal_bytes(rec: dict[str, Any]) -> float | None:
+    """What this phase moves at full size: the checkpoint for a write; for a restore its own nominal bytes (a full
+    or broadcast restore moves more than one checkpoint), else its bytes scaled as the checkpoint was."""
+    nominal, written = rec.get("nominal_checkpoint_bytes"), rec.get("written_checkpoint_bytes")
+    if nominal is None or missing(nominal):
+        return None
+    if rec.get("phase") != "read":
+        return float(nominal)
+    if not missing(rec.get("nominal_restore_bytes")):
+        return float(rec["nominal_restore_bytes"])
+    return None if written is None or missing(written) or not written else float(rec["bytes"]) * nominal / written
 
 
 def summarize_cells(points: pd.DataFrame) -> pd.DataFrame:
@@ -163,7 +177,7 @@ def build_tables(study_dir: Path, extra_checkpoints: pd.DataFrame | None = None,
         checkpoints = pd.concat(parts, ignore_index=True)
     points = summarize_points(checkpoints)
     summary = summarize_cells(points)
-    training = training_table([t for r in loaded.rows for t in r["training"]], load_training(paths.sweep_copy))
+    training = training_table([r["training"] for r in loaded.rows], load_training(paths.sweep_copy))
     return Tables(checkpoints, points, summary, _ranks_frame(loaded.rows), loaded.problems, loaded.failures,
                   {r["info"]["point_id"]: r["info"] for r in loaded.rows}, loaded.files_read, loaded.files_cached,
                   loaded.left_out, training)

@@ -1,55 +1,34 @@
-"""What each point's checkpoints cost training: the `training` table (one row per point).
+"""What each point's checkpoints cost training: the `training` table (one row per point), column-wise.
 
-From the measured strategy fields (means over the point's checkpoints and restores) and the sweep's
-`training:` block, through the pure cost model in `studyctl.definition.training`. A scaled run (scale < 1)
-is projected to its nominal checkpoint size at the bandwidth it measured, and the row says so
-(`projected`, `projection_factor`); seconds named `_measured_s` are as measured.
+Rows come from `training_rows` (one per result, cached with the parse); here whole columns go through the pure
+cost model in `studyctl.definition.training` (Daly's complete model):
+  C  checkpoint cost = blocking + interference (signed mean, not clamped) + any wait for a persist that outlasts
+     the interval;
+  L  durable lag = the real background time (persist or drain), not capped at the interval;
+  R  restart = relaunch (`training.restart_s`, else the point's measured launch time, else 0, said so) + the
+     restore after a failure (tiered: one where a node lost its tier; see `failure_restore`).
+A scaled run is projected to its full-size checkpoint, each phase with its own bytes: write seconds by nominal /
+written checkpoint bytes, the restore by its nominal / measured bytes, file reads and broadcasts each by their
+own; seconds named `_measured_s` are as measured.
 """
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
-from studyctl.definition.result_schema import Result
-from studyctl.definition.training import CostInputs, TrainingSpec, projection_factor, training_cost
+from studyctl.analysis.cells import identity_columns
+from studyctl.definition import training as model
+from studyctl.definition.training import HOUR_S, TrainingSpec
 from studyctl.definition.yamlpos import load_yaml_bounded
 from studyctl.errors import UserError
+from studyctl.units import GIB
 
-# Per-checkpoint strategy fields carried into rows (write and read ones; the rest of StrategyTiming is derived).
-WRITE_FIELDS = ("blocking_s", "background_s", "background_bytes", "background_GiBps", "compute_steps",
-                "compute_step_s_mean", "compute_slowdown", "interference_s")
-READ_FIELDS = ("tier_bytes", "shared_bytes", "read_s", "broadcast_s", "broadcast_bytes")
-# Seconds that scale with the checkpoint size when a scaled run is projected to its nominal size.
-PROJECTED = ("blocking_s", "background_s", "interference_s", "durable_s", "restore_s", "read_s", "broadcast_s")
-
-
-def strategy_rows(r: Result, base: dict[str, Any]) -> list[dict[str, Any]]:
-    """One plain row per checkpoint and restore; results from before strategies count as sync."""
-    measured = {(c.phase, c.index): c for c in r.checkpoints}
-    opts = r.point.checkpoint
-    tiered = opts.strategy == "tiered"
-    base = {**base, "drain": opts.drain if tiered else None, "tier_keep": opts.tier_keep if tiered else None,
-            "replaced_nodes": opts.replaced_nodes if tiered else None, "step_s": opts.step_s}
-    rows = []
-    if r.strategy is not None:
-        for s in r.strategy.checkpoints:
-            c = measured.get((s.phase, s.index))
-            if c is None:
-                continue
-            names = WRITE_FIELDS if s.phase == "write" else READ_FIELDS
-            rows.append({**base, "phase": s.phase, "index": s.index, "span_s": c.span_s,
-                         "duration_s": c.duration_max_s, "bytes": c.bytes, **{n: getattr(s, n) for n in names}})
-        return rows
-    for c in r.checkpoints:
-        extra = {"blocking_s": c.duration_max_s} if c.phase == "write" else {"shared_bytes": c.bytes,
-                                                                              "read_s": c.duration_max_s}
-        rows.append({**base, "phase": c.phase, "index": c.index, "span_s": c.span_s, "duration_s": c.duration_max_s,
-                     "bytes": c.bytes, **extra})
-    return rows
+WRITE_SECONDS = ("blocking_s", "background_s", "interference_s", "interference_ci_s", "durable_s")
+NO_FAILURE_RESTORE = "no-failure restore"
 
 
 def load_training(sweep_copy: Path) -> TrainingSpec:
@@ -61,71 +40,128 @@ def load_training(sweep_copy: Path) -> TrainingSpec:
         return TrainingSpec()
 
 
-def _mean(frame: pd.DataFrame, column: str) -> float:
-    if column not in frame or frame[column].isna().all():
-        return math.nan
-    return float(frame[column].mean())
+def _col(t: pd.DataFrame, name: str) -> np.ndarray:
+    """A column as floats (None → NaN); all NaN when the column is absent (older rows)."""
+    if name not in t:
+        return np.full(len(t), np.nan)
+    return pd.to_numeric(t[name], errors="coerce").to_numpy(dtype=float)
 
 
-def _point_row(g: pd.DataFrame, config: list[str]) -> dict[str, Any]:
-    writes, reads = g[g["phase"] == "write"], g[g["phase"] == "read"]
-    row = dict(g.iloc[0][config])
-    row.update({f: _mean(writes, f) for f in WRITE_FIELDS})
-    row.update({f: _mean(reads, f) for f in READ_FIELDS})
-    row.update(checkpoint_bytes=_mean(writes, "bytes"), durable_s=_mean(writes, "span_s"),
-               restore_s=_mean(reads, "duration_s"), restore_bytes=_mean(reads, "bytes"))
-    return row
+def _ratio(num: np.ndarray, den: np.ndarray) -> np.ndarray:
+    """num / den where both are known and positive, else 1.0 (nothing to project)."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        r = num / den
+    return np.where(np.isfinite(r) & (den > 0) & (num > 0), r, 1.0)
+
+
+def _zero_nan(x: np.ndarray) -> np.ndarray:
+    return np.where(np.isnan(x), 0.0, x)
+
+
+def _project(t: pd.DataFrame) -> None:
+    """Per-phase projection factors and the projected seconds (in place); `_measured_s` keeps what was measured."""
+    write = _ratio(_col(t, "nominal_checkpoint_bytes"), _col(t, "checkpoint_bytes"))
+    restore = _ratio(_col(t, "nominal_restore_bytes"), _col(t, "restore_bytes"))
+    from_files = _col(t, "tier_bytes") + _col(t, "shared_bytes")
+    files = _ratio(_col(t, "nominal_restore_file_bytes"), from_files)
+    broadcast = _ratio(_col(t, "nominal_restore_bytes") - _col(t, "nominal_restore_file_bytes"),
+                       _col(t, "broadcast_bytes"))
+    factors = {**dict.fromkeys(WRITE_SECONDS, write), "restore_s": restore, "read_s": files, "broadcast_s": broadcast}
+    for name, factor in factors.items():
+        measured = _col(t, name)
+        t[f"{name.removesuffix('_s')}_measured_s"] = measured
+        t[name] = measured * factor
+    t["projection_factor"], t["restore_projection_factor"] = write, restore
+    t["projected"] = (write != 1.0) | (restore != 1.0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        t["restore_file_GiBps"] = from_files / GIB / _col(t, "read_measured_s")
+        t["broadcast_GiBps"] = _col(t, "broadcast_bytes") / GIB / _col(t, "broadcast_measured_s")
+    t["nominal_broadcast_bytes"] = _col(t, "nominal_restore_bytes") - _col(t, "nominal_restore_file_bytes")
+
+
+def job_mtbf(spec: TrainingSpec, nodes: np.ndarray) -> np.ndarray:
+    """The job's MTBF per row (NaN when the block gives no failure figure): node MTBF / the job's nodes."""
+    if spec.job_failures_per_day is not None:
+        return np.full(len(nodes), model.DAY_S / spec.job_failures_per_day)
+    if spec.node_mtbf_h is not None:
+        return spec.node_mtbf_h * HOUR_S / (np.full(len(nodes), float(spec.nodes)) if spec.nodes else nodes)
+    return np.full(len(nodes), np.nan)
+
+
+def _sibling_keys(t: pd.DataFrame) -> pd.Series:
+    """A cell's identity without `replaced_nodes`: tiered cells that differ only in it share a key."""
+    cols = [c for c in identity_columns(t) if c != "replaced_nodes"]
+    return pd.util.hash_pandas_object(t[cols].astype(str), index=False)
+
+
+def failure_restore(t: pd.DataFrame) -> tuple[np.ndarray, list[str]]:
+    """The restore a failure needs per row, and where it came from: a tiered point measured with no node
+    replaced takes the mean restore of the same cell with the fewest replaced nodes (≥ 1) when the study has it;
+    else its own restore, flagged as a no-failure restore."""
+    restore = _col(t, "restore_s")
+    source = np.where(np.isnan(restore), "none measured", "own").astype(object)
+    replaced = _col(t, "replaced_nodes")
+    alone = (t["strategy"].to_numpy() == "tiered") & (replaced == 0) & ~np.isnan(restore)
+    if not alone.any():
+        return restore, list(source)
+    keys = _sibling_keys(t)
+    failed = (replaced >= 1) & ~np.isnan(restore)
+    donors = (pd.DataFrame({"key": keys[failed], "n": replaced[failed], "restore": restore[failed]})
+              .groupby(["key", "n"], sort=True)["restore"].mean().reset_index().drop_duplicates("key"))
+    found = keys[alone].map(dict(zip(donors["key"], donors["restore"], strict=True)))
+    nearest = keys[alone].map(dict(zip(donors["key"], donors["n"], strict=True)))
+    idx = np.flatnonzero(alone)
+    have = found.notna().to_numpy()
+    restore = restore.copy()
+    restore[idx[have]] = found.to_numpy(dtype=float)[have]
+    source[idx[have]] = [f"cell with replaced_nodes {int(n)}" for n in nearest.to_numpy()[have]]
+    source[idx[~have]] = NO_FAILURE_RESTORE
+    return restore, list(source)
+
+
+def _relaunch(t: pd.DataFrame, spec: TrainingSpec) -> tuple[np.ndarray, np.ndarray]:
+    if spec.restart_s is not None:
+        return np.full(len(t), spec.restart_s), np.full(len(t), "given (training.restart_s)", dtype=object)
+    launch = _col(t, "launch_s")
+    known = ~np.isnan(launch)
+    return np.where(known, launch, 0.0), np.where(known, "measured launch", "not measured: 0 s assumed")
+
+
+def _add_costs(t: pd.DataFrame, spec: TrainingSpec) -> None:
+    """Daly's complete model on whole columns, at the sweep's interval and at Daly's interval (in place)."""
+    interval = spec.interval_s
+    blocking, interference = _col(t, "blocking_s"), _zero_nan(_col(t, "interference_s"))
+    lag = _zero_nan(_col(t, "background_s"))
+    mtbf = job_mtbf(spec, _col(t, "nodes"))
+    relaunch, t["relaunch_source"] = _relaunch(t, spec)
+    restore, t["restore_source"] = failure_restore(t)
+    restart = relaunch + _zero_nan(restore)
+    cost = blocking + interference + np.maximum(lag - interval, 0.0)
+    daly = model.daly_interval_s(cost, mtbf)
+    cost_at_daly = blocking + interference + np.maximum(lag - daly, 0.0)
+    waste = model.total_waste_share(interval, cost, mtbf, restart, lag)
+    t["interval_s"], t["job_nodes"], t["job_mtbf_s"] = interval, spec.nodes or _col(t, "nodes"), mtbf
+    t["real_step_s"], t["interval_steps"] = spec.step_s, spec.interval_steps  # the inputs, stated in the report
+    t["node_mtbf_h"], t["job_failures_per_day"] = spec.node_mtbf_h, spec.job_failures_per_day
+    t["relaunch_s"], t["failure_restore_s"], t["restart_s"], t["durable_lag_s"] = relaunch, restore, restart, lag
+    t["wait_s"] = np.maximum(lag - interval, 0.0) * ~np.isnan(blocking)
+    t["checkpoint_cost_s"] = cost
+    t["checkpoint_share"] = model.checkpoint_share(interval, cost)
+    t["total_waste"] = waste
+    t["young_interval_s"] = model.young_interval_s(cost, mtbf)
+    t["daly_interval_s"] = daly
+    t["total_waste_at_daly"] = model.total_waste_share(daly, cost_at_daly, mtbf, restart, lag)
+    t["lost_work_per_failure_s"] = (interval + cost) / 2.0 + lag
+    t["goodput"] = 1.0 - waste
+    cores = _col(t, "host_cores")
+    t["contention"] = (_col(t, "ranks_on_host") + _zero_nan(_col(t, "background_threads_on_host"))) > cores
 
 
 def training_table(rows: list[dict[str, Any]], spec: TrainingSpec) -> pd.DataFrame:
     """One row per point: measured means, their projection to full size, and the cost model's columns."""
     if not rows:
         return pd.DataFrame()
-    frame = pd.DataFrame.from_records(rows)
-    measures = {"phase", "index", "span_s", "duration_s", "bytes", *WRITE_FIELDS, *READ_FIELDS}
-    config = [c for c in frame.columns if c not in measures]
-    records = [_point_row(g, config) for _, g in frame.groupby("point_id", sort=True)]
-    table = pd.DataFrame.from_records(records)
-    return table.apply(lambda r: pd.Series({**r.to_dict(), **_costs(r, spec)}), axis=1)
-
-
-def _costs(row: pd.Series, spec: TrainingSpec) -> dict[str, Any]:
-    written = row.get("checkpoint_bytes")
-    factor = projection_factor(int(written), int(row["nominal_checkpoint_bytes"])) if written == written else 1.0
-    out: dict[str, Any] = {"projection_factor": factor, "projected": factor != 1.0}
-    for name in PROJECTED:
-        out[f"{name.removesuffix('_s')}_measured_s"] = row[name]
-        out[name] = row[name] * factor
-    mtbf = spec.job_mtbf_s(int(row["nodes"]))
-    out.update(interval_s=spec.interval_s, job_mtbf_s=mtbf)
-    blocking = out["blocking_s"]
-    if blocking != blocking:  # no write phase: nothing to cost
-        return out
-    restore = out["restore_s"] if out["restore_s"] == out["restore_s"] else 0.0
-    interference = out["interference_s"] if out["interference_s"] == out["interference_s"] else 0.0
-    background = out["background_s"] if out["background_s"] == out["background_s"] else 0.0
-    cost = training_cost(CostInputs(blocking_s=blocking, interval_s=spec.interval_s, mtbf_s=mtbf,
-                                    interference_s=interference, background_s=background, restore_s=restore))
-    out.update(cost.as_dict())
-    return out
-
-
-# What the report shows per cell of the training table (means over repetitions).
-COST_COLUMNS = ("blocking_s", "checkpoint_cost_s", "overhead_share", "optimal_interval_s", "optimal_overhead_share",
-                "goodput", "lost_work_per_failure_s", "restore_s")
-
-
-def cost_summary(training: pd.DataFrame) -> tuple[list[str], list[dict[str, Any]]]:
-    """(the settings that vary, one record per cell): what checkpoints cost training, repetitions pooled."""
-    from studyctl.analysis.cells import SETTINGS, independent
-
-    if training.empty or "overhead_share" not in training:
-        return [], []
-    varying = [c for c in SETTINGS if c in training and training[c].astype(str).nunique(dropna=False) > 1]
-    axes = independent(training, varying)  # a tier setting that follows from the strategy adds no row identity
-    keys = axes or ["model"]
-    present = [c for c in COST_COLUMNS if c in training]
-    grouped = training.groupby(keys, dropna=False, sort=True)
-    cells = grouped[present].mean().join(grouped.size().rename("n")).join(grouped["projected"].any())
-    return keys, [{k: (v.item() if hasattr(v, "item") else v) for k, v in row.items()}
-                  for row in cells.reset_index().to_dict("records")]
+    table = pd.DataFrame.from_records(rows).sort_values("point_id", kind="stable", ignore_index=True)
+    _project(table)
+    _add_costs(table, spec)
+    return table

@@ -19,7 +19,6 @@ only for arrays, so planning and following a study load no analysis stack.
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
 from types import ModuleType
 from typing import Any, Literal
 
@@ -194,85 +193,3 @@ def restart_floor_share(restart_s: Num, mtbf_s: Num, lag_s: Num = 0.0) -> Num:
 def max_cost_at_checkpoint_share(interval_s: float, target: float) -> float:
     """The largest cost with checkpoint_share(interval, cost) <= target: C = X·T / (1 − X)."""
     return target * interval_s / (1.0 - target)
-
-
-def checkpoint_cost_s(blocking_s: float, interference_s: float = 0.0, background_s: float = 0.0,
-                      interval_s: float = math.inf) -> float:
-    """Training time one checkpoint costs: blocked, slowed, and waiting for a persist longer than the interval."""
-    return blocking_s + max(interference_s, 0.0) + max(background_s - interval_s, 0.0)
-
-
-def overhead_share(cost_s: float, interval_s: float) -> float:
-    """Share of wall-clock time spent on checkpoints."""
-    return cost_s / (interval_s + cost_s)
-
-
-def young_daly_interval_s(cost_s: float, mtbf_s: float) -> float:
-    """Young's first-order optimal compute time between checkpoints."""
-    return math.sqrt(2.0 * cost_s * mtbf_s)
-
-
-def expected_lost_work_s(interval_s: float, cost_s: float, durable_lag_s: float = 0.0) -> float:
-    """Work redone after a failure, on average: half a period, plus the time the last checkpoint was not durable."""
-    return (interval_s + cost_s) / 2.0 + durable_lag_s
-
-
-def goodput(interval_s: float, cost_s: float, mtbf_s: float | None, restore_s: float = 0.0,
-            durable_lag_s: float = 0.0) -> float:
-    """Share of wall-clock time that advances training."""
-    useful = interval_s / (interval_s + cost_s)
-    if mtbf_s is None:
-        return useful
-    lost = (expected_lost_work_s(interval_s, cost_s, durable_lag_s) + restore_s) / mtbf_s
-    return min(1.0, max(0.0, useful - lost))
-
-
-def projection_factor(written_bytes: int, nominal_bytes: int) -> float:
-    """Scaled runs: seconds at the nominal size, at the measured bandwidth (1.0 when not scaled)."""
-    return nominal_bytes / written_bytes if written_bytes else 1.0
-
-
-@dataclass(frozen=True)
-class CostInputs:
-    """Per point and strategy, in seconds (already projected when scaled)."""
-
-    blocking_s: float
-    interval_s: float
-    mtbf_s: float | None = None
-    interference_s: float = 0.0
-    background_s: float = 0.0  # persist or drain after training resumed
-    restore_s: float = 0.0
-
-
-@dataclass(frozen=True)
-class TrainingCost:
-    checkpoint_cost_s: float
-    overhead_share: float
-    goodput: float
-    lost_work_per_failure_s: float | None
-    optimal_interval_s: float | None
-    optimal_overhead_share: float | None
-    optimal_lost_work_per_failure_s: float | None
-    optimal_goodput: float | None
-
-    def as_dict(self) -> dict[str, float | None]:
-        return asdict(self)
-
-
-def training_cost(inp: CostInputs) -> TrainingCost:
-    """Every cost figure of one point at the given interval and at the Young/Daly interval."""
-    cost = checkpoint_cost_s(inp.blocking_s, inp.interference_s, inp.background_s, inp.interval_s)
-    lag = min(inp.background_s, inp.interval_s)
-    at_interval = {"checkpoint_cost_s": cost, "overhead_share": overhead_share(cost, inp.interval_s),
-                   "goodput": goodput(inp.interval_s, cost, inp.mtbf_s, inp.restore_s, lag)}
-    if inp.mtbf_s is None:
-        return TrainingCost(**at_interval, lost_work_per_failure_s=None, optimal_interval_s=None,
-                            optimal_overhead_share=None, optimal_lost_work_per_failure_s=None, optimal_goodput=None)
-    best = young_daly_interval_s(cost, inp.mtbf_s)
-    best_cost = checkpoint_cost_s(inp.blocking_s, inp.interference_s, inp.background_s, best)
-    best_lag = min(inp.background_s, best)
-    return TrainingCost(**at_interval,
-                        lost_work_per_failure_s=expected_lost_work_s(inp.interval_s, cost, lag),
-                        optimal_interval_s=best, optimal_overhead_share=overhead_share(best_cost, best),
-                        optimal_lost_work_per_failure_s=expected_lost_work_s(best, best_cost, best_lag),
-                        optimal_goodput=goodput(best, best_cost, inp.mtbf_s, inp.restore_s, best_lag))

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 
 import pytest
@@ -18,43 +17,18 @@ from studyctl.errors import UserError
 TOL = 1e-9
 
 
-def test_overhead_and_young_daly_match_the_formulas() -> None:
-    blocking, interval, mtbf = 12.5, 1800.0, 6.0 * 3600
-    assert tc.overhead_share(blocking, interval) == pytest.approx(12.5 / 1812.5, rel=TOL)
-    assert tc.young_daly_interval_s(blocking, mtbf) == pytest.approx(math.sqrt(2 * 12.5 * 21600), rel=TOL)
-    assert tc.expected_lost_work_s(interval, blocking) == pytest.approx((1800 + 12.5) / 2, rel=TOL)
-    assert tc.expected_lost_work_s(interval, blocking, 30.0) == pytest.approx((1800 + 12.5) / 2 + 30, rel=TOL)
-    expected_goodput = 1800 / 1812.5 - ((1812.5 / 2) + 40.0) / 21600
-    assert tc.goodput(interval, blocking, mtbf, restore_s=40.0) == pytest.approx(expected_goodput, rel=TOL)
-    assert tc.goodput(interval, blocking, None) == pytest.approx(1800 / 1812.5, rel=TOL)
+def test_job_mtbf_of_independent_node_failures() -> None:
     assert tc.job_mtbf_s(50_000 * 3600.0, 1000) == pytest.approx(180_000.0, rel=TOL)
 
 
 def test_young_daly_interval_is_the_minimum_of_the_first_order_waste() -> None:
     cost, mtbf = 7.0, 40_000.0
-    best = tc.young_daly_interval_s(cost, mtbf)
+    best = tc.young_interval_s(cost, mtbf)
 
     def waste(t: float) -> float:  # first order: checkpoint cost per unit time + lost work per unit time
         return cost / t + t / (2 * mtbf)
 
     assert waste(best) < waste(best * 0.9) and waste(best) < waste(best * 1.1)
-
-
-def test_background_cost_counts_interference_and_a_persist_longer_than_the_interval() -> None:
-    assert tc.checkpoint_cost_s(2.0, 0.5, 30.0, 100.0) == pytest.approx(2.5, rel=TOL)
-    assert tc.checkpoint_cost_s(2.0, 0.5, 130.0, 100.0) == pytest.approx(32.5, rel=TOL)
-    assert tc.checkpoint_cost_s(2.0, -0.1) == pytest.approx(2.0, rel=TOL)  # noise: a faster step is no gain
-    cost = tc.training_cost(tc.CostInputs(blocking_s=2.0, interval_s=100.0, mtbf_s=10_000.0, interference_s=0.5,
-                                          background_s=30.0, restore_s=5.0))
-    assert cost.checkpoint_cost_s == pytest.approx(2.5, rel=TOL)
-    assert cost.overhead_share == pytest.approx(2.5 / 102.5, rel=TOL)
-    assert cost.lost_work_per_failure_s == pytest.approx(102.5 / 2 + 30.0, rel=TOL)
-    best = math.sqrt(2 * 2.5 * 10_000.0)
-    assert cost.optimal_interval_s == pytest.approx(best, rel=TOL)
-    assert cost.optimal_overhead_share == pytest.approx(2.5 / (best + 2.5), rel=TOL)
-    assert cost.optimal_goodput == pytest.approx(best / (best + 2.5) - ((best + 2.5) / 2 + 30 + 5) / 10_000, rel=TOL)
-    no_failures = tc.training_cost(tc.CostInputs(blocking_s=2.0, interval_s=100.0))
-    assert no_failures.optimal_interval_s is None and no_failures.goodput == pytest.approx(100 / 102, rel=TOL)
 
 
 def test_training_block_interval_and_mtbf() -> None:

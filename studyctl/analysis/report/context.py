@@ -21,10 +21,10 @@ from studyctl.analysis.cells import (
     with_fallbacks_shown,
 )
 from studyctl.analysis.plots import Plot
+from studyctl.analysis.report.costs import cost_section
 from studyctl.analysis.report.coverage import coverage
 from studyctl.analysis.status import PointStatus
 from studyctl.analysis.tables import HEADLINE, Tables
-from studyctl.analysis.training_cost import cost_summary
 from studyctl.analysis.values import missing
 from studyctl.units import format_bytes
 
@@ -153,5 +153,5 @@ def build_context(study_dir: Path, study: str, description: str | None, tables: 
         "tables": sorted({t.name for t in table_paths if t.suffix == ".csv"}),
         "ledger": statuses is not None, "overview": overview(tables), "n_points": len(tables.infos),
         "fallbacks": fallbacks(tables), "ratios": extras.get("ratios", []), "dlio_runs": extras.get("dlio_runs", []),
-        "training": dict(zip(("axes", "rows"), cost_summary(tables.training), strict=True)),
+        "training": cost_section(tables),
     }

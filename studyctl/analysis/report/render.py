@@ -29,9 +29,19 @@ def _value(x: Any) -> str:
     return "–" if missing(x) else str(x)
 
 
+def _est(x: Any, half: Any, digits: int = 3) -> str:
+    """A mean with its 95% half-width: `12.300 ± 0.400`; the mean alone when there is no CI."""
+    return _fmt(x, digits) + ("" if missing(x) or missing(half) else f" ± {half:.{digits}f}")
+
+
+def _pest(x: Any, half: Any) -> str:
+    """A share with its 95% half-width, in percent: `5.1% ± 0.3%`."""
+    return "–" if missing(x) else f"{x * 100:.1f}%" + ("" if missing(half) else f" ± {half * 100:.1f}%")
+
+
 def _env() -> jinja2.Environment:
     env = template_env()
-    env.globals.update(fmt=_fmt, pct=_pct, size=_size, value=_value)
+    env.globals.update(fmt=_fmt, pct=_pct, size=_size, value=_value, est=_est, pest=_pest)
     return env
 
 

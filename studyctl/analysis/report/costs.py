@@ -1,0 +1,100 @@
+"""The report's "What checkpoints cost training" section: cells with CIs and flags, rankings, and the inputs.
+
+A function of the training and summary tables alone; every input of the cost model is stated, and every
+projection says from what.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pandas as pd
+
+from studyctl.analysis.tables import Tables
+from studyctl.analysis.training_cells import cost_cells, display_axes, strategy_rankings, summary_flags
+from studyctl.units import format_bytes
+
+
+def _duration(seconds: float) -> str:
+    if seconds >= 3600:
+        return f"{seconds / 3600:.3g} h"
+    return f"{seconds / 60:.3g} min" if seconds >= 60 else f"{seconds:.3g} s"
+
+
+def _distinct(t: pd.DataFrame, col: str) -> list[Any]:
+    return sorted({v for v in t[col].dropna().tolist()}) if col in t else []
+
+
+def _interval(t: pd.DataFrame) -> str:
+    interval, steps = float(t["interval_s"].iloc[0]), t["interval_steps"].dropna()
+    how = (f"{int(steps.iloc[0])} steps × {float(t['real_step_s'].iloc[0]):g} s (the real run's step)"
+           if len(steps) else "training.interval_min")
+    return f"{_duration(interval)} of compute between checkpoints ({how})"
+
+
+def _failures(t: pd.DataFrame) -> str:
+    nodes = ", ".join(f"{int(n)}" for n in _distinct(t, "job_nodes"))
+    mtbf = ", ".join(_duration(m) for m in _distinct(t, "job_mtbf_s"))
+    if t["node_mtbf_h"].notna().any():
+        return f"node MTBF {float(t['node_mtbf_h'].iloc[0]):g} h; job of {nodes} node(s) → job MTBF {mtbf}"
+    if t["job_failures_per_day"].notna().any():
+        return f"{float(t['job_failures_per_day'].iloc[0]):g} job failures a day → job MTBF {mtbf}"
+    return "none given (training.node_mtbf_h or job_failures_per_day): total waste counts checkpoints only"
+
+
+def _scale(t: pd.DataFrame) -> list[tuple[str, str]]:
+    measured = _distinct(t, "nodes")
+    rows = []
+    job = _distinct(t, "job_nodes")
+    if job and measured and max(job) > max(measured):
+        rows.append(("scale of the job", f"per-node rates measured on {', '.join(str(int(n)) for n in measured)} "
+                     f"node(s) assumed to hold at {', '.join(str(int(n)) for n in job)} nodes (times as measured, "
+                     "failure rate of the larger job)"))
+    scales = ", ".join(f"{s:g}" for s in _distinct(t, "scale"))
+    nominal = ", ".join(dict.fromkeys(format_bytes(b) for b in _distinct(t, "nominal_checkpoint_bytes")[:4]))
+    written = ", ".join(dict.fromkeys(format_bytes(b) for b in _distinct(t, "checkpoint_bytes")[:4]))
+    rows.append(("bytes", f"scale {scales}: nominal (full-size) checkpoint {nominal}; written {written}"))
+    if bool(t["projected"].any()):
+        rows.append(("projections", "seconds at the full-size checkpoint at the bandwidth measured, each phase "
+                     "with its own bytes: blocked, interference, background and durable lag × nominal / written "
+                     "checkpoint bytes; the restore × its nominal / measured bytes (file reads and broadcasts "
+                     "each by their own). Every figure is then computed per repetition and pooled (95% CI)."))
+    return rows
+
+
+def _steps(t: pd.DataFrame) -> str:
+    bg = t[t["strategy"] != "sync"]
+    if bg.empty:
+        return "none: sync checkpoints only (no background work)"
+    parts = {f"{s:g} s ({c or 'cpu'} model{f', {a:g} MiB all-reduce per step and rank' if a == a and a else ''})"
+             for s, c, a in zip(bg["step_s"], bg.get("compute", [None] * len(bg)),
+                                bg.get("allreduce_mib", [float("nan")] * len(bg)), strict=True) if s == s}
+    return "; ".join(sorted(parts)) + " beside each async persist or tier drain"
+
+
+def _restart(t: pd.DataFrame) -> str:
+    sources = _distinct(t, "relaunch_source")
+    launch = _distinct(t, "relaunch_s")
+    shown = f"{launch[0]:.3g} s" if len(launch) == 1 else f"{launch[0]:.3g}–{launch[-1]:.3g} s" if launch else "–"
+    return (f"relaunch {shown} ({', '.join(sources)}) + the restore after a failure (tiered: one node lost its "
+            "tier; see the flags)")
+
+
+def assumptions(t: pd.DataFrame) -> list[tuple[str, str]]:
+    """The cost model's inputs, as (name, statement) lines."""
+    return [("model", "Daly's complete model: total waste = checkpoints + rework + restarts; "
+             "C = blocked + interference (signed mean) + any wait for a persist longer than the interval; "
+             "L (durable lag) = the real background time"),
+            ("interval", _interval(t)), ("failures", _failures(t)), ("simulated step", _steps(t)),
+            ("restart R", _restart(t)), *_scale(t)]
+
+
+def cost_section(tables: Tables) -> dict[str, Any]:
+    """axes, rows (one per cell), rankings and assumptions; empty rows when nothing was costed."""
+    cells = cost_cells(tables.training, summary_flags(tables.summary))
+    if cells.empty:
+        return {"axes": [], "rows": [], "rankings": [], "assumptions": []}
+    axes = display_axes(cells) or ["model"]
+    rows = cells.sort_values(axes, key=lambda s: s.astype(str)).to_dict("records")
+    return {"axes": axes, "rows": rows, "rankings": strategy_rankings(cells, axes),
+            "assumptions": assumptions(tables.training[tables.training["checkpoint_cost_s"].notna()])}

@@ -1,0 +1,127 @@
+"""The training table per cell: every cost figure's mean with a 95% CI over repetitions, and the flags.
+
+A cell is the summary's cell (`cell_key`); figures are computed per repetition (projected) and then pooled, so a
+CI carries through projection and the model. Flags: the summary's adequacy flags of the cell's write and read
+rows, plus what makes a cost figure hard to act on (`adequacy.cost_flags`). Rankings of strategies are stated
+only where the CIs separate them.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from studyctl.analysis.adequacy import cost_flags
+from studyctl.analysis.cells import SETTINGS, describe_cell, independent
+from studyctl.analysis.stats import t_quantile_975
+from studyctl.analysis.values import missing
+
+# Figures pooled per cell, each with `<name>_ci95` (half-width) beside its mean.
+FIGURES = ("blocking_s", "interference_s", "wait_s", "background_s", "checkpoint_cost_s", "checkpoint_share",
+           "total_waste", "young_interval_s", "daly_interval_s", "total_waste_at_daly", "lost_work_per_failure_s",
+           "relaunch_s", "failure_restore_s", "restart_s", "restore_s", "read_s", "broadcast_s", "goodput",
+           "restore_file_GiBps", "broadcast_GiBps")
+FIRST = ("strategy", "restore", "tier_fstype", "replaced_nodes", "simulated_nodes", "nominal_checkpoint_bytes",
+         "checkpoint_bytes", "nominal_restore_file_bytes", "nominal_broadcast_bytes", "job_mtbf_s", "job_nodes",
+         "interval_s", "step_s", "compute", "allreduce_mib", "scale")
+ANY = ("projected", "contention")
+# Settings that apply to some strategies only: a ranking compares strategies across them, naming them.
+STRATEGY_ONLY = ("replaced_nodes", "drain", "tier_keep", "tier", "step_s", "compute", "allreduce_mib")
+JOINED = ("restore_source", "relaunch_source")
+
+
+def _ci(grouped: Any, names: list[str]) -> pd.DataFrame:
+    """Mean and 95% half-width (Student t over the repetitions that have the figure) per cell."""
+    mean, std, count = grouped[names].mean(), grouped[names].std(ddof=1), grouped[names].count()
+    t = count.apply(lambda col: col.map(lambda n: t_quantile_975(int(n) - 1) if n > 1 else np.nan))
+    half = t * std / np.sqrt(count.where(count > 0))
+    return mean.join(half.add_suffix("_ci95"))
+
+
+def cost_cells(training: pd.DataFrame, summary_flags: dict[str, str] | None = None) -> pd.DataFrame:
+    """One row per cell: its settings, n, every figure's mean and CI, and its flags ("; "-joined)."""
+    if training.empty or "checkpoint_cost_s" not in training:
+        return pd.DataFrame()
+    data = training[training["checkpoint_cost_s"].notna()]
+    if data.empty:
+        return pd.DataFrame()
+    grouped = data.groupby("cell_key", sort=True, dropna=False)
+    settings = [c for c in (*SETTINGS, "tool", "io_mode_used", "cold_read_method") if c in data]
+    first = [c for c in dict.fromkeys([*settings, *FIRST]) if c in data]
+    cells = grouped[first].first().join(grouped.size().rename("n"))
+    cells = cells.join(_ci(grouped, [f for f in FIGURES if f in data]))
+    # with one repetition the interference CI is the worker's own, from the ranks' step samples
+    own = grouped["interference_ci_s"].mean() if "interference_ci_s" in data else np.nan
+    cells["interference_s_ci95"] = cells["interference_s_ci95"].fillna(own) if "interference_s" in data else np.nan
+    for c in ANY:
+        cells[c] = grouped[c].any() if c in data else False
+    for c in JOINED:
+        cells[c] = grouped[c].agg(lambda s: ", ".join(sorted(set(map(str, s)))))
+    cells = cells.reset_index()
+    for c in ("replaced_nodes", "tier_keep"):  # integer settings that a missing value made float
+        if c in cells:
+            cells[c] = cells[c].astype("Int64")
+    flags = summary_flags or {}
+    cells["flags"] = ["; ".join(dict.fromkeys([*filter(None, flags.get(r["cell_key"], "").split("; ")),
+                                                *cost_flags(r)]))
+                      for r in cells.to_dict("records")]
+    return cells
+
+
+def summary_flags(summary: pd.DataFrame) -> dict[str, str]:
+    """cell_key → the summary's flags of its write and read rows, each said once."""
+    if summary.empty or "flags" not in summary:
+        return {}
+    out: dict[str, str] = {}
+    for key, flags in zip(summary["cell_key"], summary["flags"], strict=True):
+        parts = [*out.get(key, "").split("; "), *str(flags or "").split("; ")]
+        out[key] = "; ".join(dict.fromkeys(p for p in parts if p))
+    return out
+
+
+def display_axes(cells: pd.DataFrame) -> list[str]:
+    """The settings that vary between cost cells, less those the others determine."""
+    varying = [c for c in (*SETTINGS, "io_mode_used", "cold_read_method")
+               if c in cells and cells[c].astype(str).nunique(dropna=False) > 1]
+    return independent(cells, varying) if varying else []
+
+
+def _interval(row: dict[str, Any], name: str) -> tuple[float, float, float]:
+    mean, half = float(row[name]), float(row.get(f"{name}_ci95", np.nan))
+    return mean, mean - half, mean + half
+
+
+def strategy_rankings(cells: pd.DataFrame, axes: list[str], figure: str = "total_waste") -> list[str]:
+    """Per group of cells equal in every varying setting but the strategy: the strategies by `figure`, "<" where
+    the 95% CIs separate two neighbours, "≈" (not separable at 95%) where they overlap or a CI is missing."""
+    if cells.empty or "strategy" not in cells or cells["strategy"].nunique() < 2:
+        return []
+    rest = [a for a in axes if a != "strategy" and a not in STRATEGY_ONLY]
+    own = [a for a in axes if a in STRATEGY_ONLY]
+    groups = cells.groupby(rest, dropna=False, sort=True) if rest else [((), cells)]
+    lines = []
+    for _, g in groups:
+        if g["strategy"].nunique() < 2:
+            continue
+        rows = sorted(g.to_dict("records"), key=lambda r: float(r[figure]))
+        text = _ranked(rows, figure, own)
+        where = describe_cell(rows[0], rest) if rest else "all cells"
+        lines.append(f"{where}: {text}")
+    return lines
+
+
+def _ranked(rows: list[dict[str, Any]], figure: str, own: list[str]) -> str:
+    parts = []
+    for i, r in enumerate(rows):
+        mean, low, high = _interval(r, figure)
+        band = f" [{low:.2%}, {high:.2%}]" if np.isfinite(low) else " (no CI)"
+        named = [a for a in own if not missing(r.get(a))]
+        detail = f" ({describe_cell(r, named)})" if named else ""
+        parts.append(f"{r['strategy']}{detail} {mean:.2%}{band}")
+        if i + 1 < len(rows):
+            _, low_next, _ = _interval(rows[i + 1], figure)
+            parts.append("<" if np.isfinite(high) and np.isfinite(low_next) and high < low_next
+                         else "≈ (not separable at 95%)")
+    return " ".join(parts)
