@@ -245,7 +245,7 @@ def collect(study_dir: Path, statuses: Sequence[PointStatus] | None = None,
     tables.problems.extend([*_missing_results(tables, statuses), *dlio_problems])
     written = write_tables(tables, paths)
     plots, skipped = make_plots(tables.summary, tables.ranks, paths.plots)
-    more, why = training_plots(tables.training, paths.plots)
+    more, why = training_plots(tables.training_cells, paths.plots)
     plots, skipped = plots + more, skipped + why
     ratio_files, ratio_plots, sections = _ratio_outputs(tables, specs, paths)
     plots += ratio_plots

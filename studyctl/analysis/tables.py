@@ -25,6 +25,7 @@ from studyctl.analysis.adequacy import cell_flags
 from studyctl.analysis.cells import DERIVED, identity_columns
 from studyctl.analysis.results import RANK_CONTEXT, RANK_FIELDS, Failure, Problem, load_rows
 from studyctl.analysis.stats import describe, total_over_total
+from studyctl.analysis.training_cells import cost_cells, summary_flags
 from studyctl.analysis.training_cost import load_training, training_table
 from studyctl.analysis.values import missing
 from studyctl.attempt.judged import excluded_points
@@ -52,6 +53,7 @@ class Tables:
     files_cached: int = 0
     left_out: list[str] = field(default_factory=list)  # points the sweep now excludes that left a result
     training: pd.DataFrame = field(default_factory=pd.DataFrame)  # per point: what checkpoints cost training
+    training_cells: pd.DataFrame = field(default_factory=pd.DataFrame)  # the same per cell, 95% CIs and flags
 
 
 def summarize_points(checkpoints: pd.DataFrame) -> pd.DataFrame:
@@ -180,7 +182,7 @@ def build_tables(study_dir: Path, extra_checkpoints: pd.DataFrame | None = None,
     training = training_table([r["training"] for r in loaded.rows], load_training(paths.sweep_copy))
     return Tables(checkpoints, points, summary, _ranks_frame(loaded.rows), loaded.problems, loaded.failures,
                   {r["info"]["point_id"]: r["info"] for r in loaded.rows}, loaded.files_read, loaded.files_cached,
-                  loaded.left_out, training)
+                  loaded.left_out, training, cost_cells(training, summary_flags(summary)))
 
 
 def _atomic_frame(frame: pd.DataFrame, paths: list[Path]) -> None:

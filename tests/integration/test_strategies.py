@@ -115,54 +115,6 @@ def test_one_drainer_per_node_drains_every_file(tmp_path: Path) -> None:
     assert result.strategy.drain == "node" and result.strategy.tier_keep == 2
 
 
-STUDY = """\
-study: costs
-models: [gpt2-125m]
-matrix: {{nodes: [1, 2], ranks_per_node: 1, zero_stage: 1, strategy: [sync, async, tiered], restore: [rank, broadcast]}}
-exclude: [{{nodes: 1, restore: broadcast, reason: one replica has no one to broadcast to}}]
-filesystems:
-  shared: {{path: {fs}}}
-  tier: {{path: {tier}, kind: local}}
-checkpoint: {{scale: 0.002, writes: 2, reads: 1, buffer_mib: 4, block_mib: 4, tier: tier}}
-training: {{step_s: 0.02, interval_steps: 3000, node_mtbf_h: 2000, nodes: 64}}
-"""
-
-
-def test_a_study_tabulates_and_plots_what_checkpoints_cost(tmp_path: Path) -> None:
-    import pandas as pd
-
-    from studyctl import api
-    from studyctl.definition import training as tc
-
-    for name in ("fs", "tier"):
-        (tmp_path / name).mkdir()
-    sweep = tmp_path / "costs.yaml"
-    sweep.write_text(STUDY.format(fs=tmp_path / "fs", tier=tmp_path / "tier"))
-    api.submit(sweep, "local", tmp_path / "results")
-    outcome = api.collect("costs", tmp_path / "results")
-    assert outcome.completed == 9 and outcome.failed == 0
-    table = pd.read_csv(tmp_path / "results" / "costs" / "tables" / "training.csv")
-    assert sorted(table["strategy"].value_counts().tolist()) == [3, 3, 3]
-    interval, mtbf = 3000 * 0.02, 2000 * 3600 / 64
-    for row in table.itertuples():
-        assert row.projected and row.projection_factor == pytest.approx(row.nominal_checkpoint_bytes
-                                                                        / row.checkpoint_bytes, rel=1e-9)
-        assert row.blocking_s == pytest.approx(row.blocking_measured_s * row.projection_factor, rel=1e-9)
-        cost = tc.checkpoint_cost_s(row.blocking_s, 0 if row.strategy == "sync" else row.interference_s,
-                                    0 if row.strategy == "sync" else row.background_s, interval)
-        assert row.checkpoint_cost_s == pytest.approx(cost, rel=1e-9)
-        assert row.overhead_share == pytest.approx(cost / (interval + cost), rel=1e-9)
-        assert row.optimal_interval_s == pytest.approx((2 * cost * mtbf) ** 0.5, rel=1e-9)
-        assert row.blocking_measured_s <= row.durable_measured_s
-    plots = {p.name for p in (tmp_path / "results" / "costs" / "plots").glob("*.png")}
-    assert {"overhead_gpt2-125m.png", "restore_time.png"} <= plots
-    report = (tmp_path / "results" / "costs" / "report.md").read_text()
-    assert "Checkpoint overhead vs nodes per strategy" in report and "Restore time per restore mode" in report
-    section = report.split("## What checkpoints cost training", 1)[1].split("\n## ", 1)[0]
-    rows = [line for line in section.splitlines() if line.startswith("| ") and "---" not in line][1:]
-    assert len(rows) == 9 and {"sync", "async", "tiered"} <= {cell.strip() for r in rows for cell in r.split("|")}
-
-
 @pytest.mark.parametrize("io_mode", ["direct", "hybrid"])
 @pytest.mark.parametrize("strategy", ["async", "tiered"])
 def test_background_writes_leave_exact_files_in_every_io_mode(tmp_path: Path, strategy: str, io_mode: str) -> None:

@@ -20,7 +20,7 @@ from matplotlib.patches import Patch
 from studyctl.analysis.cells import describe_cell
 from studyctl.analysis.plots.plot import Plot
 from studyctl.analysis.plots.style import encode, facet_title, nodes_axis, panel_grid, plt, save
-from studyctl.analysis.training_cells import cost_cells, display_axes
+from studyctl.analysis.training_cells import display_axes
 from studyctl.analysis.values import file_stem, missing
 
 MAX_BARS = 24
@@ -91,9 +91,8 @@ def restore_time(cells: pd.DataFrame, path: Path, axes: list[str]) -> Path:
     return save(fig, path, handles, labels, None)
 
 
-def training_plots(training: pd.DataFrame, out_dir: Path) -> tuple[list[Plot], list[str]]:
-    """The plots the table supports; the second list says which were skipped and why."""
-    cells = cost_cells(training)
+def training_plots(cells: pd.DataFrame, out_dir: Path) -> tuple[list[Plot], list[str]]:
+    """The plots the cells (`training_cells.cost_cells`) support; the second list says which were skipped and why."""
     if cells.empty:
         return [], ["training cost plots: no measured checkpoint writes"]
     axes = display_axes(cells)

@@ -11,7 +11,7 @@ from typing import Any
 import pandas as pd
 
 from studyctl.analysis.tables import Tables
-from studyctl.analysis.training_cells import cost_cells, display_axes, strategy_rankings, summary_flags
+from studyctl.analysis.training_cells import display_axes, strategy_rankings
 from studyctl.units import format_bytes
 
 
@@ -91,7 +91,7 @@ def assumptions(t: pd.DataFrame) -> list[tuple[str, str]]:
 
 def cost_section(tables: Tables) -> dict[str, Any]:
     """axes, rows (one per cell), rankings and assumptions; empty rows when nothing was costed."""
-    cells = cost_cells(tables.training, summary_flags(tables.summary))
+    cells = tables.training_cells
     if cells.empty:
         return {"axes": [], "rows": [], "rankings": [], "assumptions": []}
     axes = display_axes(cells) or ["model"]
