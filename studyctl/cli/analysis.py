@@ -36,7 +36,8 @@ def compare(
     results: ResultsOpt = Path("results"),
     threshold: Annotated[str, typer.Option(help="regression threshold, e.g. 5% or 0.05")] = "5%",
 ) -> None:
-    """B against A on shared settings; exit 0 no regression, 1 a cell regressed, 2 bad input or nothing comparable."""
+    """B against A on shared settings; exit 0 no regression, 1 a cell regressed (CI on both sides), 2 bad input
+    or nothing comparable. A cell with one repetition on a side shows its ratio, not judged."""
     from studyctl import api
 
     def run() -> int:
