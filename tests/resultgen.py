@@ -69,11 +69,13 @@ def _phase_summary(cps: list[dict[str, Any]]) -> dict[str, Any]:
 def result_dict(point: Point, write_gibps: list[float], read_gibps: list[float] | None = None,
                 attempt: int = 1, study: str = "gen", nbytes: int | None = None, spread: float = 0.2,
                 mount_options: str = "rw,relatime", cluster: str | None = None, io_mode_used: str | None = None,
-                fstype: str = "ext4", writers: int | None = None, simulated: bool = True) -> dict[str, Any]:
+                fstype: str = "ext4", writers: int | None = None, simulated: bool = True,
+                tier_fstype: str | None = None) -> dict[str, Any]:
     """A result as the worker would write it; one checkpoint per listed bandwidth.
 
     `io_mode_used` other than the point's: the worker fell back (direct_fallback); `fstype` "tmpfs": memory.
     `nbytes`: bytes per checkpoint; default the point's layout (collect refuses sizes that disagree with it).
+    `tier_fstype`: a tiered point's tier mount type (its strategy section, with no per-checkpoint timings).
     """
     layout = nbytes is None
     nbytes = point.layout().total_bytes if nbytes is None else nbytes
@@ -99,7 +101,7 @@ def result_dict(point: Point, write_gibps: list[float], read_gibps: list[float] 
                "direct_fallback_reason": None if used == point.io_mode else "O_DIRECT refused: EINVAL at open",
                "cold_read_method": cold, "restore_mode": opts.restore, "rank_shift": opts.rank_shift,
                "buffer_bytes": opts.buffer_mib << 20, "block_bytes": opts.block_mib << 20, "fsync_per_file": True},
-        "checkpoints": cps, "summary": summary,
+        "checkpoints": cps, "summary": summary, **_strategy(point, tier_fstype),
         "dlio": {"checkpoint_size_GB": nbytes / GIB,
                  "save_checkpoint_io_mean_GB_per_second": statistics.fmean(write_gibps)},
         "filesystem": {"name": point.filesystem, "path": f"/mnt/{point.filesystem}", "mount_point": "/mnt",
@@ -112,6 +114,17 @@ def result_dict(point: Point, write_gibps: list[float], read_gibps: list[float] 
                        "kernel": "6.1.0-test", "studyctl_version": "0.1.0",
                        "started_at": "2026-11-22T10:00:00+00:00", "finished_at": "2026-11-22T10:01:00+00:00"},
     }
+
+
+def _strategy(point: Point, tier_fstype: str | None) -> dict[str, Any]:
+    opts = point.checkpoint
+    if opts.strategy == "sync":
+        return {}
+    tiered = opts.strategy == "tiered"
+    return {"strategy": {"strategy": opts.strategy, "restore_mode": opts.restore, "step_s": opts.step_s,
+                         "tier_path": "/tier" if tiered else None, "tier_fstype": tier_fstype if tiered else None,
+                         "drain": opts.drain if tiered else None, "tier_keep": opts.tier_keep if tiered else None,
+                         "replaced_nodes": opts.replaced_nodes}}
 
 
 def write_result(study_dir: Path, point: Point, write_gibps: list[float],

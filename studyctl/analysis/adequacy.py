@@ -39,6 +39,30 @@ def _read_flags(row: dict[str, Any]) -> list[str]:
     return flags
 
 
+MEMORY_TIER = "memory tier"  # a tiered restore read (some of) its bytes from a node's memory, not storage
+NO_FAILURE_RESTORE = "no-failure restore"  # replaced_nodes 0: no node lost its tier, unlike after a failure
+NOT_COLD_WORDS = ("warm", "memory", "DLIO")  # a flag with one of these: the read was not a cold storage read
+
+
+def not_a_cold_read(flags: Any) -> bool:
+    """The one rule of which cells are never shown as cold reads (plots draw them hollow; no "best cold read")."""
+    text = "; ".join(flags) if isinstance(flags, list) else str(flags or "")
+    return any(word in text for word in NOT_COLD_WORDS)
+
+
+def _tier_flags(row: dict[str, Any]) -> list[str]:
+    """A tiered restore: nodes that kept their tier read it (memory when the tier is a memory filesystem)."""
+    if row.get("strategy") != "tiered":
+        return []
+    replaced = int(_number(row.get("replaced_nodes")) or 0)
+    flags = []
+    if str(row.get("tier_fstype")) in MEMORY_FSTYPES and replaced < int(_number(row.get("nodes")) or 1):
+        flags.append(MEMORY_TIER)
+    if replaced == 0:
+        flags.append(NO_FAILURE_RESTORE)
+    return flags
+
+
 def cell_flags(row: dict[str, Any]) -> list[str]:
     """The flags of one summary row (a cell × phase)."""
     flags = []
@@ -52,7 +76,7 @@ def cell_flags(row: dict[str, Any]) -> list[str]:
     if not missing(used) and not missing(asked) and used != asked:
         flags.append(f"fell back: {asked} ran as {used}")
     if row.get("phase") == "read":
-        flags += _read_flags(row)
+        flags += _read_flags(row) + _tier_flags(row)
     span = _number(row.get("span_s_mean"))
     if span is not None and span < SHORT_CHECKPOINT_S:
         flags.append(f"checkpoint < {SHORT_CHECKPOINT_S:g} s")

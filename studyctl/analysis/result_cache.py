@@ -19,7 +19,7 @@ from typing import Any
 from studyctl.fsutil import atomic_write_text
 
 CACHE_FORMAT = "studyctl-results-cache"
-CACHE_VERSION = 6  # 4 was the pickle; 6: the attempt number and names are checked too
+CACHE_VERSION = 7  # 4 was the pickle; 6: the attempt number and names are checked too; 7: tier_fstype
 TABLE = "__rows__"  # marks packed table rows (no column of ours has this name)
 
 

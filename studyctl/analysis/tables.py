@@ -91,7 +91,7 @@ def _cell_record(key: tuple, group_cols: list[str], g: pd.DataFrame) -> dict[str
         "rank_bandwidth_min_GiBps": g["rank_bandwidth_min_GiBps"].min(),
         "active_ranks": g["active_ranks"].max(), "bytes": int(g["bytes"].iloc[0]),
         "attempts_max": int(g["attempt"].max()), "point_ids": ",".join(sorted(g["point_id"].astype(str)))})
-    for col in (*DERIVED, "nominal_checkpoint_bytes", "written_checkpoint_bytes", "fstype"):
+    for col in (*DERIVED, "nominal_checkpoint_bytes", "written_checkpoint_bytes", "fstype", "tier_fstype"):
         if col in g.columns:
             rec[col] = g[col].iloc[0]
     rec["simulated_nodes"] = bool(g["simulated_nodes"].fillna(False).any()) if "simulated_nodes" in g else False
