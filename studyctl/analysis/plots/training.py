@@ -2,7 +2,7 @@
 
 overhead_<model>.png: checkpoint overhead (% of training time) vs nodes, one line per strategy (solid:
 at the sweep's interval; dotted: at each point's Young/Daly interval when a failure rate is given).
-restore_time.png: time to restore per restore mode (and tier), the broadcast share hatched.
+restore_time.png: `plots.restore` (time to restore per restore mode, each setting that varies apart).
 Values are means over repetitions; projected to the nominal checkpoint size when the run was scaled.
 """
 
@@ -13,12 +13,11 @@ from typing import Any
 
 import pandas as pd
 from matplotlib.lines import Line2D
-from matplotlib.patches import Patch
 
 from studyctl.analysis.plots.plot import Plot
+from studyctl.analysis.plots.restore import restore_time
 from studyctl.analysis.plots.style import nodes_axis, plt, save
 from studyctl.analysis.values import file_stem
-from studyctl.units import format_bytes
 
 STRATEGY_COLOURS = {"sync": "#d62728", "async": "#1f77b4", "tiered": "#2ca02c"}
 RESTORE_COLOURS = {"rank": "#9467bd", "full": "#ff7f0e", "broadcast": "#17becf"}
@@ -71,41 +70,6 @@ def overhead_vs_nodes(training: pd.DataFrame, model: str, path: Path) -> Path:
         handles.append(Line2D([], [], color="grey", linestyle=(0, (1, 2)), marker="."))
         labels.append("dotted: at the Young/Daly interval")
     return save(fig, path, handles, labels, "strategy (mean over repetitions)")
-
-
-def restore_time(training: pd.DataFrame, path: Path, limit: int = 16) -> Path:
-    data = training[training["restore_s"].notna()]
-    cells = _cells(data, ["model", "strategy", "nodes", "restore"])
-    groups = list(cells.groupby(["model", "strategy", "nodes"], sort=True))[:limit]
-    modes = [m for m in RESTORE_COLOURS if m in set(cells["restore"])]
-    width = 0.8 / max(len(modes), 1)
-    fig, ax = plt.subplots(figsize=(max(6.5, 0.5 * len(groups) * len(modes) + 2.5), 4.8))
-    for j, (_, g) in enumerate(groups):
-        for i, mode in enumerate(modes):
-            row = g[g["restore"] == mode]
-            if row.empty:
-                continue
-            x = j + (i - (len(modes) - 1) / 2) * width
-            total, bcast = float(row["restore_s"].iloc[0]), float(row["broadcast_s"].fillna(0).iloc[0])
-            ax.bar(x, total, width, color=RESTORE_COLOURS[mode], edgecolor="black", linewidth=0.4,
-                   label=mode if j == 0 else None)
-            if bcast > 0:
-                ax.bar(x, min(bcast, total), width, bottom=total - min(bcast, total), color="none", hatch="//",
-                       edgecolor="black", linewidth=0.4)
-            restored = float(row["restore_bytes"].iloc[0] * row["projection_factor"].iloc[0])
-            ax.annotate(format_bytes(restored, 0), (x, total), ha="center", va="bottom", fontsize=7.5,
-                        xytext=(0, 2), textcoords="offset points")
-    ax.set_xticks(range(len(groups)))
-    ax.set_xticklabels([f"{m}\n{s}\n{n} nodes" for (m, s, n), _ in groups], fontsize=8.5)
-    ax.set_ylabel("time to restore, slowest rank (s)")
-    ax.set_ylim(bottom=0)
-    projected = " (projected to full size)" if bool(data["projected"].any()) else ""
-    ax.set_title(f"Restore time per restore mode{projected}; above each bar: bytes restored")
-    handles, labels = ax.get_legend_handles_labels()
-    if data["broadcast_s"].fillna(0).gt(0).any():
-        handles.append(Patch(facecolor="none", edgecolor="black", hatch="//"))
-        labels.append("MPI_Bcast share")
-    return save(fig, path, handles, labels, "restore mode")
 
 
 def _duration(seconds: float) -> str:
