@@ -13,12 +13,25 @@ SHORT_CHECKPOINT_S = 1.0  # a checkpoint timed in less than this measures latenc
 MIN_REPETITIONS = 3  # fewer: the 95% interval rests on one or two degrees of freedom
 MAX_RELATIVE_CI = 0.25  # a 95% CI half-width over this share of the figure: too noisy to rank cells
 MEMORY_FSTYPES = frozenset({"tmpfs", "ramfs", "hugetlbfs"})
-DLIO_LABEL = "DLIO, warm reads, no fsync"
+STATED_COLD = "cold (stated at import)"  # cold_read_method of DLIO reads the user says were cold (--dlio-reads)
+
+
+def is_dlio(tool: Any) -> bool:
+    """Rows imported from DLIO: tool "dlio", or "dlio, checkpoint class <name>" for a custom checkpoint class."""
+    return str(tool) == "dlio" or str(tool).startswith("dlio, ")
 
 
 def tool_label(tool: str) -> str:
-    """How a tool's rows are named: DLIO reads right after writing (page cache) and never fsyncs."""
-    return DLIO_LABEL if tool == "dlio" else tool
+    """How a tool's rows are named in a series or a cell: "DLIO", "DLIO, checkpoint class X"."""
+    return "DLIO" + tool.removeprefix("dlio") if is_dlio(tool) else tool
+
+
+def dlio_label(row: dict[str, Any]) -> str:
+    """What an imported DLIO run was, from its config and the user: "DLIO, warm reads, no fsync", ..."""
+    reads = "cold reads (as stated at import)" if row.get("cold_read_method") == STATED_COLD else "warm reads"
+    fsync = "fsync unknown (custom checkpoint class)" if missing(row.get("fsync")) else (
+        "fsync" if row.get("fsync") else "no fsync")
+    return f"{tool_label(str(row.get('tool')))}, {reads}, {fsync}"
 
 
 def _number(x: Any) -> float | None:
@@ -27,7 +40,7 @@ def _number(x: Any) -> float | None:
 
 
 def _read_flags(row: dict[str, Any]) -> list[str]:
-    if row.get("tool") == "dlio":
+    if is_dlio(row.get("tool")):
         return []  # said once by the DLIO label
     flags = []
     if row.get("cold_read_method") == "none":
@@ -41,7 +54,8 @@ def _read_flags(row: dict[str, Any]) -> list[str]:
 
 MEMORY_TIER = "memory tier"  # a tiered restore read (some of) its bytes from a node's memory, not storage
 NO_FAILURE_RESTORE = "no-failure restore"  # replaced_nodes 0: no node lost its tier, unlike after a failure
-NOT_COLD_WORDS = ("warm", "memory", "DLIO")  # a flag with one of these: the read was not a cold storage read
+# a flag with one of these: the read was not a cold storage read (DLIO reads are warm unless the user states cold)
+NOT_COLD_WORDS = ("warm", "memory")
 
 
 def not_a_cold_read(flags: Any) -> bool:
@@ -66,11 +80,11 @@ def _tier_flags(row: dict[str, Any]) -> list[str]:
 def cell_flags(row: dict[str, Any]) -> list[str]:
     """The flags of one summary row (a cell × phase)."""
     flags = []
-    if row.get("tool") == "dlio":
-        flags.append(DLIO_LABEL)
+    if is_dlio(row.get("tool")):
+        flags.append(dlio_label(row))
     if str(row.get("fstype")) in MEMORY_FSTYPES:
         flags.append("memory filesystem, not storage")
-    if row.get("fsync") is False or row.get("fsync") == 0:
+    if (row.get("fsync") is False or row.get("fsync") == 0) and not is_dlio(row.get("tool")):
         flags.append("no fsync")  # mirrors DLIO: what was written may not be on stable storage
     used, asked = row.get("io_mode_used"), row.get("io_mode")
     if not missing(used) and not missing(asked) and used != asked:

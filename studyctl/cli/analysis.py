@@ -15,6 +15,9 @@ def collect(
     results: ResultsOpt = Path("results"),
     import_dlio: Annotated[list[Path] | None, typer.Option(
         help="a DLIO output dir (summary.json) to add; repeat for several runs")] = None,
+    dlio_reads: Annotated[str, typer.Option(
+        help="how the imported DLIO runs' reads ran [warm|cold]: warm, DLIO reads right after writing (page "
+             "cache); cold, you cleared the page cache before reading (stated, not verified)")] = "warm",
     ratio: Annotated[list[str] | None, typer.Option(
         help="AXIS=BASELINE, e.g. io_mode=buffered: each other value's ratio to the baseline, 95% CI; repeatable")
     ] = None,
@@ -23,7 +26,7 @@ def collect(
     from studyctl import api
 
     def run() -> None:
-        res = api.collect(study_ref, results, import_dlio or [], ratio or [])
+        res = api.collect(study_ref, results, import_dlio or [], ratio or [], dlio_reads=dlio_reads)
         for line in res.summary_lines():
             out.print(line)
 
