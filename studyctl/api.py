@@ -116,7 +116,7 @@ def _point_statuses(study: StudyPaths) -> list[PointStatus]:
 
 
 def collect(study_ref: str | Path, results: Path = Path("results"), import_dlio: Sequence[Path] = (),
-            ratios: Sequence[str] = (), force: bool = False) -> CollectResult:
+            ratios: Sequence[str] = (), force: bool = False, dlio_reads: str = "warm") -> CollectResult:
     """Tables, plots, ratios and report of a study, with the ledger's point states as last recorded.
 
     States are not refreshed here (`studyctl sweep status` does that): collect never polls a scheduler.
@@ -124,7 +124,8 @@ def collect(study_ref: str | Path, results: Path = Path("results"), import_dlio:
     from studyctl.analysis.collect import collect as collect_files
 
     study = find_study(study_ref, results)
-    return collect_files(study.root, _point_statuses(study), list(import_dlio), ratios=list(ratios), force=force)
+    return collect_files(study.root, _point_statuses(study), list(import_dlio), ratios=list(ratios), force=force,
+                         dlio_reads=dlio_reads)
 
 
 def parse_threshold(text: str) -> float:

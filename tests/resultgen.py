@@ -70,12 +70,13 @@ def result_dict(point: Point, write_gibps: list[float], read_gibps: list[float] 
                 attempt: int = 1, study: str = "gen", nbytes: int | None = None, spread: float = 0.2,
                 mount_options: str = "rw,relatime", cluster: str | None = None, io_mode_used: str | None = None,
                 fstype: str = "ext4", writers: int | None = None, simulated: bool = True,
-                strategy: dict[str, Any] | None = None) -> dict[str, Any]:
+                strategy: dict[str, Any] | None = None, tier_fstype: str | None = None) -> dict[str, Any]:
     """A result as the worker would write it; one checkpoint per listed bandwidth.
 
     `io_mode_used` other than the point's: the worker fell back (direct_fallback); `fstype` "tmpfs": memory.
     `nbytes`: bytes per checkpoint; default the point's layout (collect refuses sizes that disagree with it).
-    `strategy`: the result's StrategyInfo (`strategy_info` builds one); None: a result from before strategies.
+    `strategy`: the result's StrategyInfo (`strategy_info` builds one); None: for an async/tiered point a strategy
+    section with no per-checkpoint timings (`tier_fstype`: a tiered point's tier mount type), for sync none.
     """
     layout = nbytes is None
     nbytes = point.layout().total_bytes if nbytes is None else nbytes
@@ -113,8 +114,19 @@ def result_dict(point: Point, write_gibps: list[float], read_gibps: list[float] 
                        "mpi4py_version": "4.0.0", "mpi_library_version": "MPICH Version: 4.2.0",
                        "kernel": "6.1.0-test", "studyctl_version": "0.1.0",
                        "started_at": "2026-11-22T10:00:00+00:00", "finished_at": "2026-11-22T10:01:00+00:00"},
-        "strategy": strategy,
+        "strategy": strategy if strategy is not None else _strategy(point, tier_fstype),
     }
+
+
+def _strategy(point: Point, tier_fstype: str | None) -> dict[str, Any] | None:
+    opts = point.checkpoint
+    if opts.strategy == "sync":
+        return None
+    tiered = opts.strategy == "tiered"
+    return {"strategy": opts.strategy, "restore_mode": opts.restore, "step_s": opts.step_s,
+                         "tier_path": "/tier" if tiered else None, "tier_fstype": tier_fstype if tiered else None,
+                         "drain": opts.drain if tiered else None, "tier_keep": opts.tier_keep if tiered else None,
+                         "replaced_nodes": opts.replaced_nodes}
 
 
 def write_result(study_dir: Path, point: Point, write_gibps: list[float],

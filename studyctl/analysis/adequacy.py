@@ -13,12 +13,25 @@ SHORT_CHECKPOINT_S = 1.0  # a checkpoint timed in less than this measures latenc
 MIN_REPETITIONS = 3  # fewer: the 95% interval rests on one or two degrees of freedom
 MAX_RELATIVE_CI = 0.25  # a 95% CI half-width over this share of the figure: too noisy to rank cells
 MEMORY_FSTYPES = frozenset({"tmpfs", "ramfs", "hugetlbfs"})
-DLIO_LABEL = "DLIO, warm reads, no fsync"
+STATED_COLD = "cold (stated at import)"  # cold_read_method of DLIO reads the user says were cold (--dlio-reads)
+
+
+def is_dlio(tool: Any) -> bool:
+    """Rows imported from DLIO: tool "dlio", or "dlio, checkpoint class <name>" for a custom checkpoint class."""
+    return str(tool) == "dlio" or str(tool).startswith("dlio, ")
 
 
 def tool_label(tool: str) -> str:
-    """How a tool's rows are named: DLIO reads right after writing (page cache) and never fsyncs."""
-    return DLIO_LABEL if tool == "dlio" else tool
+    """How a tool's rows are named in a series or a cell: "DLIO", "DLIO, checkpoint class X"."""
+    return "DLIO" + tool.removeprefix("dlio") if is_dlio(tool) else tool
+
+
+def dlio_label(row: dict[str, Any]) -> str:
+    """What an imported DLIO run was, from its config and the user: "DLIO, warm reads, no fsync", ..."""
+    reads = "cold reads (as stated at import)" if row.get("cold_read_method") == STATED_COLD else "warm reads"
+    fsync = "fsync unknown (custom checkpoint class)" if missing(row.get("fsync")) else (
+        "fsync" if row.get("fsync") else "no fsync")
+    return f"{tool_label(str(row.get('tool')))}, {reads}, {fsync}"
 
 
 def _number(x: Any) -> float | None:
@@ -27,7 +40,7 @@ def _number(x: Any) -> float | None:
 
 
 def _read_flags(row: dict[str, Any]) -> list[str]:
-    if row.get("tool") == "dlio":
+    if is_dlio(row.get("tool")):
         return []  # said once by the DLIO label
     flags = []
     if row.get("cold_read_method") == "none":
@@ -39,20 +52,45 @@ def _read_flags(row: dict[str, Any]) -> list[str]:
     return flags
 
 
+MEMORY_TIER = "memory tier"  # a tiered restore read (some of) its bytes from a node's memory, not storage
+NO_FAILURE_RESTORE = "no-failure restore"  # replaced_nodes 0: no node lost its tier, unlike after a failure
+# a flag with one of these: the read was not a cold storage read (DLIO reads are warm unless the user states cold)
+NOT_COLD_WORDS = ("warm", "memory")
+
+
+def not_a_cold_read(flags: Any) -> bool:
+    """The one rule of which cells are never shown as cold reads (plots draw them hollow; no "best cold read")."""
+    text = "; ".join(flags) if isinstance(flags, list) else str(flags or "")
+    return any(word in text for word in NOT_COLD_WORDS)
+
+
+def _tier_flags(row: dict[str, Any]) -> list[str]:
+    """A tiered restore: nodes that kept their tier read it (memory when the tier is a memory filesystem)."""
+    if row.get("strategy") != "tiered":
+        return []
+    replaced = int(_number(row.get("replaced_nodes")) or 0)
+    flags = []
+    if str(row.get("tier_fstype")) in MEMORY_FSTYPES and replaced < int(_number(row.get("nodes")) or 1):
+        flags.append(MEMORY_TIER)
+    if replaced == 0:
+        flags.append(NO_FAILURE_RESTORE)
+    return flags
+
+
 def cell_flags(row: dict[str, Any]) -> list[str]:
     """The flags of one summary row (a cell × phase)."""
     flags = []
-    if row.get("tool") == "dlio":
-        flags.append(DLIO_LABEL)
+    if is_dlio(row.get("tool")):
+        flags.append(dlio_label(row))
     if str(row.get("fstype")) in MEMORY_FSTYPES:
         flags.append("memory filesystem, not storage")
-    if row.get("fsync") is False or row.get("fsync") == 0:
+    if (row.get("fsync") is False or row.get("fsync") == 0) and not is_dlio(row.get("tool")):
         flags.append("no fsync")  # mirrors DLIO: what was written may not be on stable storage
     used, asked = row.get("io_mode_used"), row.get("io_mode")
     if not missing(used) and not missing(asked) and used != asked:
         flags.append(f"fell back: {asked} ran as {used}")
     if row.get("phase") == "read":
-        flags += _read_flags(row)
+        flags += _read_flags(row) + _tier_flags(row)
     span = _number(row.get("span_s_mean"))
     if span is not None and span < SHORT_CHECKPOINT_S:
         flags.append(f"checkpoint < {SHORT_CHECKPOINT_S:g} s")
@@ -77,10 +115,10 @@ def cost_flags(row: dict[str, Any]) -> list[str]:
     if row.get("simulated_nodes"):
         flags.append("simulated nodes (one host)")
     if str(row.get("tier_fstype")) in MEMORY_FSTYPES:
-        flags.append(f"memory tier ({row['tier_fstype']})")
+        flags.append(f"{MEMORY_TIER} ({row['tier_fstype']})")
     source = str(row.get("restore_source", ""))
-    if "no-failure restore" in source:
-        flags.append("no-failure restore (replaced_nodes 0: every tier intact)")
+    if NO_FAILURE_RESTORE in source:
+        flags.append(f"{NO_FAILURE_RESTORE} (replaced_nodes 0: every tier intact)")
     elif source.startswith("cell with"):
         flags.append(f"restore after a failure from the {source}")
     if row.get("contention"):

@@ -222,7 +222,7 @@ def _ratio_outputs(tables: Tables, specs: list[RatioSpec], paths: StudyPaths
 
 def collect(study_dir: Path, statuses: Sequence[PointStatus] | None = None,
             import_dlio: Sequence[Path] | Path | None = None, *, ratios: Sequence[str] = (),
-            force: bool = False) -> CollectResult:
+            force: bool = False, dlio_reads: str = "warm") -> CollectResult:
     """Tables (CSV + Parquet), plots (PNG), ratios and report (HTML + Markdown) for `results/<study>/`.
 
     `statuses` (the ledger's view, handed in) feed the report's coverage section; without them the
@@ -234,11 +234,11 @@ def collect(study_dir: Path, statuses: Sequence[PointStatus] | None = None,
         owned_dir(paths.root, out_dir)
     manifest_path = paths.outputs_manifest
     found = scan_attempts(paths)
-    stamp = _fingerprint(paths, found, statuses, dlio, ratios)
+    stamp = _fingerprint(paths, found, statuses, dlio, [*ratios, f"dlio_reads={dlio_reads}"])
     manifest = None if force else _load_manifest(manifest_path, stamp)
     if manifest is not None:
         return _from_manifest(paths, manifest, statuses)
-    extra, runs, dlio_problems = import_runs(dlio) if dlio else (None, [], [])
+    extra, runs, dlio_problems = import_runs(dlio, reads=dlio_reads) if dlio else (None, [], [])
     excluded = frozenset(s.point_id for s in statuses or () if s.excluded)
     tables = build_tables(paths.root, extra, paths.tables_cache, excluded, found)
     specs = [parse_ratio(text, tables.summary) for text in ratios]  # refused before anything is written

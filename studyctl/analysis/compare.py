@@ -6,15 +6,17 @@ compared: it is left out of the match and becomes the comparison's label ("io_mo
 
 Ratio: B/A of total bytes / total time. Its 95% interval comes from the two estimates' standard errors
 on the log scale, r · exp(± t · sqrt((se_a/a)² + (se_b/b)²)), df = min(n_a, n_b) − 1 (`stats.ratio_ci`);
-NaN when a side has one repetition. A cell regressed when the ratio is below 1 − threshold;
-`significant` says the whole interval is below 1.
+NaN when a side has one repetition. A verdict needs that interval: a cell is `judged` only with a CI
+(two or more repetitions on both sides); a judged cell regressed when the ratio is below 1 − threshold, and
+`significant` says the whole interval is below 1. An unjudged cell shows its ratio and "not enough
+repetitions to judge", and never makes the command fail.
 """
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
@@ -50,6 +52,11 @@ class CompareResult:
         return bool(len(self.regressed))
 
     @property
+    def unjudged(self) -> int:
+        """Cells with no CI (one repetition on a side): shown, never a verdict."""
+        return int((~self.matched["judged"]).sum()) if not self.matched.empty else 0
+
+    @property
     def label(self) -> str:
         return "; ".join(f"{col} {a} → {b}" for col, (a, b) in self.differing.items()) or "same settings"
 
@@ -58,16 +65,22 @@ class CompareResult:
                  f"({self.unmatched_a} only in {self.study_a}, {self.unmatched_b} only in {self.study_b}); "
                  f"regression threshold {self.threshold:.1%}"]
         for r in self.matched.itertuples():
-            flag = "REGRESSED" if r.regressed else ("faster" if r.ratio > 1 else "")
-            if r.regressed and r.significant:
-                flag += " (CI below 1)"
-            ci = f"[{r.ratio_ci95_low:.3f}, {r.ratio_ci95_high:.3f}]" if not math.isnan(r.ratio_ci95_low) \
-                else "[n/a: one repetition]"
             lines.append(f"  {r.label} {r.phase}: {r.GiBps_a:.3f} → {r.GiBps_b:.3f} GiB/s, ratio {r.ratio:.3f} "
-                         f"{ci} {flag}".rstrip())
-        lines.append(f"{len(self.regressed)} cell(s) regressed beyond {self.threshold:.1%}")
+                         f"{_verdict(r)}")
+        lines.append(f"{len(self.regressed)} cell(s) regressed beyond {self.threshold:.1%}"
+                     + (f"; {self.unjudged} not judged (one repetition on a side: no CI)" if self.unjudged else ""))
         lines += [f"output: {p}" for p in self.outputs]
         return lines
+
+
+def _verdict(r: Any) -> str:
+    """The CI and what it lets us say about one matched cell."""
+    if not r.judged:
+        return "[n/a: one repetition on a side, no CI] not enough repetitions to judge"
+    flag = "REGRESSED" if r.regressed else ("faster" if r.ratio > 1 else "")
+    if r.regressed and r.significant:
+        flag += " (CI below 1)"
+    return f"[{r.ratio_ci95_low:.3f}, {r.ratio_ci95_high:.3f}] {flag}".rstrip()
 
 
 def _values(frame: pd.DataFrame, col: str) -> set[str]:
@@ -117,8 +130,9 @@ def compare_summaries(sa: pd.DataFrame, sb: pd.DataFrame, threshold: float
     matched["ratio"] = [x[0] for x in ratios]
     matched["ratio_ci95_low"] = [x[1] for x in ratios]
     matched["ratio_ci95_high"] = [x[2] for x in ratios]
-    matched["regressed"] = matched["ratio"] < 1 - threshold
-    matched["significant"] = matched["ratio_ci95_high"] < 1
+    matched["judged"] = matched["ratio_ci95_low"].notna() & matched["ratio_ci95_high"].notna()
+    matched["regressed"] = matched["judged"] & (matched["ratio"] < 1 - threshold)
+    matched["significant"] = matched["judged"] & (matched["ratio_ci95_high"] < 1)
     matched = matched.rename(columns={f"{HEADLINE}_a": "GiBps_a", f"{HEADLINE}_b": "GiBps_b",
                                       f"{HEADLINE}_ci95_a": "ci95_a", f"{HEADLINE}_ci95_b": "ci95_b"})
     shown = independent(matched, varying(matched, ("phase", *MEASURED))) if not matched.empty else []
@@ -149,7 +163,8 @@ def compare(a: Path, b: Path, threshold: float = 0.05) -> CompareResult:
     atomic_write_text(csv, matched.to_csv(index=False))
     from studyctl.analysis.plots.forest import forest
 
-    rows = matched.assign(highlight=matched["regressed"])
+    rows = matched.assign(highlight=matched["regressed"],
+                          label=matched["label"].where(matched["judged"], matched["label"] + " (no CI: not judged)"))
     png = forest(rows, f"{b.name} / {a.name} ({result.label})", "ratio B / A of total bytes / total time",
                  out / "ratio.png", threshold)
     text = out / "comparison.txt"

@@ -97,6 +97,22 @@ class HydraModel(_Open):
     parallelism: Parallelism | None = None
 
 
+class HydraCheckpoint(_Open):
+    """`workload.checkpoint` of DLIO's saved config: what decides whether its writes were synced.
+
+    DLIO's stock writer never fsyncs (its `fsync` key sets a field the writer does not read); a custom
+    checkpoint class (`checkpoint_mechanism_classname`, a plugin) does what its code does."""
+
+    fsync: bool | None = None
+    checkpoint_mechanism_classname: Annotated[str | None, Field(max_length=200)] = None
+    recovery_rank_shift: Annotated[int | None, Field(ge=0, le=MAX_COUNT)] = None
+
+
+class HydraConfig(_Open):
+    model: HydraModel | None = None
+    checkpoint: HydraCheckpoint | None = None
+
+
 def describe(exc: ValidationError) -> str:
     """The first error as one line: the key, what is wrong, and the value (shortened)."""
     errors = exc.errors(include_url=False)
@@ -145,11 +161,11 @@ def load_summary(path: Path, folder: Path) -> Summary:
     return summary
 
 
-def hydra_model(folder: Path) -> HydraModel | None:
-    """Model name and parallelism from DLIO's saved Hydra config, when the run kept it (optional)."""
+def hydra_config(folder: Path) -> HydraConfig:
+    """Model, parallelism and checkpoint settings from DLIO's saved Hydra config (empty when the run kept none)."""
     path = folder / ".hydra" / "config.yaml"
     if not os.path.lexists(path):
-        return None
+        return HydraConfig()
     st, why = file_status(path, StudyPaths(folder), "the DLIO folder")
     if st is None:
         raise DlioDamaged(path, str(why))
@@ -160,8 +176,10 @@ def hydra_model(folder: Path) -> HydraModel | None:
     if not isinstance(cfg, dict):
         raise DlioDamaged(path, f"the file is a YAML {type(cfg).__name__}, not a mapping")
     workload = cfg.get("workload", cfg)
-    if not isinstance(workload, dict) or workload.get("model") is None:
-        return None
-    where = "workload.model" if "workload" in cfg else "model"
-    model: HydraModel = validated(HydraModel, workload["model"], path, where)
-    return model
+    if not isinstance(workload, dict):
+        return HydraConfig()
+    where = "workload." if "workload" in cfg else ""
+    parts = {key: validated(model, workload[key], path, where + key)
+             for key, model in (("model", HydraModel), ("checkpoint", HydraCheckpoint))
+             if workload.get(key) is not None}
+    return HydraConfig(**parts)

@@ -8,11 +8,12 @@ DLIO's output (dlio_benchmark/utils/statscounter.py): rank 0 writes summary.json
 
 We measure DLIO's checkpoints our way where we can: over all ranks' records of a checkpoint,
 duration = the slowest rank's, aggregate bandwidth = size / (last end − first start). Rows carry
-tool = "dlio" and are labelled "DLIO, warm reads, no fsync" wherever they appear: DLIO restores right
-after writing (page cache) and its fsync option is misspelled in its code, so it never syncs. Several
-runs (e.g. a write invocation and a read invocation) are imported side by side; each is a repetition
-of the cell its configuration names, and the report lists each folder with DLIO's own rank-0 figures
-beside our recomputation.
+tool = "dlio" (or "dlio, checkpoint class <name>" for a custom checkpoint class) and settings read from
+DLIO's saved config (`.hydra/config.yaml`): fsync False for DLIO's stock writer (its fsync option is
+misspelled in its code, so it never syncs), unknown for a custom class; reads warm (DLIO restores right
+after writing, from the page cache) unless the user states `--dlio-reads cold`. Several runs are imported
+side by side; runs with the same settings are repetitions of one cell, differently configured ones are
+separate cells, and the report lists each folder with its label and DLIO's own rank-0 figures beside ours.
 
 Every file is validated first (`dlio_files`), and every row meets the rules our own results meet
 (`attempt.plausibility`): bytes moved in no time, or faster than 1 PiB/s, are not figures. A damaged or
@@ -31,13 +32,15 @@ from typing import Any
 
 import pandas as pd
 
+from studyctl.analysis.adequacy import STATED_COLD, dlio_label
 from studyctl.analysis.cells import cell_key
 from studyctl.analysis.dlio_files import (
     DlioDamaged,
+    HydraConfig,
     Metric,
     Record,
     Summary,
-    hydra_model,
+    hydra_config,
     load_json,
     load_summary,
     validated,
@@ -60,6 +63,7 @@ class DlioRun:
 
     folder: str
     started: str  # DLIO's start stamp, else the earliest checkpoint record's, else "unknown"
+    label: str  # what its config and the user say: checkpoint class, fsync, warm or cold reads
     checkpoints: dict[str, int] = field(default_factory=dict)  # phase → checkpoints imported
     dlio_GiBps: dict[str, float | None] = field(default_factory=dict)  # phase → DLIO's rank-0 mean of rates
     ours_GiBps: dict[str, float] = field(default_factory=dict)  # phase → total bytes / total time, all ranks
@@ -122,11 +126,28 @@ def _model_name(run_dir: Path, summary: Summary, hydra_name: str | None) -> str:
     return run_dir.name if is_plain_name(run_dir.name) else "dlio"
 
 
-def _base(run_dir: Path, summary: Summary, filesystem: str, repetition: int) -> dict[str, Any]:
+READS = ("warm", "cold")  # how the read phase ran, as the user states it (DLIO cannot tell)
+
+
+def _checkpoint_settings(config: HydraConfig, reads: str) -> dict[str, Any]:
+    """The cell settings DLIO's config decides: who wrote (its checkpoint class), fsync, rank shift, reads.
+
+    The stock writer never fsyncs (fsync False, whatever its `fsync` key says); a custom class's fsync is
+    unknown (None). A different class is another tool: `tool` = "dlio" or "dlio, checkpoint class <name>"."""
+    ckpt = config.checkpoint
+    custom = ckpt.checkpoint_mechanism_classname if ckpt else None
+    return {"tool": f"dlio, checkpoint class {custom.rsplit('.', 1)[-1]}" if custom else "dlio",
+            "fsync": None if custom else False,
+            "rank_shift": ckpt.recovery_rank_shift if ckpt and ckpt.recovery_rank_shift is not None else 0,
+            "cold_read_method": STATED_COLD if reads == "cold" else "none"}
+
+
+def _base(run_dir: Path, summary: Summary, filesystem: str, repetition: int, reads: str) -> dict[str, Any]:
     hosts = summary.num_hosts
     accelerators = summary.num_accelerators or hosts
     size = int((summary.metric or Metric()).checkpoint_size_GB * GIB)
-    hydra = hydra_model(run_dir)
+    config = hydra_config(run_dir)
+    hydra = config.model
     par = hydra.parallelism if hydra and hydra.parallelism else None
     tp, pp = (par.tensor or 1, par.pipeline or 1) if par else (1, 1)
     zero = par.zero_stage if par and par.zero_stage is not None else -1
@@ -136,7 +157,8 @@ def _base(run_dir: Path, summary: Summary, filesystem: str, repetition: int) -> 
     base: dict[str, Any] = {
         "tool": "dlio", "model": _model_name(run_dir, summary, hydra.name if hydra else None), "zero_stage": zero,
         "tensor_parallel": tp, "pipeline_parallel": pp, "nodes": hosts, "ranks_per_node": accelerators // hosts,
-        "filesystem": filesystem, "io_mode": "buffered", "io_mode_used": "buffered", "cold_read_method": "none"}
+        "filesystem": filesystem, "io_mode": "buffered", "io_mode_used": "buffered",
+        **_checkpoint_settings(config, reads)}
     base["cell_key"] = cell_key(base)
     base.update(study="dlio", point_id=f"dlio-{repetition}-{run_dir.name}", attempt=1, repetition=repetition,
                 world_size=accelerators, data_parallel=max(1, accelerators // (tp * pp)),
@@ -204,7 +226,8 @@ def _rows(run_dir: Path, summary_path: Path, summary: Summary, base: dict[str, A
     return rows
 
 
-def import_run(run_dir: Path, filesystem: str = "dlio", repetition: int = 0) -> tuple[pd.DataFrame, DlioRun]:
+def import_run(run_dir: Path, filesystem: str = "dlio", repetition: int = 0, reads: str = "warm"
+               ) -> tuple[pd.DataFrame, DlioRun]:
     """One DLIO output folder: rows in the columns of our checkpoints table, and its record.
 
     UserError when the folder has no summary.json; DlioDamaged (a UserError) when a file of it is unusable."""
@@ -212,10 +235,10 @@ def import_run(run_dir: Path, filesystem: str = "dlio", repetition: int = 0) -> 
     if not os.path.lexists(summary_path):
         raise UserError(f"--import-dlio {run_dir}: no summary.json (point it at a DLIO output directory)")
     summary = load_summary(summary_path, run_dir)
-    base = _base(run_dir, summary, filesystem, repetition)
+    base = _base(run_dir, summary, filesystem, repetition, reads)
     records = _records(run_dir)
     frame = pd.DataFrame.from_records(_rows(run_dir, summary_path, summary, base, records))
-    run = DlioRun(str(run_dir), _started(summary, records))
+    run = DlioRun(str(run_dir), _started(summary, records), dlio_label(base))
     metric = summary.metric or Metric()
     for phase, prefix in (("write", "save_"), ("read", "load_")):
         mine = frame[frame["phase"] == phase]
@@ -226,15 +249,19 @@ def import_run(run_dir: Path, filesystem: str = "dlio", repetition: int = 0) -> 
     return frame, run
 
 
-def import_dlio(run_dir: Path, filesystem: str = "dlio") -> pd.DataFrame:
+def import_dlio(run_dir: Path, filesystem: str = "dlio", reads: str = "warm") -> pd.DataFrame:
     """One DLIO run as rows of our checkpoints table (UserError, exit 2, for a damaged one)."""
-    return import_run(run_dir, filesystem)[0]
+    return import_run(run_dir, filesystem, reads=reads)[0]
 
 
-def import_runs(run_dirs: list[Path], filesystem: str = "dlio"
+def import_runs(run_dirs: list[Path], filesystem: str = "dlio", reads: str = "warm"
                 ) -> tuple[pd.DataFrame, list[DlioRun], list[Problem]]:
     """Several DLIO runs (e.g. a write invocation and a read invocation): every usable one kept, each damaged
-    one a problem naming its file (the others still count). UserError for a folder that is no DLIO output."""
+    one a problem naming its file (the others still count). UserError for a folder that is no DLIO output.
+    Runs whose configs differ in what counts (checkpoint class, rank shift, model, ...) are different cells;
+    `reads` (warm | cold) is how the user says the read phase ran."""
+    if reads not in READS:
+        raise UserError(f"--dlio-reads {reads!r}: expected one of {', '.join(READS)}")
     seen: set[Path] = set()
     frames, runs, problems = [], [], []
     for i, run_dir in enumerate(run_dirs):
@@ -242,7 +269,7 @@ def import_runs(run_dirs: list[Path], filesystem: str = "dlio"
             raise UserError(f"--import-dlio {run_dir}: given twice")
         seen.add(run_dir.resolve())
         try:
-            frame, run = import_run(run_dir, filesystem, repetition=i)
+            frame, run = import_run(run_dir, filesystem, repetition=i, reads=reads)
         except DlioDamaged as exc:
             problems.append(Problem(f"dlio-{i}-{run_dir.name}", None, str(exc.path), exc.reason))
             continue

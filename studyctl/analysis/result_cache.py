@@ -19,7 +19,8 @@ from typing import Any
 from studyctl.fsutil import atomic_write_text
 
 CACHE_FORMAT = "studyctl-results-cache"
-CACHE_VERSION = 7  # 4 was the pickle; 6: the attempt number and names are checked too; 7: one cost row per point
+# 4 was the pickle; 6: the attempt number and names are checked too; 7: one cost row per point; 8: tier_fstype
+CACHE_VERSION = 8
 TABLE = "__rows__"  # marks packed table rows (no column of ours has this name)
 
 

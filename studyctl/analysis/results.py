@@ -86,7 +86,8 @@ def _rows_from_result(r: Result, path: Path) -> dict[str, Any]:
     base.update(repetition=p.repetition, world_size=p.world_size, data_parallel=p.data_parallel,
                 nominal_checkpoint_bytes=r.sizes.nominal_checkpoint_bytes,
                 written_checkpoint_bytes=r.sizes.written_checkpoint_bytes,
-                simulated_nodes=r.provenance.simulated_nodes, fstype=r.filesystem.fstype, **nominal_restore(r))
+                simulated_nodes=r.provenance.simulated_nodes, fstype=r.filesystem.fstype,
+                tier_fstype=r.strategy.tier_fstype if r.strategy else None, **nominal_restore(r))
     checkpoints, ranks = [], []
     for c in r.checkpoints:
         checkpoints.append({**base, **_checkpoint_row(c)})

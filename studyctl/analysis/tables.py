@@ -94,7 +94,8 @@ def _cell_record(key: tuple, group_cols: list[str], g: pd.DataFrame) -> dict[str
         "rank_bandwidth_min_GiBps": g["rank_bandwidth_min_GiBps"].min(),
         "active_ranks": g["active_ranks"].max(), "bytes": int(g["bytes"].iloc[0]),
         "attempts_max": int(g["attempt"].max()), "point_ids": ",".join(sorted(g["point_id"].astype(str)))})
-    for col in (*DERIVED, "nominal_checkpoint_bytes", "written_checkpoint_bytes", "nominal_restore_bytes", "fstype"):
+    for col in (*DERIVED, "nominal_checkpoint_bytes", "written_checkpoint_bytes", "nominal_restore_bytes", "fstype",
+                "tier_fstype"):
         if col in g.columns:
             rec[col] = g[col].iloc[0]
     rec["simulated_nodes"] = bool(g["simulated_nodes"].fillna(False).any()) if "simulated_nodes" in g else False
@@ -132,7 +133,7 @@ def summarize_cells(points: pd.DataFrame) -> pd.DataFrame:
 
 
 def add_scaling_efficiency(summary: pd.DataFrame, series_cols: list[str]) -> pd.DataFrame:
-    """Measured / ideal along each series (a cell minus its node count).
+    """Measured / ideal along each series (a cell minus its node count); on simulated nodes with a caveat.
 
     Ideal = the smallest node count's bandwidth × active ranks / its active ranks: it grows only where
     the number of ranks moving bytes grows with nodes (ZeRO-0 writers are fixed: its ideal is flat).
@@ -148,7 +149,14 @@ def add_scaling_efficiency(summary: pd.DataFrame, series_cols: list[str]) -> pd.
         active = g["active_ranks"].fillna(base["active_ranks"])
         summary.loc[g.index, "ideal_GiBps"] = base[HEADLINE] * active / base["active_ranks"]
     summary["scaling_efficiency"] = summary[HEADLINE] / summary["ideal_GiBps"]
+    on_one_machine = summary["simulated_nodes"].fillna(False).astype(bool) if "simulated_nodes" in summary else False
+    summary["scaling_efficiency_caveat"] = pd.Series(SIMULATED_EFFICIENCY, index=summary.index).where(
+        on_one_machine & summary["scaling_efficiency"].notna())
     return summary
+
+
+# What the efficiency of simulated nodes means, beside the figure in the tables and the report.
+SIMULATED_EFFICIENCY = "simulated nodes: one machine, one disk (not a scaling measurement)"
 
 
 def _ranks_frame(rows: list[dict[str, Any]]) -> pd.DataFrame:

@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from studyctl.analysis.adequacy import cost_flags
+from studyctl.analysis.adequacy import MEMORY_TIER, NO_FAILURE_RESTORE, cost_flags
 from studyctl.analysis.cells import SETTINGS, describe_cell, independent
 from studyctl.analysis.stats import t_quantile_975
 from studyctl.analysis.values import missing
@@ -64,10 +64,16 @@ def cost_cells(training: pd.DataFrame, summary_flags: dict[str, str] | None = No
         if c in cells:
             cells[c] = cells[c].astype("Int64")
     flags = summary_flags or {}
-    cells["flags"] = ["; ".join(dict.fromkeys([*filter(None, flags.get(r["cell_key"], "").split("; ")),
+    cells["flags"] = ["; ".join(dict.fromkeys([*_summary_flags_for_cost(flags.get(r["cell_key"], "")),
                                                 *cost_flags(r)]))
                       for r in cells.to_dict("records")]
     return cells
+
+
+def _summary_flags_for_cost(flags: str) -> list[str]:
+    """The summary's flags of a cell, less those about its own restore: the cost may use another cell's (a
+    failure's) restore, and `cost_flags` says which restore it used and what it read."""
+    return [f for f in flags.split("; ") if f and f not in (MEMORY_TIER, NO_FAILURE_RESTORE)]
 
 
 def summary_flags(summary: pd.DataFrame) -> dict[str, str]:

@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from studyctl.analysis.adequacy import NO_FAILURE_RESTORE
 from studyctl.analysis.cells import identity_columns
 from studyctl.definition import training as model
 from studyctl.definition.training import HOUR_S, TrainingSpec
@@ -28,7 +29,6 @@ from studyctl.errors import UserError
 from studyctl.units import GIB
 
 WRITE_SECONDS = ("blocking_s", "background_s", "interference_s", "interference_ci_s", "durable_s")
-NO_FAILURE_RESTORE = "no-failure restore"
 
 
 def load_training(sweep_copy: Path) -> TrainingSpec:

@@ -15,6 +15,9 @@ def collect(
     results: ResultsOpt = Path("results"),
     import_dlio: Annotated[list[Path] | None, typer.Option(
         help="a DLIO output dir (summary.json) to add; repeat for several runs")] = None,
+    dlio_reads: Annotated[str, typer.Option(
+        help="how the imported DLIO runs' reads ran [warm|cold]: warm, DLIO reads right after writing (page "
+             "cache); cold, you cleared the page cache before reading (stated, not verified)")] = "warm",
     ratio: Annotated[list[str] | None, typer.Option(
         help="AXIS=BASELINE, e.g. io_mode=buffered: each other value's ratio to the baseline, 95% CI; repeatable")
     ] = None,
@@ -23,7 +26,7 @@ def collect(
     from studyctl import api
 
     def run() -> None:
-        res = api.collect(study_ref, results, import_dlio or [], ratio or [])
+        res = api.collect(study_ref, results, import_dlio or [], ratio or [], dlio_reads=dlio_reads)
         for line in res.summary_lines():
             out.print(line)
 
@@ -36,7 +39,8 @@ def compare(
     results: ResultsOpt = Path("results"),
     threshold: Annotated[str, typer.Option(help="regression threshold, e.g. 5% or 0.05")] = "5%",
 ) -> None:
-    """B against A on shared settings; exit 0 no regression, 1 a cell regressed, 2 bad input or nothing comparable."""
+    """B against A on shared settings; exit 0 no regression, 1 a cell regressed (CI on both sides), 2 bad input
+    or nothing comparable. A cell with one repetition on a side shows its ratio, not judged."""
     from studyctl import api
 
     def run() -> int:

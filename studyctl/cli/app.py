@@ -9,9 +9,11 @@ import typer
 from studyctl.cli import analysis, mlperf, models, plan, sweep
 from studyctl.cli.common import STATE
 
-app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
+# Help text and usage errors verbatim (no rich markup): "[cold|warm]" in a help string stays text (see cli.common).
+app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False, rich_markup_mode=None,
                   help="Plan, run and report scaling studies of LLM checkpoint I/O.")
-sweep_app = typer.Typer(no_args_is_help=True, help="Run a study: submit, status, resubmit, cancel.")
+sweep_app = typer.Typer(no_args_is_help=True, rich_markup_mode=None,
+                        help="Run a study: submit, status, resubmit, cancel.")
 app.add_typer(sweep_app, name="sweep")
 
 

@@ -82,3 +82,46 @@ def test_collect_ratio_cli(tmp_path: Path) -> None:
     bad = run_cli("collect", "fresh", "--results", str(tmp_path), "--ratio", "io_mode=fast")
     assert bad.returncode == 2 and "'fast' is not a value of io_mode; values: buffered, direct" in bad.stderr
     assert not (fresh / "report.html").exists() and not list(fresh.glob("tables/*.csv"))  # nothing half-written
+
+
+def test_one_repetition_is_not_judged_and_exits_0(tmp_path: Path) -> None:
+    """Half the bandwidth on one repetition: the ratio is shown, no verdict without a CI on both sides."""
+    a = study(tmp_path, "one_a", reps=1, speed={1: 2.0, 3: 2.0})
+    b = study(tmp_path, "one_b", reps=1, speed={1: 1.0, 3: 1.0})
+    res = compare(a, b, 0.05)
+    assert res.matched["ratio"].to_numpy() == pytest.approx([0.5] * 8)
+    assert not res.matched["judged"].any() and not res.any_regressed and res.unjudged == 8
+    # one side with repetitions is not enough either
+    c = study(tmp_path, "three_c", reps=3, speed={1: 1.0, 3: 1.0})
+    assert not compare(a, c, 0.05).any_regressed
+
+
+def test_cli_prints_bracketed_verdicts_verbatim_through_the_real_entry_point(tmp_path: Path) -> None:
+    """The console reads no markup: "[n/a: …]" and a CI "[0.49, 0.51]" reach the terminal as written."""
+    study(tmp_path, "one_a", reps=1, speed={1: 2.0, 3: 2.0})
+    study(tmp_path, "one_b", reps=1, speed={1: 1.0, 3: 1.0})
+    res = run_cli("compare", "one_a", "one_b", "--results", str(tmp_path), subprocess_=True)
+    assert res.returncode == 0, res.stderr
+    assert "ratio 0.500 [n/a: one repetition on a side, no CI] not enough repetitions to judge" in res.stdout
+    assert "REGRESSED" not in res.stdout and "8 not judged" in res.stdout
+    study(tmp_path, "three_a", speed={1: 2.0, 3: 2.0})
+    study(tmp_path, "three_b", speed={1: 1.0, 3: 1.0})
+    res = run_cli("compare", "three_a", "three_b", "--results", str(tmp_path), subprocess_=True)
+    assert res.returncode == 1 and "ratio 0.500 [0.4" in res.stdout and "REGRESSED (CI below 1)" in res.stdout
+
+
+def test_help_text_is_shown_verbatim() -> None:
+    """Help strings are no markup either: every option's help of every command appears as written."""
+    from typer.main import get_command
+
+    from studyctl.cli.app import app
+
+    group = get_command(app)
+    for name, command in group.commands.items():  # type: ignore[attr-defined]
+        subs = getattr(command, "commands", {name: command})
+        for sub, cmd in subs.items():
+            args = [name, sub] if sub != name else [name]
+            text = " ".join(run_cli(*args, "--help").stdout.split())
+            for param in cmd.params:
+                if param.help:
+                    assert " ".join(param.help.split()) in text, (args, param.help)

@@ -93,3 +93,60 @@ def test_make_plots_declares_every_plot_and_draws_it(tmp_path: Path) -> None:
         img = mpimg.imread(p.path)[..., :3]
         assert (img < 0.95).any(axis=-1).mean() > 0.02, p.path
         assert p.title
+
+
+def _sync_points(study: Path, **vary: tuple) -> None:
+    """Sync points over every combination of `vary` (Point fields or checkpoint options), 2 repetitions."""
+    combos = [{}]
+    for axis, values in vary.items():
+        combos = [{**c, axis: v} for c in combos for v in values]
+    for combo in combos:
+        for rep in range(2):
+            p = make_point(rep=rep, **combo)
+            f = (1.3 if combo.get("io_mode") == "direct" else 1.0) * (1.1 if combo.get("zero") == 3 else 1.0)
+            write_result(study, p, [f, f], [2 * f, 2 * f])
+
+
+def test_restore_time_keeps_every_varying_setting_apart(tmp_path: Path) -> None:
+    from studyctl.analysis.plots.training import restore_time
+    from studyctl.analysis.training_cells import display_axes
+
+    _sync_points(tmp_path / "s", zero=(1, 3), io_mode=("buffered", "direct"), restore=("rank", "full"))
+    cells = build_tables(tmp_path / "s").training_cells
+    axes = display_axes(cells)
+    assert {"zero_stage", "io_mode", "restore"} <= set(axes)  # nothing pooled
+    assert len(cells.drop_duplicates(["zero_stage", "io_mode", "restore"])) == len(cells) == 8
+    zero1 = cells[cells["zero_stage"] == 1]
+    direct = zero1[zero1["io_mode"] == "direct"]["failure_restore_s"]
+    buffered = zero1[zero1["io_mode"] == "buffered"]["failure_restore_s"]
+    assert direct.max() < buffered.min()  # 1.3× faster reads: a pooled bar would hide it
+    assert restore_time(cells, tmp_path / "r.png", [a for a in axes if a != "model"]).stat().st_size > 10_000
+
+
+def test_rank_spread_labels_name_every_setting_that_varies(tmp_path: Path) -> None:
+    from studyctl.analysis.plots.ranks import point_labels
+
+    _sync_points(tmp_path / "s", restore=("rank", "full"), rank_shift=(0, 2), nodes=(1, 2))
+    tables = build_tables(tmp_path / "s")
+    points, axes = point_labels(tables.ranks[tables.ranks["phase"] == "write"], tables.summary)
+    assert {"restore", "rank_shift", "nodes"} <= set(axes)
+    assert len(set(points["label"])) == len(points) == 2 * 2 * 2 * 2
+    assert all("restore " in t and "rank_shift " in t and ", rep " in t for t in points["label"])
+
+
+def test_scaling_plots_on_simulated_nodes_say_so(tmp_path: Path) -> None:
+    from studyctl.analysis.tables import SIMULATED_EFFICIENCY
+
+    for simulated in (True, False):
+        study = tmp_path / f"real{simulated}"
+        for n in (1, 2):
+            for rep in range(2):
+                write_result(study, make_point(nodes=n, rep=rep), [n, n], [n, n], simulated=simulated)
+        summary = build_tables(study).summary
+        plots, _ = make_plots(summary, build_tables(study).ranks, tmp_path / f"plots{simulated}")
+        titles = {p.kind: p.title for p in plots}
+        caveat = "simulated nodes (one machine, one disk)"
+        assert (caveat in titles["bandwidth"] and caveat in titles["efficiency"]) is simulated
+        two = summary[summary["nodes"] == 2]
+        assert bool((two["scaling_efficiency_caveat"] == SIMULATED_EFFICIENCY).all()) is simulated
+        assert bool(summary["scaling_efficiency_caveat"].isna().all()) is not simulated

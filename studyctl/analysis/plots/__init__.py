@@ -15,7 +15,14 @@ from studyctl.analysis.cells import with_fallbacks_shown
 from studyctl.analysis.plots.bars import axis_bars
 from studyctl.analysis.plots.plot import Plot
 from studyctl.analysis.plots.ranks import rank_spread
-from studyctl.analysis.plots.scaling import BANDWIDTH, DURATION, EFFICIENCY, checkpoint_size, scaling_plot
+from studyctl.analysis.plots.scaling import (
+    BANDWIDTH,
+    DURATION,
+    EFFICIENCY,
+    checkpoint_size,
+    scaling_plot,
+    simulated,
+)
 from studyctl.analysis.plots.training import training_plots
 from studyctl.analysis.values import file_stem
 
@@ -25,7 +32,8 @@ __all__ = ["Plot", "make_plots", "training_plots"]
 def _model_plots(summary: pd.DataFrame, model: str, out_dir: Path) -> tuple[list[Plot], list[str]]:
     data = summary[summary["model"] == model]
     safe = file_stem(model)
-    made = [Plot("bandwidth", f"{model}: total bytes / total time vs nodes (95% CI; dotted: ideal scaling)",
+    caveat = " — simulated nodes (one machine, one disk): not a scaling measurement" if simulated(data) else ""
+    made = [Plot("bandwidth", f"{model}: total bytes / total time vs nodes (95% CI; dotted: ideal scaling){caveat}",
                  scaling_plot(summary, model, BANDWIDTH, out_dir / f"bandwidth_{safe}.png"))]
     skipped = []
     if "write" in set(data["phase"]):
@@ -35,7 +43,7 @@ def _model_plots(summary: pd.DataFrame, model: str, out_dir: Path) -> tuple[list
     else:
         skipped.append(f"time to checkpoint for {model}: no write phase")
     if data["nodes"].nunique() > 1:
-        made.append(Plot("efficiency", f"{model}: scaling efficiency (measured / ideal)",
+        made.append(Plot("efficiency", f"{model}: scaling efficiency (measured / ideal){caveat}",
                          scaling_plot(summary, model, EFFICIENCY, out_dir / f"efficiency_{safe}.png")))
     else:
         skipped.append(f"scaling efficiency for {model}: a single node count ({int(data['nodes'].iloc[0])})")
@@ -53,7 +61,7 @@ def make_plots(summary: pd.DataFrame, ranks: pd.DataFrame, out_dir: Path) -> tup
         m, s = _model_plots(summary, model, out_dir)
         made += m
         skipped += s
-    path, reason = rank_spread(ranks, out_dir / "rank_spread.png")
+    path, reason = rank_spread(ranks, out_dir / "rank_spread.png", summary)
     if path:
         made.append(Plot("rank_spread", "Per-rank write bandwidth spread (stragglers)", path))
     else:

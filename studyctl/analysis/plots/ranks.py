@@ -1,4 +1,8 @@
-"""Per-rank write bandwidth, one box (and its ranks as dots) per point: low outliers are stragglers."""
+"""Per-rank write bandwidth, one box (and its ranks as dots) per point: low outliers are stragglers.
+
+Each box is labelled with every setting that varies among the points shown (strategy, restore, I/O mode,
+anything: derived from the summary's cells, never a fixed list) and its repetition; colour is the filesystem.
+"""
 
 from __future__ import annotations
 
@@ -8,21 +12,39 @@ import pandas as pd
 from matplotlib import pyplot as plt
 from matplotlib.patches import Patch
 
+from studyctl.analysis.cells import DERIVED, describe_cell, identity_columns, independent, varying
 from studyctl.analysis.plots.style import COLOURS, labels_of, save
 
-ORDER = ["model", "nodes", "zero_stage", "io_mode", "filesystem", "repetition"]
+
+def _point_settings(data: pd.DataFrame, summary: pd.DataFrame) -> pd.DataFrame:
+    """One row per point: its cell's settings (from the summary, by cell_key) and its repetition."""
+    points = data.groupby("point_id", sort=False)[["cell_key", "repetition"]].first()
+    if summary.empty or "cell_key" not in summary:
+        return points.join(data.groupby("point_id", sort=False).first().drop(columns=["cell_key", "repetition"]))
+    cells = summary.drop_duplicates("cell_key").set_index("cell_key")[identity_columns(summary)]
+    return points.join(cells, on="cell_key")
 
 
-def rank_spread(ranks: pd.DataFrame, path: Path, limit: int = 32) -> tuple[Path | None, str | None]:
+def point_labels(data: pd.DataFrame, summary: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
+    """Points with a `label` naming every setting that varies among them, and those settings."""
+    points = _point_settings(data, summary)
+    axes = independent(points, varying(points, ("phase", *DERIVED)))
+    points["label"] = [f"{describe_cell(row, axes) if axes else row['model']}, rep {row['repetition']}"
+                       for row in points.to_dict("records")]
+    return points, axes
+
+
+def rank_spread(ranks: pd.DataFrame, path: Path, summary: pd.DataFrame | None = None,
+                limit: int = 32) -> tuple[Path | None, str | None]:
     """With more points than fit, the largest node counts (most ranks, where stragglers hurt) come first."""
     data = ranks[ranks["phase"] == "write"] if not ranks.empty else ranks
     if data.empty:
         return None, "per-rank spread: no per-rank write data"
-    points = data.groupby("point_id", sort=False).first()
-    order = points.sort_values(ORDER, ascending=[True, False, True, True, True, True])
-    order = order.sort_values("nodes", ascending=False, kind="stable").head(limit).sort_values(ORDER)
+    points, axes = point_labels(data, summary if summary is not None else pd.DataFrame())
+    order = points.sort_values("nodes", ascending=False, kind="stable").head(limit)
+    order = order.sort_values([*axes, "repetition"], key=lambda s: s.astype(str) if s.dtype == object else s)
     colour = {fs: COLOURS[i % len(COLOURS)] for i, fs in enumerate(sorted(order["filesystem"].astype(str).unique()))}
-    fig, ax = plt.subplots(figsize=(max(7.0, 0.42 * len(order) + 2.5), 5.0))
+    fig, ax = plt.subplots(figsize=(max(7.0, 0.42 * len(order) + 2.5), 5.0 + 0.12 * max(len(axes), 1)))
     by_point = dict(tuple(data.groupby("point_id", sort=False)["bandwidth_GiBps"]))
     values = [by_point[pid].to_numpy() for pid in order.index]
     box = ax.boxplot(values, patch_artist=True, widths=0.6, showfliers=False)
@@ -35,8 +57,7 @@ def rank_spread(ranks: pd.DataFrame, path: Path, limit: int = 32) -> tuple[Path 
     for median in box["medians"]:
         median.set_color("black")
     ax.set_xticks(range(1, len(order) + 1))
-    ax.set_xticklabels([f"{r.model} Z{r.zero_stage} {r.nodes}n {r.io_mode[:3]} r{r.repetition} {r.Index[:4]}"
-                        for r in order.itertuples()], rotation=60, ha="right", fontsize=8)
+    ax.set_xticklabels(order["label"], rotation=60, ha="right", fontsize=8)
     ax.set_ylabel("per-rank write bandwidth (GiB/s)")
     ax.set_ylim(bottom=0)
     shown = f" ({len(order)} of {len(points)} points, largest node counts)" if len(points) > len(order) else ""

@@ -109,7 +109,19 @@ def scaling_plot(summary: pd.DataFrame, model: str, m: Measure, path: Any, only_
     if any(flagged_hollow(f) for f in data.get("flags", [])):
         handles.append(Line2D([], [], color="#333333", marker="o", markerfacecolor="white", linestyle=""))
         labels.append("hollow: not a cold read\n(warm, memory or DLIO)")
+    if simulated(data) and (ideal_drawn or m.percent):
+        fig.text(0.01, -0.01, SIMULATED_CAVEAT, ha="left", va="top", fontsize=9.5, color="#b35806", wrap=True)
     return save(fig, path, handles, labels, m.legend_title)
+
+
+SIMULATED_CAVEAT = ("Simulated nodes: every \"node\" ran on one machine with one disk, so the ideal line and the "
+                    "efficiency are not what nodes would scale to;\nthey show how one machine shares its disk and "
+                    "cores, not how storage scales across nodes.")
+
+
+def simulated(data: pd.DataFrame) -> bool:
+    """Any cell measured on simulated nodes (provenance.simulated_nodes: one machine standing in for several)."""
+    return bool(data["simulated_nodes"].fillna(False).astype(bool).any()) if "simulated_nodes" in data else False
 
 
 def checkpoint_size(values: pd.Series) -> str:

@@ -20,6 +20,7 @@ import matplotlib.pyplot as plt
 import pandas as pd
 from matplotlib.lines import Line2D
 
+from studyctl.analysis.adequacy import not_a_cold_read
 from studyctl.analysis.cells import axis_label
 from studyctl.analysis.values import missing
 from studyctl.fsutil import atomic_open
@@ -183,8 +184,7 @@ def phases(data: pd.DataFrame) -> list[str]:
 
 def flagged_hollow(flags: Any) -> bool:
     """Cells whose reads were not cold (warm, memory, DLIO) are drawn hollow: never shown as cold reads."""
-    text = str(flags or "")
-    return any(word in text for word in ("warm", "memory", "DLIO"))
+    return not_a_cold_read(flags)
 
 
 def panel_grid(n_rows: int, n_cols: int, width: float = 5.6, height: float = 4.0) -> tuple[plt.Figure, Any]:
