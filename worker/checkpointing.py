@@ -19,9 +19,10 @@ from studyctl.definition.result_fields import StrategyInfo, StrategyTiming
 from studyctl.definition.result_schema import CheckpointTiming
 from studyctl.states import FailureClass
 from worker import io, stop
+from worker.interference import write_timing
 from worker.nodes import NodeMap, node_map, tier_place
 from worker.restore import Restorer, read_timing
-from worker.strategies import Describe, WriteStrategy, write_timing
+from worker.strategies import Describe, WriteStrategy
 
 Work = Callable[[Any], None]
 
@@ -107,7 +108,10 @@ class Checkpointing:
             replaced_nodes=opts.replaced_nodes if tiered else 0, checkpoints=self.timings)
 
     def idle_step_s(self) -> float:
-        return self.writer.compute.baseline_s if self.writer is not None else 0.0
+        return self.writer.trainer.baseline_s if self.writer is not None else 0.0
+
+    def background_threads(self) -> int:
+        return self.writer.background_threads if self.writer is not None else 0
 
     def close(self, keep: bool) -> None:
         """Free memory; node leaders remove their node's tier directory of this point unless kept."""

@@ -23,8 +23,6 @@ def strategy_problems(model: ModelSpec, par: Parallelism, nodes: int, ranks_per_
                       estimate: Estimate) -> list[str]:
     """Why a strategy cannot run on this point (empty when it can); the layout must be feasible."""
     out = []
-    if opts.strategy == "tiered" and opts.replaced_nodes >= nodes:
-        out.append(f"replaced_nodes {opts.replaced_nodes} must be below nodes {nodes} (some tier must survive)")
     if opts.strategy == "async" and estimate.host_memory_gib is not None:
         need = memory_per_host_bytes(opts, ranks_per_node, summarize(model, par, opts.scale).bytes_per_rank_max)
         have = estimate.host_memory_gib * GIB

@@ -35,7 +35,7 @@ filesystems:
   scratch: {{path: {fs}}}
   nodetier: {{path: {tier}, kind: local}}
 checkpoint: {{scale: 0.01, writes: {writes}, reads: 1, buffer_mib: 4, block_mib: 4, tier: nodetier, tier_keep: 2}}
-training: {{step_s: 0.05}}
+training: {{simulated_step: {{compute_s: 0.05}}}}
 local: {{max_concurrent: 1, timeout_s: {timeout}}}
 estimate: {{overhead_s: 0, GiBps_per_node: 1000}}  # seconds of I/O: the timeout is not refused up front
 """
