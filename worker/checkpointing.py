@@ -58,9 +58,9 @@ class Checkpointing:
                                 writer is not None and writer.tier_mode != "buffered", describe, wtime)
         return cls(task, nodes, writer, restorer), None
 
-    def write_prepare(self, step: str) -> None:
+    def write_prepare(self, step: str, tag: int) -> None:
         if self.writer is not None:
-            self.writer.prepare(step)
+            self.writer.prepare(step, tag)
 
     def write_work(self, index: int, step: str) -> Work | None:
         writer = self.writer

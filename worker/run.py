@@ -264,7 +264,7 @@ def _read_phases(run: Run, setup: Setup, clock: Clock, buf: io.Buffer, ck: Check
 def _prepare_step(step_dir: Path, buf: io.Buffer, tag: int, ck: Checkpointing, step: str) -> None:
     step_dir.mkdir(exist_ok=True)
     buf.stamp(tag)
-    ck.write_prepare(step)
+    ck.write_prepare(step, tag)
 
 
 def _unlink_all(paths: list[str]) -> None:

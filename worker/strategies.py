@@ -122,7 +122,7 @@ class WriteStrategy:
     def _allocate(self) -> Problem | None:
         try:
             if self.opts.strategy == "async":
-                problem = _memory_problem(self.nodes, sum(persist.aligned(f.nbytes) for f in self.files))
+                problem = _memory_problem(self.nodes, 2 * sum(persist.aligned(f.nbytes) for f in self.files))
                 if problem is None:
                     self.snapshot = persist.Snapshot([f.nbytes for f in self.files])
                 return (FailureClass.CONFIG.value, problem) if problem else None
@@ -157,12 +157,12 @@ class WriteStrategy:
                     f"ranks), have {free / GIB:.2f} GiB free")
         return None
 
-    def prepare(self, step: str) -> None:
-        """Off the clock: the tier's step directory; snapshot pages resident."""
+    def prepare(self, step: str, tag: int) -> None:
+        """Off the clock: the tier's step directory; snapshot pages resident, the state's pages new."""
         if self.tier_dir is not None:
             (self.tier_dir / step).mkdir(exist_ok=True)
         if self.snapshot is not None:
-            self.snapshot.touch()
+            self.snapshot.prepare(tag)
 
     def work(self, ph: Any, index: int, step: str) -> None:
         """The timed checkpoint between idle steps; sets ph.start, ph.bytes, ph.files, ph.error, ph.end_at and
@@ -191,9 +191,8 @@ class WriteStrategy:
     def _blocking(self, ph: Any, index: int, step: str) -> None:
         try:
             if self.snapshot is not None:
-                tag = index * 1_000_003 + self.rank
                 for i, f in enumerate(self.files):
-                    self.snapshot.fill(i, f.nbytes, self.buf, self.block, tag + (i << 40))
+                    self.snapshot.fill(i, f.nbytes)
             else:
                 assert self.tier_dir is not None and self.tier_mode is not None
                 write_files([str(self.tier_dir / step / f.name) for f in self.files], self.files, self.buf,
@@ -247,10 +246,12 @@ class WriteStrategy:
 
 
 def _memory_problem(nodes: NodeMap, snapshot_bytes: int) -> str | None:
-    """The node's ranks' snapshots must fit in the memory the node has available now."""
+    """The node's ranks' snapshots (and the simulated device state they copy) must fit in the memory the node
+    has available now."""
     need = sum(nodes.comm.allgather(snapshot_bytes))
     available = host.available_memory()
     if nodes.leader and available is not None and need > available:
-        return (f"async snapshots need {need / GIB:.2f} GiB of host memory on node {nodes.name} "
+        return (f"async snapshots (and the simulated device state they copy) need {need / GIB:.2f} GiB of host "
+                f"memory on node {nodes.name} "
                 f"({len(nodes.ranks)} rank(s)), {available / GIB:.2f} GiB is available")
     return None

@@ -134,7 +134,8 @@ def _rule_label(i: int, match: dict[str, Any]) -> str:
 
 @lru_cache(maxsize=1024)
 def _checkpoint_options(where: str, base: CheckpointOptions, overrides: tuple[tuple[str, Any], ...],
-                        step: SimulatedStep) -> CheckpointOptions:
+                        step: SimulatedStep, base_set: frozenset[str]) -> CheckpointOptions:
+    """`base_set`: the options the sweep set (equal options that differ in it differ in their defaults)."""
     if not overrides:
         return base.for_strategy(step)
     try:
@@ -182,7 +183,8 @@ def _combo(sweep: SweepFile, models: dict[str, ModelSpec], combo: tuple[dict[str
         "nodes": values["nodes"],
         "ranks_per_node": values["ranks_per_node"],
         "io_mode": values["io_mode"],
-        "checkpoint": _checkpoint_options(sweep.where, sweep.checkpoint, overrides, sweep.training.simulated_step),
+        "checkpoint": _checkpoint_options(sweep.where, sweep.checkpoint, overrides, sweep.training.simulated_step,
+                                          frozenset(sweep.checkpoint.model_fields_set)),
     }
     _check_replaced_nodes(sweep, fields["checkpoint"], values["nodes"])
     problems = _problems(fields["model"], values["nodes"] * values["ranks_per_node"], values["tensor_parallel"],

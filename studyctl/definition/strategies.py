@@ -13,8 +13,9 @@ WORKER_BASE_BYTES = 96 * MIB
 
 
 def memory_per_host_bytes(opts: CheckpointOptions, ranks_per_node: int, bytes_per_rank_max: int) -> int:
-    """What the worker holds per host: buffer + interpreter, an async snapshot, a tier drain buffer."""
-    snapshot = bytes_per_rank_max if opts.strategy == "async" else 0
+    """What the worker holds per host: buffer + interpreter, an async snapshot and the simulated device state it
+    copies (worker.persist.Snapshot), a tier drain buffer."""
+    snapshot = 2 * bytes_per_rank_max if opts.strategy == "async" else 0
     drain_buffer = opts.buffer_mib * MIB if opts.strategy == "tiered" else 0
     return ranks_per_node * (opts.buffer_mib * MIB + WORKER_BASE_BYTES + snapshot + drain_buffer)
 
