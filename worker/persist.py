@@ -26,7 +26,8 @@ class Snapshot:
     same layout, random bytes, each page's first 8 bytes a new serial per checkpoint (stamped off the clock),
     so every page of every checkpoint differs. The blocking copy is then one memmove per file, as a device-to-
     host copy of a tensor is one transfer: glibc copies that large with non-temporal stores, about twice the
-    rate of the same bytes in 16 MiB pieces here (benchmarks/RESULTS.md)."""
+    rate of the same bytes in 16 MiB pieces here (benchmarks/RESULTS.md). State and snapshot share one layout,
+    so the rank's whole state is one copy (with the few padding bytes between files)."""
 
     def __init__(self, sizes: list[int]) -> None:
         self.offsets = []
@@ -56,10 +57,9 @@ class Snapshot:
         base = (tag << 24) & 0xFFFFFFFFFFFFFFFF
         serials[:] = array("Q", range(base, base + len(serials)))
 
-    def fill(self, index: int, nbytes: int) -> None:
-        """Copy file `index`'s state into the snapshot: one copy."""
-        base = self.offsets[index]
-        self.view[base:base + nbytes] = self.state_view[base:base + nbytes]
+    def fill(self) -> None:
+        """Copy the rank's state into the snapshot: one copy."""
+        self.view[:] = self.state_view
 
     def region(self, index: int, nbytes: int) -> memoryview:
         start = self.offsets[index]

@@ -191,8 +191,7 @@ class WriteStrategy:
     def _blocking(self, ph: Any, index: int, step: str) -> None:
         try:
             if self.snapshot is not None:
-                for i, f in enumerate(self.files):
-                    self.snapshot.fill(i, f.nbytes)
+                self.snapshot.fill()
             else:
                 assert self.tier_dir is not None and self.tier_mode is not None
                 write_files([str(self.tier_dir / step / f.name) for f in self.files], self.files, self.buf,
