@@ -1,9 +1,11 @@
 """Checkpoint strategies against the primitives they are built on, side by side in one run:
 
   async blocking   the worker's snapshot copy (per-rank GiB/s over its blocking time) vs a plain memcpy of the
-                   same bytes per rank, as many ranks at once (target >= 0.9x)
+                   same bytes per rank, as many ranks at once (target >= 0.95x)
   tier drain       the worker's drain to shared storage (all bytes over the slowest rank's drain) vs fio writing
                    the same bytes per rank with one job per rank (target >= 0.9x)
+The worker's simulated training is the sweep's default step (`training.simulated_step`: accelerator compute,
+which holds no host core, then a gradient all-reduce), with a 50 ms compute.
   broadcast        the worker's broadcast restore (the reading rank's time in MPI_Bcast) vs one plain MPI_Bcast
                    of the same bytes (ratio = plain time / worker time)
 Each reference runs right before and right after the worker; ratio = worker / mean of the two.
@@ -25,6 +27,7 @@ from benchmarks.worker_vs_fio import MPIEXEC, fio
 from studyctl.definition.catalog import lookup
 from studyctl.definition.layout import rank_files, summarize
 from studyctl.definition.points import CheckpointOptions, Point, WorkerTask
+from studyctl.definition.training import SimulatedStep
 
 GIB = 1 << 30
 MIB = 1 << 20
@@ -36,8 +39,9 @@ def _point(ranks: int, gib_per_rank: float, zero: int, io_mode: str = "buffered"
     probe = Point(model=model, zero_stage=zero, nodes=1, ranks_per_node=ranks, filesystem="bench")
     scale = min(1.0, gib_per_rank * GIB * ranks / summarize(model, probe.parallelism).total_bytes)
     options = {"writes": 3, "reads": 0, "scale": scale, "buffer_mib": 64, "block_mib": BLOCK_MIB, **opts}
+    checkpoint = CheckpointOptions(**options).for_strategy(SimulatedStep(compute_s=0.05))  # as a sweep expands it
     return Point(model=model, zero_stage=zero, nodes=1, ranks_per_node=ranks, filesystem="bench", io_mode=io_mode,
-                 checkpoint=CheckpointOptions(**options))
+                 checkpoint=checkpoint)
 
 
 def run_worker(root: Path, point: Point, tier: Path | None = None) -> dict:
@@ -67,20 +71,15 @@ def _reference_rank(kind: str, nbytes: int) -> None:
     from mpi4py import MPI
 
     comm = MPI.COMM_WORLD
-    if kind == "memcpy":
-        src = mmap.mmap(-1, 64 * MIB)
-        src.write(bytes(64 * MIB))
+    if kind == "memcpy":  # one copy of the rank's bytes into resident memory, as a plain memcpy
+        src = mmap.mmap(-1, nbytes)
+        src.write(bytes(nbytes))
         dst = mmap.mmap(-1, nbytes)
         sview, dview = memoryview(src), memoryview(dst)
         dview[::4096] = bytes(len(dview[::4096]))  # resident before the clock, as the worker's snapshot
-        block = BLOCK_MIB * MIB
         comm.Barrier()
         start = MPI.Wtime()
-        for off in range(0, nbytes, block):
-            length = min(block, nbytes - off)
-            boff = off % len(src)
-            length = min(length, len(src) - boff)
-            dview[off:off + length] = sview[boff:boff + length]
+        dview[:] = sview
         seconds = MPI.Wtime() - start
     else:
         data = bytearray(nbytes)
@@ -100,7 +99,7 @@ def _median_ratio(pairs: list[tuple[float, float]]) -> tuple[float, float, float
 
 def async_blocking(root: Path, ranks: int, gib_per_rank: float, repeat: int) -> list[tuple[float, float]]:
     """(worker per-rank GiB/s, memcpy per-rank GiB/s) per run and checkpoint."""
-    point = _point(ranks, gib_per_rank, 3, strategy="async", step_s=0.05)
+    point = _point(ranks, gib_per_rank, 3, strategy="async")
     nbytes = summarize(point.model, point.parallelism, point.checkpoint.scale).bytes_per_rank_max
     out = []
     for _ in range(repeat):
@@ -116,7 +115,7 @@ def async_blocking(root: Path, ranks: int, gib_per_rank: float, repeat: int) -> 
 
 def drain(root: Path, ranks: int, gib_per_rank: float, repeat: int, mode: str) -> list[tuple[float, float]]:
     """(worker drain GiB/s, fio GiB/s) per run and checkpoint; the tier is /dev/shm."""
-    point = _point(ranks, gib_per_rank, 3, mode, strategy="tiered", tier="shm", step_s=0.05)
+    point = _point(ranks, gib_per_rank, 3, mode, strategy="tiered", tier="shm")
     per_rank = summarize(point.model, point.parallelism, point.checkpoint.scale).bytes_per_rank_max
     tier = Path(tempfile.mkdtemp(prefix="studyctl-bench-tier-", dir="/dev/shm"))
     out = []
@@ -157,8 +156,7 @@ def broadcast(root: Path, ranks: int, gib_per_rank: float, repeat: int) -> list[
 
 
 def main(repeat: int = 5, ranks: int = 2, gib_per_rank: float = 0.5) -> int:
-    """Drains run with 1 rank too: each rank also runs busy training steps, and with 2 ranks on 2 cores the
-    drain threads compete with them for the cores (fio runs alone)."""
+    """Drains run with 1 rank too: each rank's drain competes with its training's all-reduces (fio runs alone)."""
     root = Path(tempfile.mkdtemp(prefix="studyctl-bench-", dir="/var/tmp"))
     rows = []
     try:

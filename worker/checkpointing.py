@@ -19,9 +19,10 @@ from studyctl.definition.result_fields import StrategyInfo, StrategyTiming
 from studyctl.definition.result_schema import CheckpointTiming
 from studyctl.states import FailureClass
 from worker import io, stop
+from worker.interference import write_timing
 from worker.nodes import NodeMap, node_map, tier_place
 from worker.restore import Restorer, read_timing
-from worker.strategies import Describe, WriteStrategy, write_timing
+from worker.strategies import Describe, WriteStrategy
 
 Work = Callable[[Any], None]
 
@@ -57,9 +58,9 @@ class Checkpointing:
                                 writer is not None and writer.tier_mode != "buffered", describe, wtime)
         return cls(task, nodes, writer, restorer), None
 
-    def write_prepare(self, step: str) -> None:
+    def write_prepare(self, step: str, tag: int) -> None:
         if self.writer is not None:
-            self.writer.prepare(step)
+            self.writer.prepare(step, tag)
 
     def write_work(self, index: int, step: str) -> Work | None:
         writer = self.writer
@@ -107,7 +108,10 @@ class Checkpointing:
             replaced_nodes=opts.replaced_nodes if tiered else 0, checkpoints=self.timings)
 
     def idle_step_s(self) -> float:
-        return self.writer.compute.baseline_s if self.writer is not None else 0.0
+        return self.writer.trainer.baseline_s if self.writer is not None else 0.0
+
+    def background_threads(self) -> int:
+        return self.writer.background_threads if self.writer is not None else 0
 
     def close(self, keep: bool) -> None:
         """Free memory; node leaders remove their node's tier directory of this point unless kept."""

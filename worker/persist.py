@@ -20,7 +20,14 @@ def aligned(n: int) -> int:
 
 
 class Snapshot:
-    """Host memory for one rank's state: each file in its own page-aligned region."""
+    """Host memory for one rank's state, and the state it copies from: each file in its own page-aligned region.
+
+    The state stands in for the device memory a real snapshot copies out of (there is no device here): the
+    same layout, random bytes, each page's first 8 bytes a new serial per checkpoint (stamped off the clock),
+    so every page of every checkpoint differs. The blocking copy is then one memmove per file, as a device-to-
+    host copy of a tensor is one transfer: glibc copies that large with non-temporal stores, about twice the
+    rate of the same bytes in 16 MiB pieces here (benchmarks/RESULTS.md). State and snapshot share one layout,
+    so the rank's whole state is one copy (with the few padding bytes between files)."""
 
     def __init__(self, sizes: list[int]) -> None:
         self.offsets = []
@@ -31,34 +38,38 @@ class Snapshot:
         self.mem = mmap.mmap(-1, max(total, ALIGN))
         self.view = memoryview(self.mem)
         self.words = self.view.cast("Q")
+        self.state = mmap.mmap(-1, len(self.mem))
+        for off in range(0, len(self.state), 1 << 20):
+            self.state[off:off + (1 << 20)] = os.urandom(min(1 << 20, len(self.state) - off))
+        self.state_view = memoryview(self.state)
+        self.state_words = self.state_view.cast("Q")
 
     @property
     def nbytes(self) -> int:
         return len(self.mem)
 
-    def touch(self) -> None:
-        """Every page resident before the clock (this VM hands idle memory back to its host)."""
+    def prepare(self, tag: int) -> None:
+        """Off the clock: every snapshot page resident (this VM hands idle memory back to its host), and a new
+        serial in every page of the state, counting on from `tag`."""
         heads = self.words[::ALIGN // 8]
         heads[:] = array("Q", [0]) * len(heads)
+        serials = self.state_words[::ALIGN // 8]
+        base = (tag << 24) & 0xFFFFFFFFFFFFFFFF
+        serials[:] = array("Q", range(base, base + len(serials)))
 
-    def fill(self, index: int, nbytes: int, buf: io.Buffer, block: int, tag: int) -> None:
-        """Copy file `index`'s state from the rank's buffer (the device state, here). Each chunk gets a new
-        serial in the buffer first, as the write path does (every page of every checkpoint differs): the
-        marked lines are still in cache when the copy reads them, so marking costs almost nothing."""
-        base = self.offsets[index]
-        buf.serial = (tag << 24) & 0xFFFFFFFFFFFFFFFF
-        for off, boff, length in io._chunks(nbytes, block, buf.size):
-            buf.mark(boff, length)
-            self.view[base + off:base + off + length] = buf.view[boff:boff + length]
+    def fill(self) -> None:
+        """Copy the rank's state into the snapshot: one copy."""
+        self.view[:] = self.state_view
 
     def region(self, index: int, nbytes: int) -> memoryview:
         start = self.offsets[index]
         return self.view[start:start + aligned(nbytes)]
 
     def close(self) -> None:
-        self.words.release()
-        self.view.release()
+        for view in (self.words, self.view, self.state_words, self.state_view):
+            view.release()
         self.mem.close()
+        self.state.close()
 
 
 class FileWriter:

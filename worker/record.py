@@ -39,6 +39,10 @@ class Gathered:
     nodes: list[str]
     read_bytes: int
     host_memory: int
+    host_cores: int
+    ranks_on_host: int
+    background_threads_on_host: int
+    launch_s: float | None
 
 
 def write_result(run: Run, setup: Setup, timings: list[Any], got: Gathered, started_at: str,
@@ -67,7 +71,9 @@ def write_result(run: Run, setup: Setup, timings: list[Any], got: Gathered, star
         provenance=Provenance(hostnames=got.hosts, node_names=sorted(set(got.nodes)), simulated_nodes=run.simulated,
                               world_size=run.comm.Get_size(), ranks_per_node=point.ranks_per_node,
                               slurm=provenance.slurm_info(), started_at=started_at, finished_at=now(),
-                              host_memory_bytes=got.host_memory or None, **provenance.versions()),
+                              host_memory_bytes=got.host_memory or None, host_cores=got.host_cores,
+                              ranks_on_host=got.ranks_on_host, launch_s=got.launch_s,
+                              background_threads_on_host=got.background_threads_on_host, **provenance.versions()),
         strategy=strategy,
     )
     atomic_write_text(Path(task.result_path), record.model_dump_json(indent=1))

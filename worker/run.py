@@ -12,6 +12,7 @@ from __future__ import annotations
 import errno
 import shutil
 import sys
+import time
 import traceback
 from collections.abc import Callable
 from functools import partial
@@ -91,19 +92,28 @@ def run_task(task_path: str) -> dict[str, Any]:
     """
     from mpi4py import MPI
 
+    ready = time.time()  # MPI is initialised (at mpi4py's import)
     task = WorkerTask.model_validate_json(Path(task_path).read_text())
     comm = MPI.COMM_WORLD
+    launch_s = _launch_s(comm, ready)
     try:
         with tier_removed_on_sigterm():
-            return _run_reporting(task, comm)
+            return _run_reporting(task, comm, launch_s)
     finally:
         release(task)
 
 
-def _run_reporting(task: WorkerTask, comm: Any) -> dict[str, Any]:
+def _launch_s(comm: Any, ready: float) -> float | None:
+    """From the earliest rank process start to the last rank ready after MPI init (None where unknown)."""
+    launch = comm.allgather((provenance.process_start_epoch(), ready))
+    starts = [s for s, _ in launch if s is not None]
+    return max(r for _, r in launch) - min(starts) if len(starts) == len(launch) else None
+
+
+def _run_reporting(task: WorkerTask, comm: Any, launch_s: float | None) -> dict[str, Any]:
     """`_run`, with known failures recorded and unexpected ones turned into a crash record and an abort."""
     try:
-        return _run(task, comm)
+        return _run(task, comm, launch_s)
     except WorkerFailure as failure:
         if comm.Get_rank() == 0:
             _write_error(task, failure.failure_class.value, failure.reason)
@@ -138,7 +148,7 @@ def _write_error(task: WorkerTask, failure_class: str, reason: str) -> None:
     atomic_write_text(Path(task.error_path), record.model_dump_json(indent=1))
 
 
-def _run(task: WorkerTask, comm: Any) -> dict[str, Any]:
+def _run(task: WorkerTask, comm: Any, launch_s: float | None) -> dict[str, Any]:
     """Check, set up, measure, clean up, record: each a named step every rank takes together."""
     _check_point(task, comm.Get_size())
     started_at = now()
@@ -146,7 +156,7 @@ def _run(task: WorkerTask, comm: Any) -> dict[str, Any]:
     setup = _set_up(run)
     timings, ck = _measure(run, setup)
     idle_steps = run.comm.gather(ck.idle_step_s(), root=0)
-    got = _gather(run)
+    got = _gather(run, ck.background_threads(), launch_s)
     result: dict[str, Any] = {"point_id": task.point_id, "attempt": task.attempt, "rank": run.rank}
     strategy = ck.info(idle_steps, run.written.bytes_per_rank_max) if run.rank == 0 else None
     summary = _record(run, setup, timings, got, started_at, strategy) if run.rank == 0 else {}
@@ -254,7 +264,7 @@ def _read_phases(run: Run, setup: Setup, clock: Clock, buf: io.Buffer, ck: Check
 def _prepare_step(step_dir: Path, buf: io.Buffer, tag: int, ck: Checkpointing, step: str) -> None:
     step_dir.mkdir(exist_ok=True)
     buf.stamp(tag)
-    ck.write_prepare(step)
+    ck.write_prepare(step, tag)
 
 
 def _unlink_all(paths: list[str]) -> None:
@@ -272,14 +282,16 @@ def _nothing() -> None:
     pass
 
 
-def _gather(run: Run) -> Gathered:
-    """Where every rank ran, the smallest host's memory and what was read (rank 0's; None on the others)."""
+def _gather(run: Run, background_threads: int, launch_s: float | None) -> Gathered:
+    """Where every rank ran, what shared its host, the smallest host's memory and what was read (rank 0's)."""
     comm = run.comm
     hosts = comm.gather(run.host, root=0)
     nodes = comm.gather(run.node, root=0)
+    sharing = comm.gather((run.host, provenance.usable_cores(), background_threads), root=0)
     memory = min(comm.allgather(host.total_memory() or 0))
     read_bytes = comm.allreduce(sum(f.nbytes for f in run.my_reads))
-    return Gathered(hosts, nodes, read_bytes, memory)
+    cores, ranks, threads = provenance.host_sharing(sharing) if sharing else (0, 0, 0)
+    return Gathered(hosts, nodes, read_bytes, memory, cores, ranks, threads, launch_s)
 
 
 def _record(run: Run, setup: Setup, timings: list[Any], got: Gathered, started_at: str,

@@ -1,18 +1,19 @@
 """Checkpoint write paths that let training go on: async (host-memory snapshot, persisted by a thread)
 and tiered (node-local tier write, drained to shared storage by every rank or one drainer per node).
 
-One checkpoint on one rank: the clock starts → the blocking part (snapshot copy or tier write) →
-the background part starts in a thread while the main thread runs simulated training steps
-(`worker.compute`) → every rank keeps computing until every rank's background part is done (a
-non-blocking barrier polled between steps, so only the main thread calls MPI) → the rank's end stamp
-is the moment its own background part finished: the checkpoint is durable on shared storage.
+One checkpoint on one rank: idle training steps (nothing in the background, off the clock) → the clock
+starts → the blocking part (snapshot copy or tier write) → the background part starts in a thread while
+the main thread runs simulated training steps (`worker.compute`: device compute, then a gradient
+all-reduce) → every rank keeps stepping until every rank's background part is done (each step's
+all-reduce carries the rank's "done" flag, so all stop on the same step and only the main thread calls
+MPI) → idle steps again → the rank's end stamp is the moment its own background part finished: the
+checkpoint is durable on shared storage. The step samples give the interference (`worker.interference`).
 Every rank takes part in every collective even after an error, so a failure is voted on, never hung.
 """
 
 from __future__ import annotations
 
 import shutil
-import statistics
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -21,19 +22,17 @@ from typing import Any
 
 from studyctl import host
 from studyctl.definition.layout import CheckpointFile, rank_files, step_dir_name
-from studyctl.definition.points import WorkerTask
-from studyctl.definition.result_fields import StrategyTiming
+from studyctl.definition.points import IDLE_STEPS, WorkerTask
 from studyctl.states import FailureClass
 from studyctl.units import GIB
 from worker import io, persist, stop
 from worker.claim import placement_problem
-from worker.compute import Compute
+from worker.compute import Trainer
+from worker.interference import RankWrite
 from worker.nodes import NodeMap, tier_place, tier_point_dir
 
 Describe = Callable[[OSError, str], tuple[str, str]]
 Problem = tuple[str, str]  # (a FailureClass value, one-line reason)
-# Per rank and checkpoint: (blocking_s, background_s, background_bytes, steps, steps_total_s, idle_step_s)
-WriteExtra = tuple[float, float, int, int, float, float]
 
 
 class Background:
@@ -81,7 +80,7 @@ class WriteStrategy:
     describe: Describe
     wtime: Callable[[], float]
     point_dir: Path
-    compute: Compute = field(init=False)
+    trainer: Trainer = field(init=False)
     snapshot: persist.Snapshot | None = field(init=False, default=None)
     drain_buf: io.Buffer | None = field(init=False, default=None)
     tier_dir: Path | None = field(init=False, default=None)
@@ -95,7 +94,7 @@ class WriteStrategy:
         self.par = point.parallelism
         self.files = rank_files(point.model, self.par, self.rank, opts.scale, opts.naming)
         self.block = opts.block_mib * (1 << 20)
-        self.compute = Compute(opts.step_s or 0.5)
+        self.trainer = Trainer(self.comm, opts.step_s or 0.5, opts.compute or "accelerator", opts.allreduce_mib or 0.0)
 
     @property
     def opts(self) -> Any:
@@ -109,13 +108,21 @@ class WriteStrategy:
         if problems:
             return problems[0]
         self.comm.Barrier()  # every rank calibrates at once, as every rank computes at once in training
-        self.compute.calibrate()
+        self.trainer.calibrate()
         return None
+
+    @property
+    def background_threads(self) -> int:
+        """Threads this rank runs beside training: a persist thread (async), a drain and its reader (tiered)."""
+        if self.opts.strategy == "async":
+            return 1 if self.files else 0
+        drains = self.nodes.leader if self.opts.drain == "node" else bool(self.files)
+        return 2 if drains else 0
 
     def _allocate(self) -> Problem | None:
         try:
             if self.opts.strategy == "async":
-                problem = _memory_problem(self.nodes, sum(persist.aligned(f.nbytes) for f in self.files))
+                problem = _memory_problem(self.nodes, 2 * sum(persist.aligned(f.nbytes) for f in self.files))
                 if problem is None:
                     self.snapshot = persist.Snapshot([f.nbytes for f in self.files])
                 return (FailureClass.CONFIG.value, problem) if problem else None
@@ -150,15 +157,18 @@ class WriteStrategy:
                     f"ranks), have {free / GIB:.2f} GiB free")
         return None
 
-    def prepare(self, step: str) -> None:
-        """Off the clock: the tier's step directory; snapshot pages resident."""
+    def prepare(self, step: str, tag: int) -> None:
+        """Off the clock: the tier's step directory; snapshot pages resident, the state's pages new."""
         if self.tier_dir is not None:
             (self.tier_dir / step).mkdir(exist_ok=True)
         if self.snapshot is not None:
-            self.snapshot.touch()
+            self.snapshot.prepare(tag)
 
     def work(self, ph: Any, index: int, step: str) -> None:
-        """The timed checkpoint; sets ph.bytes, ph.files, ph.error, ph.end_at and ph.extra."""
+        """The timed checkpoint between idle steps; sets ph.start, ph.bytes, ph.files, ph.error, ph.end_at and
+        ph.extra (a RankWrite). The idle steps' all-reduces line the ranks up, as the phase's barrier did."""
+        before = self.trainer.run(IDLE_STEPS)
+        ph.start = self.wtime()
         if ph.error is None:
             self._blocking(ph, index, step)
         blocking_end = self.wtime()
@@ -166,28 +176,22 @@ class WriteStrategy:
             self.nodes.comm.Barrier()  # the node's drainer reads files its peers wrote
         job = self._background_job(step) if ph.error is None else None
         bg = Background(job, self.wtime) if job is not None else None
-        steps: list[float] = []
-        request = None
-        while True:
-            if request is None and (bg is None or bg.done.is_set()):
-                request = self.comm.Ibarrier()
-            if request is not None and request.Test():
-                break
-            steps.append(self.compute.step())
+        window = self.trainer.run_until(lambda: bg is None or bg.done.is_set())
+        after = self.trainer.run(IDLE_STEPS)
         if bg is not None:
             bg.thread.join()
             if bg.error is not None:
                 ph.error = self.describe(bg.error, bg.error.filename or str(self.point_dir))
         ph.end_at = bg.end if bg is not None else blocking_end
-        ph.extra = (blocking_end - ph.start, (bg.end - bg.start) if bg else 0.0, bg.bytes if bg else 0,
-                    len(steps), sum(steps), self.compute.baseline_s)
+        ph.extra = RankWrite(blocking_s=blocking_end - ph.start, background_s=(bg.end - bg.start) if bg else 0.0,
+                             background_bytes=bg.bytes if bg else 0, window=window.steps,
+                             idle=before.steps + after.steps, compute_wall_s=window.compute_wall_s,
+                             compute_cpu_s=window.compute_cpu_s, allreduce_bytes=window.allreduce_bytes)
 
     def _blocking(self, ph: Any, index: int, step: str) -> None:
         try:
             if self.snapshot is not None:
-                tag = index * 1_000_003 + self.rank
-                for i, f in enumerate(self.files):
-                    self.snapshot.fill(i, f.nbytes, self.buf, self.block, tag + (i << 40))
+                self.snapshot.fill()
             else:
                 assert self.tier_dir is not None and self.tier_mode is not None
                 write_files([str(self.tier_dir / step / f.name) for f in self.files], self.files, self.buf,
@@ -241,26 +245,12 @@ class WriteStrategy:
 
 
 def _memory_problem(nodes: NodeMap, snapshot_bytes: int) -> str | None:
-    """The node's ranks' snapshots must fit in the memory the node has available now."""
+    """The node's ranks' snapshots (and the simulated device state they copy) must fit in the memory the node
+    has available now."""
     need = sum(nodes.comm.allgather(snapshot_bytes))
     available = host.available_memory()
     if nodes.leader and available is not None and need > available:
-        return (f"async snapshots need {need / GIB:.2f} GiB of host memory on node {nodes.name} "
+        return (f"async snapshots (and the simulated device state they copy) need {need / GIB:.2f} GiB of host "
+                f"memory on node {nodes.name} "
                 f"({len(nodes.ranks)} rank(s)), {available / GIB:.2f} GiB is available")
     return None
-
-
-def write_timing(index: int, extras: list[WriteExtra]) -> StrategyTiming:
-    """One checkpoint's strategy fields from every rank's extra tuple."""
-    steps = sum(e[3] for e in extras)
-    total = sum(e[4] for e in extras)
-    background_s = max(e[1] for e in extras)
-    background_bytes = sum(e[2] for e in extras)
-    slowdowns = [e[4] / e[3] / e[5] - 1 for e in extras if e[3] and e[5] > 0]
-    return StrategyTiming(
-        phase="write", index=index, blocking_s=max(e[0] for e in extras), background_s=background_s,
-        background_bytes=background_bytes,
-        background_GiBps=background_bytes / background_s / GIB if background_s > 0 else 0.0,
-        compute_steps=steps, compute_step_s_mean=total / steps if steps else None,
-        compute_slowdown=statistics.fmean(slowdowns) if slowdowns else None,
-        interference_s=max(max(e[4] - e[3] * e[5], 0.0) for e in extras))

@@ -1,7 +1,6 @@
 """Statistics over repetitions (pure): mean, sample stdev, Student-t 95% confidence intervals.
 
-No scipy: the two-sided 95% t quantile comes from a table for df 1..30 (exact to 3 decimals) and a
-Cornish-Fisher expansion beyond (error < 1e-4 from df 31 on).
+No scipy: the two-sided 95% t quantile is `studyctl.definition.tdist`'s (the worker's intervals use it too).
 """
 
 from __future__ import annotations
@@ -9,22 +8,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-# t_{0.975, df} for df = 1..30 (two-sided 95%); beyond, a Cornish-Fisher expansion (error < 1e-3).
-_T975 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228,
-         2.201, 2.179, 2.160, 2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086,
-         2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042)
-_Z975 = 1.959964
-
-
-def t_quantile_975(df: int) -> float:
-    """t_{0.975, df}: the multiplier of the standard error for a two-sided 95% interval."""
-    if df < 1:
-        return math.nan
-    if df <= len(_T975):
-        return _T975[df - 1]
-    z = _Z975
-    return (z + (z**3 + z) / (4 * df) + (5 * z**5 + 16 * z**3 + 3 * z) / (96 * df**2)
-            + (3 * z**7 + 19 * z**5 + 17 * z**3 - 15 * z) / (384 * df**3))
+from studyctl.definition.tdist import t_quantile_975
 
 
 def describe(values: Sequence[float]) -> dict[str, float]:

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 from studyctl.definition.filesystems import must_exist
 from studyctl.definition.plan import PlanSummary, capacity_notes, disk_problems, estimated_seconds, memory_problems
-from studyctl.definition.points import CALIBRATION_STEPS
+from studyctl.definition.points import CALIBRATION_STEPS, IDLE_STEPS
 from studyctl.definition.sweep import SweepFile
 from studyctl.units import MIB
 from worker.claim import misplacement
@@ -121,8 +121,9 @@ class OverLimits:
         for limit, (count, slowest, point) in sorted(self.over.items()):
             opts = point.checkpoint
             training = opts.simulated_training_s()
-            why = (f", {training:,.0f} s of it simulated training: ({CALIBRATION_STEPS} + {opts.writes} writes) × "
-                   f"training.step_s {opts.step_s:g} s") if training else ""
+            why = (f", {training:,.0f} s of it simulated training: {opts.simulated_steps()} steps ({CALIBRATION_STEPS} "
+                   f"+ {opts.writes} writes × {2 * IDLE_STEPS + 1}) × training.simulated_step.compute_s "
+                   f"{opts.step_s:g} s") if training else ""
             out.append(f"time: {count} point(s) need an estimated up to {slowest:,.0f} s (point {point.point_id}"
                        f"{why}), over the {limit:,} s they may run ({self.backend.time_limit_setting}): raise it (or "
                        "the sweep's estimate:, if too pessimistic)")

@@ -17,6 +17,7 @@ from studyctl.definition.catalog import ModelSpec
 from studyctl.definition.points import CHECKPOINT_AXES, CheckpointOptions, Point
 from studyctl.definition.strategies import strategy_problems
 from studyctl.definition.sweep import CONDITION, POINT_AXES, ZERO_ALIASES, SweepFile
+from studyctl.definition.training import SimulatedStep
 from studyctl.errors import UserError
 
 OPS = {"<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge, "==": operator.eq,
@@ -133,11 +134,14 @@ def _rule_label(i: int, match: dict[str, Any]) -> str:
 
 @lru_cache(maxsize=1024)
 def _checkpoint_options(where: str, base: CheckpointOptions, overrides: tuple[tuple[str, Any], ...],
-                        step_s: float) -> CheckpointOptions:
+                        step: SimulatedStep, base_set: frozenset[str]) -> CheckpointOptions:
+    """`base_set`: the options the sweep set (equal options that differ in it differ in their defaults)."""
     if not overrides:
-        return base.for_strategy(step_s)
+        return base.for_strategy(step)
     try:
-        return CheckpointOptions.model_validate({**base.model_dump(), **dict(overrides)}).for_strategy(step_s)
+        # only what the sweep set, so for_strategy can tell a default from a choice
+        return CheckpointOptions.model_validate({**base.model_dump(exclude_unset=True), **dict(overrides)}
+                                                ).for_strategy(step)
     except ValidationError as exc:
         err = exc.errors(include_url=False)[0]
         message = str(err["msg"]).removeprefix("Value error, ")
@@ -149,7 +153,9 @@ def iter_points(sweep: SweepFile) -> Iterator[PlannedPoint]:
     units, filesystems = _axis_units(sweep)
     _check_point_count(sweep, units, filesystems)
     models: dict[str, ModelSpec] = sweep.model_specs()
-    combos = [_combo(sweep, models, combo) for combo in itertools.product(*units)]
+    given = frozenset(k for k in CHECKPOINT_AXES if getattr(sweep.matrix, k) is not None
+                      or any(k in group for group in sweep.zip))
+    combos = [_combo(sweep, models, combo, given) for combo in itertools.product(*units)]
     order = 0
     for repetition in range(sweep.repetitions):
         for values, fields, infeasible in combos:
@@ -160,13 +166,15 @@ def iter_points(sweep: SweepFile) -> Iterator[PlannedPoint]:
                 order += 1
 
 
-def _combo(sweep: SweepFile, models: dict[str, ModelSpec], combo: tuple[dict[str, Any], ...]
+def _combo(sweep: SweepFile, models: dict[str, ModelSpec], combo: tuple[dict[str, Any], ...], given: frozenset[str]
            ) -> tuple[dict[str, Any], dict[str, Any], Exclusion | None]:
-    """What a combination of axis values fixes for all its filesystems and repetitions."""
+    """What a combination of axis values fixes for all its filesystems and repetitions (`given`: the checkpoint
+    axes the matrix or a zip sets, passed on even at their default: a choice, not a default)."""
     values: dict[str, Any] = {}
     for part in combo:
         values.update(part)
-    overrides = tuple((k, values[k]) for k in CHECKPOINT_AXES if values.get(k) != getattr(sweep.checkpoint, k))
+    overrides = tuple((k, values[k]) for k in CHECKPOINT_AXES
+                      if k in given or values.get(k) != getattr(sweep.checkpoint, k))
     fields = {
         "model": models[values["model"]],
         "zero_stage": values["zero_stage"],
@@ -175,14 +183,27 @@ def _combo(sweep: SweepFile, models: dict[str, ModelSpec], combo: tuple[dict[str
         "nodes": values["nodes"],
         "ranks_per_node": values["ranks_per_node"],
         "io_mode": values["io_mode"],
-        "checkpoint": _checkpoint_options(sweep.where, sweep.checkpoint, overrides, sweep.training.step_s),
+        "checkpoint": _checkpoint_options(sweep.where, sweep.checkpoint, overrides, sweep.training.simulated_step,
+                                          frozenset(sweep.checkpoint.model_fields_set)),
     }
+    _check_replaced_nodes(sweep, fields["checkpoint"], values["nodes"])
     problems = _problems(fields["model"], values["nodes"] * values["ranks_per_node"], values["tensor_parallel"],
                          values["pipeline_parallel"], values["zero_stage"], fields["checkpoint"].subset_world_size)
     if not problems:
         problems = _strategy_problems(fields, sweep)
     infeasible = Exclusion(ExclusionKind.INFEASIBLE, "; ".join(problems)) if problems else None
     return values, fields, infeasible
+
+
+def _check_replaced_nodes(sweep: SweepFile, opts: CheckpointOptions, nodes: int) -> None:
+    """A tiered point replaces (wipes the tier of) at most every one of its nodes."""
+    if opts.strategy == "tiered" and opts.replaced_nodes > nodes:
+        zipped = [f"zip.{i}.replaced_nodes" for i, group in enumerate(sweep.zip) if "replaced_nodes" in group]
+        key = ("matrix.replaced_nodes" if sweep.matrix.replaced_nodes is not None
+               else zipped[0] if zipped else "checkpoint.replaced_nodes")
+        raise UserError(f"{sweep.where}: {key}: {opts.replaced_nodes} is more than the point's nodes {nodes}; "
+                        f"allowed 0 to {nodes} (0: a no-failure restore; {nodes}: every node restores from "
+                        "shared storage)")
 
 
 def _planned(sweep: SweepFile, values: dict[str, Any], point: Point, infeasible: Exclusion | None,

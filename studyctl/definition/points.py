@@ -25,6 +25,7 @@ from studyctl.definition.layout import (
     summarize,
 )
 from studyctl.definition.places import Place, point_places, study_dir_name
+from studyctl.definition.training import ComputeModel, SimulatedStep
 
 IoMode = Literal["buffered", "direct", "hybrid"]
 ColdRead = Literal["auto", "direct", "fadvise", "none"]
@@ -39,6 +40,11 @@ _OMIT_AT_DEFAULT: JsonDict = {"omit_at_default": True}
 _NOT_AN_AXIS: JsonDict = {"axis": False}
 # Simulated training steps an async/tiered rank runs once, to calibrate its step before the first checkpoint.
 CALIBRATION_STEPS = 3
+# Idle steps (nothing in the background) an async/tiered rank runs right before and right after each
+# checkpoint's background window: the reference its steps during the window are compared with.
+IDLE_STEPS = 3
+# A tiered point's replaced nodes unless the sweep sets them: a failure's restore, where one node lost its tier.
+REPLACED_NODES = 1
 
 
 class CheckpointOptions(BaseModel):
@@ -73,11 +79,21 @@ class CheckpointOptions(BaseModel):
                            description="tiered: every rank drains its files, or one drainer per node")
     tier_keep: int = Field(1, ge=1, json_schema_extra=_OMIT_AT_DEFAULT,
                            description="tiered: checkpoints kept on the node-local tier")
+    # Unset in a sweep, a tiered point gets REPLACED_NODES (`for_strategy`); the model's own default stays 0, the
+    # value before a restore meant a failure's, so stored points and old results keep their ids.
     replaced_nodes: int = Field(0, ge=0, json_schema_extra=_OMIT_AT_DEFAULT,
                                 description="tiered: nodes whose tier is wiped before restoring (replaced after a "
-                                            "failure): they restore from shared storage")
+                                            "failure): they restore from shared storage; 0: a no-failure restore; "
+                                            "default 1")
     step_s: float | None = Field(None, gt=0, json_schema_extra={**_OMIT_AT_DEFAULT, **_NOT_AN_AXIS},
-                                 description="async/tiered: compute per simulated training step (training.step_s)")
+                                 description="async/tiered: compute per simulated training step "
+                                             "(training.simulated_step.compute_s)")
+    compute: ComputeModel | None = Field(None, json_schema_extra={**_OMIT_AT_DEFAULT, **_NOT_AN_AXIS},
+                                         description="async/tiered: how the simulated step computes "
+                                                     "(training.simulated_step.compute)")
+    allreduce_mib: float | None = Field(None, ge=0, json_schema_extra={**_OMIT_AT_DEFAULT, **_NOT_AN_AXIS},
+                                        description="async/tiered: gradient all-reduce per simulated step and rank "
+                                                    "(training.simulated_step.allreduce_mib)")
 
     @model_validator(mode="after")
     def _consistent(self) -> CheckpointOptions:
@@ -89,12 +105,18 @@ class CheckpointOptions(BaseModel):
             raise ValueError("strategy tiered needs checkpoint.tier: a filesystem of kind local")
         return self
 
-    def for_strategy(self, step_s: float) -> CheckpointOptions:
+    def for_strategy(self, step: SimulatedStep) -> CheckpointOptions:
         """Options that do not apply to this strategy back at their defaults (so they are not part of the
-        point's identity); background strategies get the training step they overlap with."""
-        update: dict[str, object] = {"step_s": step_s if self.strategy != "sync" else None}
+        point's identity); background strategies get the simulated training step they overlap with, and tiered
+        points REPLACED_NODES unless the sweep set them."""
+        background = self.strategy != "sync"
+        update: dict[str, object] = {"step_s": step.compute_s if background else None,
+                                     "compute": step.compute if background else None,
+                                     "allreduce_mib": step.allreduce_mib if background else None}
         if self.strategy != "tiered":
             update.update({name: TIER_OPTION_DEFAULTS[name] for name in TIER_OPTION_DEFAULTS})
+        elif "replaced_nodes" not in self.model_fields_set:
+            update["replaced_nodes"] = REPLACED_NODES
         return self if all(getattr(self, k) == v for k, v in update.items()) else self.model_copy(update=update)
 
     def disk_bytes_required(self, checkpoint_bytes: int) -> int:
@@ -103,12 +125,16 @@ class CheckpointOptions(BaseModel):
         return int(checkpoint_bytes * disk_steps_needed(self.writes, self.reads, self.keep)
                    * (1 + self.free_space_margin))
 
-    def simulated_training_s(self) -> float:
-        """The least simulated training an async/tiered point runs: its calibration, then a step beside each
-        write at least (however fast the storage); 0 for sync, which simulates none."""
+    def simulated_steps(self) -> int:
+        """The least simulated steps an async/tiered point runs: its calibration, then per write the idle
+        steps before and after and one step beside the background (however fast the storage); 0 for sync."""
         if self.strategy == "sync" or self.step_s is None:
-            return 0.0
-        return (CALIBRATION_STEPS + self.writes) * self.step_s
+            return 0
+        return CALIBRATION_STEPS + self.writes * (2 * IDLE_STEPS + 1)
+
+    def simulated_training_s(self) -> float:
+        """The least simulated compute an async/tiered point runs (its all-reduces not counted)."""
+        return self.simulated_steps() * (self.step_s or 0.0)
 
 
 # The options a sweep may vary, in the order they are crossed: derived here, declared nowhere else.

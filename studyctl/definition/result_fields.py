@@ -31,10 +31,16 @@ class StrategyTiming(_Strict):
     background_s: Seconds = 0.0  # persist (async) or drain (tiered): its slowest rank
     background_bytes: Count = 0  # written to shared storage in the background, all ranks
     background_GiBps: Rate = 0.0  # background_bytes / background_s
+    # The simulated training beside the background work (worker.compute, worker.interference): steps during
+    # the window vs idle steps right before and after it. Signed, never clamped; means over ranks.
     compute_steps: Count = 0  # simulated training steps run beside the background work, all ranks
     compute_step_s_mean: Seconds | None = None  # their mean duration
-    compute_slowdown: Finite | None = None  # compute_step_s_mean / the rank's idle step time − 1
-    interference_s: Seconds = 0.0  # compute time lost to the background work (slowest rank)
+    compute_slowdown: Finite | None = None  # mean over ranks of (window step mean / the rank's idle step mean − 1)
+    interference_s: Finite = 0.0  # mean over ranks of (window step time − its steps × idle step mean)
+    idle_step_s_mean: Seconds | None = None  # mean over ranks of their idle step mean (None in older results)
+    interference_ci_s: Seconds | None = None  # 95% CI half-width of interference_s from the step samples
+    allreduce_bytes: Count = 0  # gradient bytes all-reduced by the window's steps, all ranks
+    compute_cpu_share: Finite | None = None  # CPU time / wall time of the window's compute (accelerator: ~0)
     # read: where the bytes came from, and how long reading and broadcasting took
     tier_bytes: Count = 0  # read from a node-local tier
     shared_bytes: Count = 0  # read from shared storage

@@ -159,6 +159,11 @@ class Provenance(_Strict):
     started_at: str  # ISO 8601 UTC
     finished_at: str  # ISO 8601 UTC
     host_memory_bytes: int | None = None  # the smallest host's physical memory (MLPerf's page-cache rule)
+    # What shared the host's cores (None in older results): a flag when ranks and background threads outnumber them.
+    host_cores: Count | None = None  # cores this host lets the job use (the ranks' CPU affinity; smallest host)
+    ranks_on_host: Count | None = None  # ranks of this job on one host (most on any host; all on simulated nodes)
+    background_threads_on_host: Count | None = None  # persist/drain threads on one host at once (most; sync: 0)
+    launch_s: Seconds | None = None  # earliest rank process start → every rank ready after MPI init
 
 
 class IoInfo(_Strict):

@@ -16,9 +16,10 @@ WORKER_BASE_BYTES = 96 * MIB
 
 def memory_per_host_bytes(opts: CheckpointOptions, ranks: int, snapshot_bytes: int) -> int:
     """What `ranks` worker ranks hold together: buffer + interpreter each, a tier drain buffer each, and for
-    async the snapshot of their own shards (`snapshot_bytes`, see host_snapshot_bytes)."""
+    async the snapshot of their own shards (`snapshot_bytes`, see host_snapshot_bytes) twice: the snapshot and
+    the simulated device state it copies (worker.persist.Snapshot)."""
     drain_buffer = opts.buffer_mib * MIB if opts.strategy == "tiered" else 0
-    snapshot = snapshot_bytes if opts.strategy == "async" else 0
+    snapshot = 2 * snapshot_bytes if opts.strategy == "async" else 0
     return ranks * (opts.buffer_mib * MIB + WORKER_BASE_BYTES + drain_buffer) + snapshot
 
 
@@ -48,8 +49,6 @@ def strategy_problems(model: ModelSpec, par: Parallelism, nodes: int, ranks_per_
                       estimate: Estimate) -> list[str]:
     """Why a strategy cannot run on this point (empty when it can); the layout must be feasible."""
     out = []
-    if opts.strategy == "tiered" and opts.replaced_nodes >= nodes:
-        out.append(f"replaced_nodes {opts.replaced_nodes} must be below nodes {nodes} (some tier must survive)")
     if opts.strategy == "async" and estimate.host_memory_gib is not None:
         need = memory_per_host_bytes(opts, ranks_per_node, host_snapshot_bytes(model, par, ranks_per_node, opts.scale))
         have = estimate.host_memory_gib * GIB

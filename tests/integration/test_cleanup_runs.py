@@ -35,7 +35,7 @@ filesystems:
   scratch: {{path: {fs}}}
   nodetier: {{path: {tier}, kind: local}}
 checkpoint: {{scale: 0.01, writes: {writes}, reads: 1, buffer_mib: 4, block_mib: 4, tier: nodetier, tier_keep: 2}}
-training: {{step_s: 0.05}}
+training: {{simulated_step: {{compute_s: 0.05}}}}
 local: {{max_concurrent: 1, timeout_s: {timeout}}}
 estimate: {{overhead_s: 0, GiBps_per_node: 1000}}  # seconds of I/O: the timeout is not refused up front
 """
@@ -105,13 +105,14 @@ def test_a_signalled_submit_leaves_no_bytes(tmp_path: Path, sig: signal.Signals)
 
 def test_a_timeout_of_hung_ranks_leaves_no_bytes(tmp_path: Path) -> None:
     """The ranks hang mid-run (SIGSTOP: they can handle no signal) until the point's time limit: TIMEOUT; the
-    estimate (simulated training of 100 writes: 5.15 s) fits the 15 s limit, so submit accepts the point."""
+    estimate (simulated training of 14 writes: (3 + 14 × 7) steps × 0.05 s = 5.05 s) fits the 15 s limit, so
+    submit accepts the point."""
     def hang(_: subprocess.Popen[str], results: Path) -> None:
         wait_for(lambda: len(ranks_of(results)) == 2)
         for pid in ranks_of(results):
             os.kill(pid, signal.SIGSTOP)
 
-    results, fs, tier, proc = stopped_run(tmp_path, hang, timeout=15, writes=100)
+    results, fs, tier, proc = stopped_run(tmp_path, hang, timeout=15, writes=14)
     assert proc.returncode == 1, proc.stderr
     assert states(results) == [State.TIMEOUT]
     assert files_under(fs) == [] and files_under(tier) == []

@@ -28,7 +28,7 @@ filesystems:
   scratch: {{path: "{fs}", kind: local}}
   ram: {{path: "{tier}", kind: memory}}
 checkpoint: {{scale: {scale}, writes: 1, reads: 1, buffer_mib: 4, block_mib: 4, tier: ram}}
-training: {{step_s: 0.02}}
+training: {{simulated_step: {{compute_s: 0.02}}}}
 local: {{timeout_s: 300}}
 """
 

@@ -13,13 +13,17 @@ from studyctl.definition.layout import rank_files, step_dir_name, summarize
 from studyctl.definition.points import CheckpointOptions, Point, WorkerTask
 from studyctl.definition.result_schema import Result
 from studyctl.host import mount_of
+from studyctl.units import MIB
 
 MPIEXEC = str(Path(sys.executable).parent / "mpiexec")
+ALLREDUCE_MIB = 0.5
 
 
 def run_point(tmp_path: Path, nodes: int = 2, rpn: int = 2, zero: int = 1, io_mode: str = "buffered",
               **opts: object) -> Result:
-    options = {"scale": 0.002, "writes": 2, "reads": 2, "buffer_mib": 4, "block_mib": 1, "step_s": 0.02, **opts}
+    options = {"scale": 0.002, "writes": 2, "reads": 2, "buffer_mib": 4, "block_mib": 1, **opts}
+    if options.get("strategy", "sync") != "sync":  # what expansion gives background strategies
+        options = {"step_s": 0.02, "compute": "accelerator", "allreduce_mib": ALLREDUCE_MIB, **options}
     if options.get("strategy") == "tiered":
         options.setdefault("tier", "tier")
     point = Point(model=lookup("gpt2-125m"), zero_stage=zero, nodes=nodes, ranks_per_node=rpn, filesystem="fs",
@@ -60,9 +64,17 @@ def test_each_strategy_and_restore_mode_measures_its_fields(tmp_path: Path, stra
         else:
             assert st.background_bytes == total and st.background_s > 0 and st.background_GiBps > 0
             assert st.background_s <= c.span_s, "the background work ends when the checkpoint is durable"
-            assert st.interference_s >= 0
-            assert (st.compute_step_s_mean is None) == (st.compute_steps == 0)
+            assert st.compute_steps > 0 and st.compute_steps % result.point.world_size == 0, \
+                "every rank steps until every background part is done, and all stop on the same step"
+            assert st.allreduce_bytes == st.compute_steps * int(ALLREDUCE_MIB * MIB), "each step all-reduced"
+            assert st.idle_step_s_mean is not None and st.idle_step_s_mean >= 0.02
+            assert st.interference_ci_s is not None and st.interference_ci_s >= 0
     assert (info.compute_step_s_idle is not None) == (strategy != "sync")
+    prov = result.provenance
+    assert prov.ranks_on_host == result.point.world_size, "simulated nodes: every rank on this host"
+    assert prov.host_cores is not None and prov.host_cores >= 1 and prov.launch_s is not None and prov.launch_s > 0
+    threads = {"sync": 0, "async": 1, "tiered": 2}[strategy]  # a persist thread; a drain and its reader
+    assert prov.background_threads_on_host == threads * result.point.world_size
     assert info.tier_fstype == (mount_of(str(tmp_path / "tier"))["fstype"] if strategy == "tiered" else None)
     if strategy == "async":
         assert info.snapshot_bytes_per_rank_max == result.sizes.bytes_per_rank_max
@@ -102,6 +114,30 @@ def test_tiered_restore_after_losing_a_node_reads_from_shared_storage(tmp_path: 
     (restore,) = [s for s in result.strategy.checkpoints if s.phase == "read"]
     assert restore.tier_bytes == node_bytes(result, 0), "the surviving node restores from its tier"
     assert restore.shared_bytes == node_bytes(result, 1), "the replaced node restores from shared storage"
+
+
+@pytest.mark.parametrize("restore", ["rank", "broadcast"])
+def test_a_single_node_replaced_restores_everything_from_shared_storage(tmp_path: Path, restore: str) -> None:
+    result = run_point(tmp_path, nodes=1, rpn=2, strategy="tiered", restore=restore, replaced_nodes=1, writes=1,
+                       reads=1)
+    (restore_timing,) = [s for s in result.strategy.checkpoints if s.phase == "read"]
+    assert restore_timing.tier_bytes == 0 and restore_timing.shared_bytes > 0
+    read = next(c for c in result.checkpoints if c.phase == "read")
+    assert restore_timing.shared_bytes + restore_timing.broadcast_bytes == read.bytes
+    assert result.strategy.replaced_nodes == 1
+
+
+def test_the_accelerator_step_holds_no_core_and_the_cpu_step_does(tmp_path: Path) -> None:
+    """Thread CPU time of a rank's main thread over its steps' compute: waiting on a device uses none."""
+    shares = {}
+    for compute in ("accelerator", "cpu"):
+        result = run_point(tmp_path / compute, nodes=1, rpn=1, strategy="async", compute=compute, step_s=0.05,
+                           writes=2, reads=0)
+        share = result.strategy.checkpoints[0].compute_cpu_share
+        assert share is not None
+        shares[compute] = share
+    assert shares["accelerator"] < 0.1, shares
+    assert shares["cpu"] > 3 * shares["accelerator"] and shares["cpu"] > 0.3, shares
 
 
 def test_one_drainer_per_node_drains_every_file(tmp_path: Path) -> None:

@@ -30,7 +30,7 @@ def test_submit_refuses_what_the_submitting_host_can_judge_and_sbatch_never_runs
     body = "matrix: {zero_stage: 1, nodes: 1, ranks_per_node: 1, strategy: async}\n"
     if case == "time":
         body += ("checkpoint: {scale: 0.002, writes: 10, reads: 1, buffer_mib: 4, block_mib: 4}\n"
-                 "training: {step_s: 60}\nslurm: {partition: debug, time_limit_min: 5}\n")
+                 "training: {simulated_step: {compute_s: 60}}\nslurm: {partition: debug, time_limit_min: 5}\n")
     else:
         body += "slurm: {partition: debug, time_limit_min: 5}\n"
     sweep = sweep_file(tmp_path, study, body)
@@ -44,7 +44,8 @@ def test_submit_refuses_what_the_submitting_host_can_judge_and_sbatch_never_runs
         fstype = mount_of(str(tmp_path / "fs"))["fstype"]
         assert f"filesystems.shared.kind: {tmp_path / 'fs'} is on a {fstype} mount, not kind lustre" in line
     else:
-        assert "time: 1 point(s) need an estimated up to" in line and "(3 + 10 writes) × training.step_s 60 s" in line
+        assert "time: 1 point(s) need an estimated up to" in line
+        assert "(3 + 10 writes × 7) × training.simulated_step.compute_s 60 s" in line
         assert "over the 300 s they may run (slurm.time_limit_min)" in line
     assert not (tmp_path / "results").exists()
     assert study not in job_names(), "no job was submitted"

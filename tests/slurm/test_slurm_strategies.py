@@ -40,7 +40,7 @@ filesystems:
   nodetmp: {{path: "{tier}", kind: local}}
 checkpoint: {{scale: 0.002, writes: 2, reads: 1, buffer_mib: 4, block_mib: 4, tier: nodetmp, tier_keep: 2,
               replaced_nodes: 1, keep: true}}
-training: {{step_s: 0.05, interval_min: 10, node_mtbf_h: 10000}}
+training: {{simulated_step: {{compute_s: 0.05}}, interval_min: 10, node_mtbf_h: 10000}}
 slurm: {{partition: debug, time_limit_min: 3}}
 """)
     proc = cli(tmp_path, "sweep", "submit", str(sweep), "--backend", "slurm")

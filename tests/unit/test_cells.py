@@ -26,7 +26,8 @@ def other_value(option: str) -> tuple[Any, Any]:
     """The generated points' value of a checkpoint option and another valid one, from the model's types."""
     base = getattr(make_point().checkpoint, option)
     kind = CheckpointOptions.model_fields[option].annotation
-    args = typing.get_args(kind)
+    args = tuple(v for arg in typing.get_args(kind)  # an optional Literal: its values
+                 for v in (typing.get_args(arg) if typing.get_origin(arg) is typing.Literal else (arg,)))
     if isinstance(base, bool):
         candidates: list[Any] = [not base]
     elif base is None and int in args:  # an optional count, unset: try a few

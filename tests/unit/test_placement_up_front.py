@@ -29,7 +29,7 @@ filesystems:
   scratch: {{path: "{fs}"{fs_kind}}}
   tier: {{path: "{tier}", kind: {tier_kind}}}
 checkpoint: {{scale: 0.001, writes: {writes}, reads: 1, buffer_mib: {buffer_mib}, block_mib: 4, tier: tier}}
-training: {{step_s: {step_s}}}
+training: {{simulated_step: {{compute_s: {step_s}}}}}
 local: {{timeout_s: {timeout_s}}}
 slurm: {{time_limit_min: {time_limit_min}}}
 """
@@ -129,36 +129,38 @@ def test_plan_with_an_unknown_backend_is_one_line_exit_2_as_submit(tmp_path: Pat
 
 
 def test_the_estimate_counts_simulated_training_and_plan_warns_where_submit_refuses(tmp_path: Path) -> None:
-    sweep = sweep_file(tmp_path, writes=10, step_s=1500, timeout_s=3600)
+    sweep = sweep_file(tmp_path, writes=10, step_s=250, timeout_s=3600)
     rows = json.loads(run_cli("plan", str(sweep), "--json").stdout)
-    assert [r["simulated_training_s"] for r in rows] == [(3 + 10) * 1500]
-    assert rows[0]["estimated_seconds"] > (3 + 10) * 1500
+    steps = 3 + 10 * (2 * 3 + 1)  # calibration, then per write 3 idle steps before and after and one beside
+    assert [r["simulated_training_s"] for r in rows] == [steps * 250]
+    assert rows[0]["estimated_seconds"] > steps * 250
     plan = run_cli("plan", str(sweep))
     assert plan.returncode == 0
-    assert "time: 1 point(s) need an estimated up to 19," in plan.stderr
-    assert "19,500 s of it simulated training: (3 + 10 writes) × training.step_s 1500 s" in plan.stderr
+    assert "time: 1 point(s) need an estimated up to 18," in plan.stderr
+    assert ("18,250 s of it simulated training: 73 steps (3 + 10 writes × 7) × training.simulated_step.compute_s "
+            "250 s") in plan.stderr
     assert "over the 3,600 s they may run (local.timeout_s): raise it (or the sweep's estimate:" in plan.stderr
     line = refused(tmp_path, sweep)
     assert "time: 1 point(s)" in line and "(local.timeout_s)" in line
     # raised: submit no longer refuses (a dry run: nothing runs for 5 hours)
-    raised = sweep_file(tmp_path, writes=10, step_s=1500, timeout_s=20000)
+    raised = sweep_file(tmp_path, writes=10, step_s=250, timeout_s=20000)
     proc = run_cli("sweep", "submit", str(raised), "--results", str(tmp_path / "results"), "--dry-run")
     assert proc.returncode == 0, proc.stderr
     # a sync point simulates no training: the same step adds nothing
-    sync = json.loads(run_cli("plan", str(sweep_file(tmp_path, strategy="sync", writes=10, step_s=1500)),
+    sync = json.loads(run_cli("plan", str(sweep_file(tmp_path, strategy="sync", writes=10, step_s=250)),
                               "--json").stdout)
     assert sync[0]["simulated_training_s"] == 0 and sync[0]["estimated_seconds"] < 60
 
 
 def test_slurm_limits_count_the_training_and_a_set_limit_is_judged(tmp_path: Path) -> None:
-    sweep = load_sweep(sweep_file(tmp_path, writes=10, step_s=1500, time_limit_min="null"))
+    sweep = load_sweep(sweep_file(tmp_path, writes=10, step_s=250, time_limit_min="null"))
     (point,) = [pp.point for pp in expand(sweep) if not pp.excluded]
     derived = point_time_limit_min(sweep.slurm, point)
-    assert derived * 60 >= (3 + 10) * 1500 + 120, "a derived limit leaves room for the simulated training"
+    assert derived * 60 >= (3 + 10 * 7) * 250 + 120, "a derived limit leaves room for the simulated training"
     assert backend_class("slurm").point_time_limit_s(sweep, point) == derived * 60
     problems, _ = api.plan_capacity(sweep, summarize_plan(plan_rows(expand(sweep), sweep)), "slurm")
     assert not [p for p in problems if p.startswith("time:")]
-    set_low = load_sweep(sweep_file(tmp_path, writes=10, step_s=1500, time_limit_min=60))
+    set_low = load_sweep(sweep_file(tmp_path, writes=10, step_s=250, time_limit_min=60))
     problems, _ = api.plan_capacity(set_low, summarize_plan(plan_rows(expand(set_low), set_low)), "slurm")
     assert any(p.startswith("time: 1 point(s)") and "over the 3,600 s they may run (slurm.time_limit_min)" in p
                for p in problems), problems

@@ -45,7 +45,8 @@ def test_training_block_interval_and_mtbf() -> None:
 BASE = {"study": "s", "models": ["llama_7b"], "filesystems": {"shared": {"path": "/tmp/s"},
                                                                "shm": {"path": "/dev/shm/t", "kind": "memory"}},
         "matrix": {"nodes": 2, "ranks_per_node": 2, "strategy": ["sync", "async", "tiered"]},
-        "checkpoint": {"tier": "shm", "scale": 0.01}, "training": {"step_s": 0.2, "node_mtbf_h": 1000}}
+        "checkpoint": {"tier": "shm", "scale": 0.01},
+        "training": {"simulated_step": {"compute_s": 0.2}, "node_mtbf_h": 1000}}
 
 
 def _sweep(**changes: object) -> dict:

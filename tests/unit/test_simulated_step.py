@@ -1,0 +1,104 @@
+"""The sweep's simulated step reaches async/tiered points; tiered points replace a node unless told otherwise."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from studyctl.definition.expand import expand
+from studyctl.definition.points import CheckpointOptions, Point
+from studyctl.definition.result_schema import Result
+from studyctl.definition.sweep import load_sweep
+from studyctl.errors import UserError
+from tests.resultgen import make_point, result_dict
+
+BASE: dict[str, Any] = {
+    "study": "step", "models": ["gpt2-125m"],
+    "filesystems": {"shared": {"path": "/tmp/shared"}, "shm": {"path": "/dev/shm/t", "kind": "memory"}},
+    "matrix": {"nodes": 2, "ranks_per_node": 1, "zero_stage": 1, "strategy": ["sync", "async", "tiered"]},
+    "checkpoint": {"tier": "shm", "scale": 0.01},
+    "training": {"step_s": 3.0, "simulated_step": {"compute_s": 0.2, "compute": "cpu", "allreduce_mib": 4}}}
+
+
+def points(tmp_path: Path, **changes: Any) -> list[Point]:
+    data = yaml.safe_load(yaml.safe_dump(BASE))
+    for key, value in changes.items():
+        data[key] = {**data.get(key, {}), **value}
+    path = tmp_path / "s.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return [pp.point for pp in expand(load_sweep(path))]
+
+
+def test_the_simulated_step_and_not_the_real_step_reaches_background_points(tmp_path) -> None:
+    sync, asyn, tiered = (p.checkpoint for p in points(tmp_path))
+    assert (sync.step_s, sync.compute, sync.allreduce_mib) == (None, None, None)
+    for opts in (asyn, tiered):
+        assert (opts.step_s, opts.compute, opts.allreduce_mib) == (0.2, "cpu", 4)
+    assert asyn.simulated_training_s() == pytest.approx(asyn.simulated_steps() * 0.2)
+
+
+def test_tiered_points_replace_one_node_unless_the_sweep_says_otherwise(tmp_path: Path) -> None:
+    by = {p.checkpoint.strategy: p.checkpoint for p in points(tmp_path)}
+    assert by["tiered"].replaced_nodes == 1
+    assert by["sync"].replaced_nodes == by["async"].replaced_nodes == 0, "no tier, nothing to replace"
+    chosen = points(tmp_path, checkpoint={"replaced_nodes": 0})
+    (explicit,) = [p.checkpoint for p in chosen if p.checkpoint.strategy == "tiered"]
+    assert explicit.replaced_nodes == 0, "a no-failure restore when asked for"
+    swept = points(tmp_path, matrix={"strategy": "tiered", "replaced_nodes": [0, 2]})
+    assert [p.checkpoint.replaced_nodes for p in swept] == [0, 2], "every node replaced is allowed"
+
+
+@pytest.mark.parametrize(("changes", "key"), [
+    ({"checkpoint": {"replaced_nodes": 3}}, "checkpoint.replaced_nodes"),
+    ({"matrix": {"replaced_nodes": [1, 5]}}, "matrix.replaced_nodes"),
+])
+def test_more_replaced_nodes_than_the_point_has_is_refused_in_one_line(tmp_path: Path, changes: dict, key: str
+                                                                      ) -> None:
+    with pytest.raises(UserError) as err:
+        points(tmp_path, **changes)
+    message = str(err.value)
+    assert message.startswith(f"{tmp_path / 's.yaml'}: {key}: ") and "more than the point's nodes 2" in message
+    assert "allowed 0 to 2" in message and "\n" not in message
+
+
+def test_sync_points_keep_their_ids_and_stored_points_round_trip(tmp_path: Path) -> None:
+    plain = make_point()
+    assert plain.point_id == Point.model_validate(plain.canonical()).point_id
+    for p in points(tmp_path):
+        assert Point.model_validate(p.canonical()).point_id == p.point_id, p.checkpoint.strategy
+        assert Point.model_validate(json.loads(p.model_dump_json())).point_id == p.point_id
+
+
+def test_an_older_tiered_result_keeps_its_id_and_its_no_failure_restore() -> None:
+    """Before replaced_nodes defaulted to 1 for tiered points, 0 was the default and left out of the id."""
+    old = make_point(strategy="tiered", tier="shm", step_s=0.05)
+    stored = json.loads(old.model_dump_json())
+    assert stored["checkpoint"]["replaced_nodes"] == 0 and "replaced_nodes" not in old.canonical()["checkpoint"]
+    assert Point.model_validate(stored).point_id == old.point_id
+
+
+def test_results_without_the_new_fields_still_validate() -> None:
+    point = make_point(strategy="async", step_s=0.05)
+    data = result_dict(point, [1.0])
+    data["strategy"] = {"strategy": "async", "restore_mode": "rank", "step_s": 0.05, "checkpoints": [
+        {"phase": "write", "index": 0, "blocking_s": 0.1, "compute_steps": 3, "compute_slowdown": 0.2,
+         "interference_s": 0.05}]}
+    result = Result.model_validate(data)
+    assert result.strategy is not None
+    (timing,) = result.strategy.checkpoints
+    assert timing.idle_step_s_mean is None and timing.interference_ci_s is None
+    assert result.provenance.host_cores is None and result.provenance.launch_s is None
+
+
+def test_interference_may_be_negative_in_a_result() -> None:
+    opts = CheckpointOptions(strategy="async", step_s=0.05)
+    data = result_dict(make_point(strategy=opts.strategy, step_s=0.05), [1.0])
+    data["strategy"] = {"strategy": "async", "restore_mode": "rank", "checkpoints": [
+        {"phase": "write", "index": 0, "interference_s": -0.3, "compute_slowdown": -0.12,
+         "interference_ci_s": 0.4}]}
+    (timing,) = Result.model_validate(data).strategy.checkpoints  # type: ignore[union-attr]
+    assert timing.interference_s == -0.3
