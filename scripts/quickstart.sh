@@ -4,12 +4,19 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/setup-env.sh
-# With no argument: the scaling study, then what checkpoint strategies cost training (sync/async/tiered,
-# rank/broadcast restore: sweeps/quickstart-strategies.yaml, half a minute more). Or the sweeps given.
-[[ $# -gt 0 ]] || set -- sweeps/quickstart.yaml sweeps/quickstart-strategies.yaml
-for sweep in "$@"; do
+# With no argument: the buffered vs O_DIRECT study (its report states direct / buffered with a 95% CI), then
+# what checkpoint strategies cost training (sync/async/tiered: sweeps/quickstart-strategies.yaml). Or the
+# sweeps given.
+run() {
+  local sweep=$1 study; shift
   study=$(python -c 'import sys, yaml; print(yaml.safe_load(open(sys.argv[1]))["study"])' "$sweep")
   studyctl plan "$sweep" --limit 10
   studyctl sweep submit "$sweep"
-  studyctl collect "$study"
-done
+  studyctl collect "$study" "$@"
+}
+if [[ $# -eq 0 ]]; then
+  run sweeps/quickstart.yaml --ratio io_mode=buffered
+  run sweeps/quickstart-strategies.yaml
+else
+  for sweep in "$@"; do run "$sweep"; done
+fi
