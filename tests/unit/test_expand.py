@@ -133,11 +133,13 @@ def test_checkpoint_option_axes() -> None:
     assert all(p.point.checkpoint.buffer_mib == 16 for p in points)
 
 
-def test_shipped_quickstart_expands() -> None:
-    sweep = load_sweep(Path(__file__).resolve().parents[2] / "sweeps" / "quickstart.yaml")
-    points = expand(sweep)
-    runnable = [p for p in points if not p.excluded]
-    assert runnable and len(runnable) < len(points)
+@pytest.mark.parametrize("path", sorted((Path(__file__).resolve().parents[2] / "sweeps").glob("*.yaml")),
+                         ids=lambda p: p.name)
+def test_every_shipped_sweep_expands_to_runnable_points(path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("USER", "someone")  # cluster sweeps name their paths with $USER
+    sweep = load_sweep(path)
+    runnable = [p for p in expand(sweep) if not p.excluded]
+    assert runnable and {p.point.repetition for p in runnable} == set(range(sweep.repetitions))
 
 
 def test_fast_canonical_json_equals_the_plain_one() -> None:
