@@ -104,18 +104,28 @@ def _where(xp: ModuleType, cond: Any, yes: Any, no: Any) -> Num:
 
 
 def young_interval_s(cost_s: Num, mtbf_s: Num) -> Num:
-    """Young's (1974) first-order optimum of the compute between checkpoints: sqrt(2·C·M)."""
-    return _xp(cost_s, mtbf_s).sqrt(2.0 * cost_s * mtbf_s)
+    """Young's (1974) first-order optimum of the compute between checkpoints: sqrt(2·C·M); NaN where C ≤ 0 (a
+    cost below what was measurable, e.g. blocking outweighed by negative interference noise, has no optimum)."""
+    xp = _xp(cost_s, mtbf_s)
+    if xp is math:
+        return math.sqrt(2.0 * cost_s * mtbf_s) if cost_s > 0 else math.nan
+    with xp.errstate(invalid="ignore"):
+        return xp.where(cost_s > 0, xp.sqrt(2.0 * cost_s * mtbf_s), xp.nan)
 
 
 def daly_interval_s(cost_s: Num, mtbf_s: Num) -> Num:
-    """Daly's (2006) higher-order optimum: sqrt(2CM)·(1 + sqrt(C/2M)/3 + (C/2M)/9) − C for C < 2M, else M."""
+    """Daly's (2006) higher-order optimum: sqrt(2CM)·(1 + sqrt(C/2M)/3 + (C/2M)/9) − C for 0 < C < 2M, M for
+    C ≥ 2M; NaN where C ≤ 0 (see young_interval_s)."""
     xp = _xp(cost_s, mtbf_s)
     x = cost_s / (2.0 * mtbf_s)
-    if xp is math and x >= 1.0:
-        return mtbf_s
-    tau = xp.sqrt(2.0 * cost_s * mtbf_s) * (1.0 + xp.sqrt(x) / 3.0 + x / 9.0) - cost_s
-    return _where(xp, x < 1.0, tau, mtbf_s)
+    if xp is math:
+        if cost_s <= 0:
+            return math.nan
+        if x >= 1.0:
+            return mtbf_s
+    with _quiet(xp):
+        tau = xp.sqrt(2.0 * cost_s * mtbf_s) * (1.0 + xp.sqrt(x) / 3.0 + x / 9.0) - cost_s
+    return _where(xp, cost_s > 0, _where(xp, x < 1.0, tau, mtbf_s), math.nan)
 
 
 def checkpoint_share(interval_s: Num, cost_s: Num) -> Num:

@@ -130,8 +130,11 @@ def test_one_repetition_has_no_interval_and_empty_study_is_an_error(tmp_path: Pa
     a = two_rep_study(tmp_path, "one_a", "fs", (2.0,))
     b = two_rep_study(tmp_path, "one_b", "fs", (1.0,))
     res = compare(a, b, 0.05)
-    assert res.any_regressed and res.matched["ratio_ci95_low"].isna().all()
-    assert "n/a: one repetition" in "\n".join(res.summary_lines())
+    # b is half as fast, but one repetition a side gives no CI: the ratio is shown, never judged a regression
+    assert not res.any_regressed and res.matched["ratio_ci95_low"].isna().all()
+    assert not res.matched["judged"].any() and (res.matched["ratio"] < 0.6).all()
+    lines = "\n".join(res.summary_lines())
+    assert "n/a: one repetition" in lines and "not enough repetitions to judge" in lines
     (tmp_path / "empty").mkdir()
     with pytest.raises(UserError, match="no completed results"):
         compare(a, tmp_path / "empty", 0.05)

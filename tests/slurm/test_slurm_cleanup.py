@@ -58,7 +58,7 @@ def cleanup_jobs(study: str) -> str:
                           text=True).stdout.strip()
 
 
-def stopped_tiered_point(tmp_path: Path, name: str, minutes: int, writes: int = 2000) -> tuple[str, Path]:
+def stopped_tiered_point(tmp_path: Path, name: str, minutes: int, writes: int = 800) -> tuple[str, Path]:
     tier = tmpfs_pattern()
     fs = tmp_path / "fs"
     fs.mkdir()
@@ -97,9 +97,9 @@ def test_a_cancelled_tiered_point_leaves_nothing_on_any_node(tmp_path: Path) -> 
 
 
 def test_a_timed_out_tiered_point_leaves_nothing_on_any_node(tmp_path: Path) -> None:
-    """Its ranks hang mid-run (SIGSTOP) until the job's 1-min limit; the estimate (simulated training of 200
-    writes, 10 s) fits the limit, so submit accepts the point."""
-    tier, fs = stopped_tiered_point(tmp_path, "tidyt", minutes=1, writes=200)
+    """Its ranks hang mid-run (SIGSTOP) until the job's 1-min limit; the estimate (simulated training of 100
+    writes, 703 steps of 0.05 s: 35 s) fits the limit, so submit accepts the point."""
+    tier, fs = stopped_tiered_point(tmp_path, "tidyt", minutes=1, writes=100)
     ranks = ranks_of(tmp_path / "results")
     assert len(ranks) == 2, ranks
     for pid in ranks:

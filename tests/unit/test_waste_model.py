@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -124,7 +125,6 @@ def test_first_order_waste_is_checkpoints_plus_rework_plus_restart() -> None:
 
 
 def test_columns_give_what_scalars_give() -> None:
-    np = pytest.importorskip("numpy")
     cost = np.array([1.0, 30.0, 5000.0])
     mtbf = np.array([3600.0, np.inf, 2000.0])
     waste = tc.total_waste_share(np.array([600.0, 600.0, 600.0]), cost, mtbf, 60.0)
@@ -132,3 +132,14 @@ def test_columns_give_what_scalars_give() -> None:
         assert waste[i] == pytest.approx(tc.total_waste_share(600.0, float(cost[i]), float(mtbf[i]), 60.0), rel=1e-12)
     daly = tc.daly_interval_s(cost, np.array([3600.0, 3600.0, 2000.0]))
     assert daly[2] == 2000.0 and daly[0] == pytest.approx(tc.daly_interval_s(1.0, 3600.0), rel=1e-12)
+
+
+@pytest.mark.parametrize("cost", [0.0, -0.5])
+def test_a_cost_below_zero_has_no_optimal_interval_for_floats_and_columns(cost: float) -> None:
+    """Signed interference can outweigh a tiny blocking time in one repetition: no optimum, not a crash."""
+    mtbf = 3600.0
+    assert math.isnan(tc.young_interval_s(cost, mtbf)) and math.isnan(tc.daly_interval_s(cost, mtbf))
+    columns = tc.daly_interval_s(np.array([cost, 10.0]), np.array([mtbf, mtbf]))
+    assert math.isnan(columns[0]) and columns[1] == pytest.approx(tc.daly_interval_s(10.0, mtbf))
+    young = tc.young_interval_s(np.array([cost, 10.0]), np.array([mtbf, mtbf]))
+    assert math.isnan(young[0]) and young[1] == pytest.approx(math.sqrt(2 * 10.0 * mtbf))
