@@ -141,6 +141,17 @@ def _wait_for(predicate, timeout: float = 120.0) -> None:
     raise AssertionError("condition not reached in time")
 
 
+def _started_runs(results: Path, name: str) -> int:
+    """Attempts RUNNING with the PID of their mpiexec recorded."""
+    if not (results / name / "ledger.sqlite").exists():
+        return 0
+    try:
+        rows = [a for rows in ledger_rows(results, name).values() for a in rows]
+    except sqlite3.Error:
+        return 0
+    return sum(a.state.value == "RUNNING" and a.pid is not None for a in rows)
+
+
 def _states(results: Path, name: str) -> list[str]:
     path = results / name / "ledger.sqlite"
     if not path.exists():
@@ -158,7 +169,9 @@ def test_kill_9_mid_run_then_submit_again(tmp_path: Path) -> None:
     proc = subprocess.Popen([sys.executable, "-m", "studyctl.cli", "sweep", "submit", str(sweep), "--results",
                              str(results)], cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        _wait_for(lambda: "COMPLETED" in _states(results, "s") and "RUNNING" in _states(results, "s"))
+        # killed once a run has really started (its PID recorded): killed between recording RUNNING and starting
+        # mpiexec, that attempt never ran, and running it again would be right
+        _wait_for(lambda: "COMPLETED" in _states(results, "s") and _started_runs(results, "s"))
     finally:
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait()
