@@ -133,3 +133,19 @@ def test_a_fifo_in_place_of_a_shard_is_never_opened_for_blocking(tmp_path: Path)
     os.mkfifo(fifo)
     _, cache = collect(root)  # would hang here if the shard were opened for blocking reads
     assert "f3.json" in PARSED and cache.hits < 200 and fifo.is_file()
+
+
+def test_numpy_scalars_are_cached_as_plain_numbers(tmp_path: Path) -> None:
+    import numpy as np
+
+    root = study(tmp_path, 2)
+
+    def numeric(path: Path) -> dict[str, Any]:
+        return {"v": [np.float64(2.5), np.float64("nan")], "name": path.name}
+
+    for _ in range(2):
+        cache = ParseCache(root / "tables" / ".cache" / "results.json", root)
+        values = [cache.get_or_parse(p, p.stat(), numeric) for p in sorted(root.glob("f*.json"))]
+        cache.save()
+        assert all(v["v"][0] == 2.5 and math.isnan(v["v"][1]) for v in values)
+    assert cache.hits == 2

@@ -33,7 +33,8 @@ def _label(points: pd.DataFrame, axes: list[str]) -> list[str]:
 def point_axes(data: pd.DataFrame, summary: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
     """Points (their cell's settings and repetition) and the settings that vary among them."""
     points = _point_settings(data, summary)
-    return points, independent(points, varying(points, ("phase", *DERIVED)))
+    cells = points[identity_columns(points)].drop_duplicates()  # the same answer as over 10,000 points, quicker
+    return points, independent(cells, varying(cells, ("phase", *DERIVED)))
 
 
 def point_labels(data: pd.DataFrame, summary: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
