@@ -14,6 +14,7 @@ import hashlib
 import json
 import os
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -243,10 +244,12 @@ def collect(study_dir: Path, statuses: Sequence[PointStatus] | None = None,
     tables = build_tables(paths.root, extra, paths.tables_cache, excluded, found)
     specs = [parse_ratio(text, tables.summary) for text in ratios]  # refused before anything is written
     tables.problems.extend([*_missing_results(tables, statuses), *dlio_problems])
-    written = write_tables(tables, paths)
-    plots, skipped = make_plots(tables.summary, tables.ranks, paths.plots)
-    more, why = training_plots(tables.training_cells, paths.plots)
-    plots, skipped = plots + more, skipped + why
+    with ThreadPoolExecutor(1) as pool:  # pyarrow writes the tables without the GIL while matplotlib draws
+        writing = pool.submit(write_tables, tables, paths)
+        plots, skipped = make_plots(tables.summary, tables.ranks, paths.plots)
+        more, why = training_plots(tables.training_cells, paths.plots)
+        plots, skipped = plots + more, skipped + why
+        written = writing.result()
     ratio_files, ratio_plots, sections = _ratio_outputs(tables, specs, paths)
     plots += ratio_plots
     _remove_stale_plots(paths.plots, plots)

@@ -13,10 +13,11 @@ import stat
 from dataclasses import dataclass
 from pathlib import Path
 
-from studyctl.attempt.paths import StudyPaths
+from studyctl.attempt.paths import AttemptPaths, StudyPaths
 
 # Far above any result file (1024 ranks × 20 checkpoints is ~5 MiB); a larger file is not one of ours.
 MAX_FILE_BYTES = 256 << 20
+RESULT_NAME, ERROR_NAME = AttemptPaths(Path()).result.name, AttemptPaths(Path()).error.name
 
 
 @dataclass(frozen=True)
@@ -30,18 +31,22 @@ class AttemptFiles:
 
 
 def scan_attempts(paths: StudyPaths) -> dict[str, list[AttemptFiles]]:
-    """point_id → its attempts (newest first) that left a result or an error record."""
+    """point_id → its attempts (newest first) that left a result or an error record.
+
+    Each attempt's file names come from `AttemptPaths`, tested as plain strings (pathlib cost a third of a
+    scan of 10,000 points); Paths are made only for the files found."""
     found: dict[str, list[AttemptFiles]] = {}
     for point_id in paths.point_ids_on_disk():
         attempts = []
-        for number in paths.attempts_on_disk(point_id):
+        for number in reversed(paths.attempts_on_disk(point_id)):
             files = paths.attempt(point_id, number)
-            result = files.result if os.path.lexists(files.result) else None  # any file type: judged on reading
-            error = files.error if os.path.lexists(files.error) else None
-            if result or error:
-                attempts.append(AttemptFiles(point_id, number, result, error))
-        if attempts:
-            found[point_id] = sorted(attempts, key=lambda a: a.attempt, reverse=True)
+            folder = os.fspath(files.dir)
+            result, error = (os.path.join(folder, name) for name in (RESULT_NAME, ERROR_NAME))
+            attempts.append(AttemptFiles(point_id, number,  # any file type: judged on reading
+                                         Path(result) if os.path.lexists(result) else None,
+                                         Path(error) if os.path.lexists(error) else None))
+        if attempts := [a for a in attempts if a.result or a.error]:
+            found[point_id] = attempts
     return found
 
 

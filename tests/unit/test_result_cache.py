@@ -1,0 +1,151 @@
+"""The sharded parse cache: one change rewrites one shard, values come back exactly (NaN and ±inf too), and a
+shard that is damaged, misplaced or written for another directory is rebuilt, never trusted."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from pathlib import Path
+from typing import Any
+
+from studyctl.analysis.result_cache import SHARDS, ParseCache, shard_of
+
+PARSED: list[str] = []
+
+
+def parse(path: Path) -> dict[str, Any]:
+    """A stand-in for a result file's rows: table rows (packed by the cache), pairs, floats, None."""
+    PARSED.append(path.name)
+    n = int(path.read_text())
+    rows = [{"tool": "studyctl", "nodes": n, "phase": p, "bw": n / 3, "none": None} for p in ("write", "read")]
+    return {"checkpoints": rows, "ranks": [["write", 0, r, "h", 1 << 20, 0.5 + r, 2.0] for r in range(n)],
+            "info": {"n": n, "x": math.pi * n, "odd": float(path.read_text().count("9")) or None}}
+
+
+def study(tmp_path: Path, n: int = 200) -> Path:
+    root = tmp_path / "study"
+    (root / "tables" / ".cache").mkdir(parents=True)
+    for i in range(n):
+        (root / f"f{i}.json").write_text(str(i))
+    return root
+
+
+def collect(root: Path) -> tuple[dict[str, Any], ParseCache]:
+    """What a collect reads through the cache: every file's value, and the cache (hits, misses) after saving."""
+    PARSED.clear()
+    cache = ParseCache(root / "tables" / ".cache" / "results.json", root)
+    values = {p.name: cache.get_or_parse(p, p.stat(), parse) for p in sorted(root.glob("f*.json"))}
+    cache.save()
+    return values, cache
+
+
+def shard_stamps(root: Path) -> dict[str, int]:
+    return {p.name: p.stat().st_mtime_ns for p in (root / "tables" / ".cache").glob("results.*.json")}
+
+
+def test_values_come_back_exactly_and_one_change_rewrites_one_shard(tmp_path: Path) -> None:
+    root = study(tmp_path)
+    first, cache = collect(root)
+    assert cache.misses == 200 and len(shard_stamps(root)) == SHARDS
+    again, cache = collect(root)
+    assert again == first and cache.hits == 200 and not PARSED
+    head = json.loads((root / "tables" / ".cache" / "results.json").read_text())
+    assert head["format"] == "studyctl-results-cache" and head["shards"] == SHARDS
+    before = shard_stamps(root)
+    changed = root / "f7.json"
+    changed.write_text("7 ")
+    _, cache = collect(root)
+    assert PARSED == ["f7.json"] and cache.hits == 199
+    after = shard_stamps(root)
+    assert {k for k in after if after[k] != before[k]} == {f"results.{shard_of('f7.json')}.json"}
+
+
+def test_nan_and_infinity_survive_the_cache(tmp_path: Path) -> None:
+    root = study(tmp_path, 3)
+
+    def odd(path: Path) -> dict[str, Any]:
+        return {"v": [float("nan"), float("inf"), -float("inf"), 1.5], "name": path.name}
+
+    for _ in range(2):
+        cache = ParseCache(root / "tables" / ".cache" / "results.json", root)
+        values = [cache.get_or_parse(p, p.stat(), odd) for p in sorted(root.glob("f*.json"))]
+        cache.save()
+        assert all(math.isnan(v["v"][0]) and v["v"][1:] == [math.inf, -math.inf, 1.5] for v in values)
+    assert cache.hits == 3
+
+
+def test_a_damaged_shard_is_rebuilt_and_the_rest_kept(tmp_path: Path) -> None:
+    root = study(tmp_path)
+    first, _ = collect(root)
+    victim = shard_of("f3.json")
+    path = root / "tables" / ".cache" / f"results.{victim}.json"
+    in_victim = sorted(k for k in first if shard_of(k) == victim)
+    for damage in (path.read_bytes()[:-20], b"[1, 2]", b"{\"format\": 1}"):
+        path.write_bytes(damage)
+        values, cache = collect(root)
+        assert values == first and sorted(PARSED) == in_victim and cache.hits == 200 - len(in_victim)
+    _, cache = collect(root)
+    assert cache.hits == 200
+
+
+def test_a_key_in_another_shard_makes_the_shard_untrusted(tmp_path: Path) -> None:
+    root = study(tmp_path)
+    collect(root)
+    victim = shard_of("f3.json")
+    path = root / "tables" / ".cache" / f"results.{victim}.json"
+    data = json.loads(path.read_bytes())
+    stranger = next(f"f{i}.json" for i in range(200) if shard_of(f"f{i}.json") != victim)
+    other = json.loads((root / "tables" / ".cache" / f"results.{shard_of(stranger)}.json").read_bytes())
+    data["entries"][stranger] = other["entries"][stranger]
+    path.write_bytes(json.dumps(data).encode())
+    collect(root)
+    assert "f3.json" in PARSED and stranger not in PARSED
+
+
+def test_a_cache_written_for_another_directory_is_ignored(tmp_path: Path) -> None:
+    root = study(tmp_path)
+    first, _ = collect(root)
+    moved = tmp_path / "moved"
+    os.rename(root, moved)
+    root.mkdir()  # the same path, another directory (a new inode)
+    for entry in moved.iterdir():
+        os.rename(entry, root / entry.name)
+    values, cache = collect(root)
+    assert values == first and cache.misses == 200
+
+
+def test_files_that_disappeared_leave_the_cache(tmp_path: Path) -> None:
+    root = study(tmp_path)
+    collect(root)
+    (root / "f5.json").unlink()
+    _, cache = collect(root)
+    assert cache.hits == 199
+    data = json.loads((root / "tables" / ".cache" / f"results.{shard_of('f5.json')}.json").read_bytes())
+    assert "f5.json" not in data["entries"] and len(data["entries"]) > 0
+
+
+def test_a_fifo_in_place_of_a_shard_is_never_opened_for_blocking(tmp_path: Path) -> None:
+    root = study(tmp_path)
+    collect(root)
+    fifo = root / "tables" / ".cache" / f"results.{shard_of('f3.json')}.json"
+    fifo.unlink()
+    os.mkfifo(fifo)
+    _, cache = collect(root)  # would hang here if the shard were opened for blocking reads
+    assert "f3.json" in PARSED and cache.hits < 200 and fifo.is_file()
+
+
+def test_numpy_scalars_are_cached_as_plain_numbers(tmp_path: Path) -> None:
+    import numpy as np
+
+    root = study(tmp_path, 2)
+
+    def numeric(path: Path) -> dict[str, Any]:
+        return {"v": [np.float64(2.5), np.float64("nan")], "name": path.name}
+
+    for _ in range(2):
+        cache = ParseCache(root / "tables" / ".cache" / "results.json", root)
+        values = [cache.get_or_parse(p, p.stat(), numeric) for p in sorted(root.glob("f*.json"))]
+        cache.save()
+        assert all(v["v"][0] == 2.5 and math.isnan(v["v"][1]) for v in values)
+    assert cache.hits == 2
