@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 
 from studyctl.analysis.adequacy import MEMORY_TIER, NO_FAILURE_RESTORE, cost_flags
-from studyctl.analysis.cells import SETTINGS, describe_cell, independent
+from studyctl.analysis.cells import SETTINGS, describe_cell, independent, varying
 from studyctl.analysis.stats import t_quantile_975
 from studyctl.analysis.values import missing
 
@@ -89,9 +89,8 @@ def summary_flags(summary: pd.DataFrame) -> dict[str, str]:
 
 def display_axes(cells: pd.DataFrame) -> list[str]:
     """The settings that vary between cost cells, less those the others determine."""
-    varying = [c for c in (*SETTINGS, "io_mode_used", "cold_read_method")
-               if c in cells and cells[c].astype(str).nunique(dropna=False) > 1]
-    return independent(cells, varying) if varying else []
+    moving = varying(cells, exclude=("tool",))
+    return independent(cells, moving) if moving else []
 
 
 def _interval(row: dict[str, Any], name: str) -> tuple[float, float, float]:
