@@ -5,9 +5,10 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+from collections.abc import Mapping
 from functools import cached_property, lru_cache
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 from pydantic.json_schema import JsonDict
@@ -31,6 +32,10 @@ IoMode = Literal["buffered", "direct", "hybrid"]
 ColdRead = Literal["auto", "direct", "fadvise", "none"]
 ColdReadMethod = Literal["direct", "fadvise", "none"]  # what `auto` became
 RestoreMode = Literal["rank", "full", "broadcast"]
+# What a point is for: a measurement the study asked for; a ceiling of its resource shape (what the storage,
+# network and memory of that shape reach, measured the same way: issue 18); a calibration point at a larger
+# scale that projections to full size are fitted from (issue 21). Only "measure" points are the study's cells.
+PointRole = Literal["measure", "ceiling", "calibration"]
 Strategy = Literal["sync", "async", "tiered"]
 DrainBy = Literal["rank", "node"]
 # Options added after points were first hashed: left out of a point's identity while at their default,
@@ -190,6 +195,8 @@ class Point(BaseModel):
     io_mode: IoMode = "buffered"
     repetition: int = Field(0, ge=0)
     checkpoint: CheckpointOptions = CheckpointOptions()
+    # Added after points were first hashed: part of the id only when not at its default (POINT_OMIT_AT_DEFAULT).
+    role: PointRole = "measure"
 
     @property
     def world_size(self) -> int:
@@ -226,7 +233,7 @@ class Point(BaseModel):
 
         Planning hashes every point of 100,000-point studies; the model and checkpoint parts repeat.
         """
-        scalars = (
+        scalars: tuple[tuple[str, str], ...] = (
             ("filesystem", json.dumps(self.filesystem)),
             ("io_mode", json.dumps(self.io_mode)),
             ("model", _model_json(self.model)),
@@ -237,6 +244,10 @@ class Point(BaseModel):
             ("tensor_parallel", str(self.tensor_parallel)),
             ("zero_stage", str(self.zero_stage)),
         )
+        later = tuple((k, json.dumps(getattr(self, k))) for k, default in POINT_OMIT_AT_DEFAULT.items()
+                      if getattr(self, k) != default)
+        if later:
+            scalars = tuple(sorted((*scalars, *later)))
         body = ",".join(f'"{k}":{v}' for k, v in scalars)
         return '{"checkpoint":' + _checkpoint_json(self.checkpoint) + "," + body + "}"
 
@@ -244,6 +255,15 @@ class Point(BaseModel):
     def point_id(self) -> str:
         return hashlib.sha256(self.canonical_json().encode()).hexdigest()[:12]
 
+    def model_copy(self, *, update: Mapping[str, Any] | None = None, deep: bool = False) -> Point:
+        """A copy never inherits the cached id of the point it was copied from (the id hashes the new fields)."""
+        copy = super().model_copy(update=update, deep=deep)
+        copy.__dict__.pop("point_id", None)
+        return copy
+
+
+# Point fields added after studies were run: in a point's canonical form (and its id) only when not at these.
+POINT_OMIT_AT_DEFAULT: dict[str, object] = {"role": "measure"}
 
 # Settings added after studies were run: left out of a point's identity while at their defaults, so a
 # point means the same id before and after (the file names a point writes are not what it measures).

@@ -32,6 +32,18 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
+class RankSplit(_Strict):
+    """Where one rank's time of one checkpoint went, summed over its files (issue 18): a metadata-bound layout
+    shows as open and fsync time, a data-bound one as transfer time. The parts need not add up to the rank's
+    duration exactly: the rest (`other_s`) is Python and MPI between the calls."""
+
+    open_s: Seconds  # os.open (write: create and truncate; read: open, fstat, fadvise) of every file
+    transfer_s: Seconds  # pwrite / preadv calls (and the stamping of pages between them)
+    fsync_s: Seconds  # fsync of every file (0 for reads and for fsync: false)
+    close_s: Seconds  # os.close of every file
+    other_s: Seconds  # duration_s minus the four above, floored at 0
+
+
 class RankTiming(_Strict):
     """One rank's share of one checkpoint."""
 
@@ -43,6 +55,7 @@ class RankTiming(_Strict):
     files: Count  # files this rank wrote or read
     duration_s: Seconds  # end_s - start_s
     bandwidth_GiBps: Rate  # this rank's own bytes / duration_s / 2^30; 0 for a rank that moved no bytes
+    split: RankSplit | None = None  # where duration_s went (None in older results and for collective phases)
 
 
 class CheckpointTiming(_Strict):
@@ -195,6 +208,27 @@ class SizeInfo(_Strict):
     read_bytes_per_restore: Count  # larger than written with restore "full"
 
 
+class CeilingInfo(_Strict):
+    """What a resource shape reaches, measured by a ceiling point (`Point.role == "ceiling"`, issue 18) through
+    the same backend, nodes, ranks, filesystem, I/O mode and block as the study's points of that shape
+    (`studyctl.definition.shapes`). Rates are aggregate over all ranks unless named `_per_rank`; each is the
+    median over the probe's repeats. The storage probes are the fio pattern: every rank writes and fsyncs one
+    file, then reads it back cold."""
+
+    shape: str  # Shape.key
+    largest_shard_bytes: Count  # per rank: the largest bytes any rank of the shape's points writes
+    even_bytes: Count  # per rank: the largest point's checkpoint spread evenly over the ranks
+    repeats: Count  # measurements per probe
+    storage_write_GiBps: Rate  # one file of largest_shard_bytes per rank, written and fsynced
+    storage_read_GiBps: Rate  # the same files read back cold
+    even_write_GiBps: Rate  # one file of even_bytes per rank
+    even_read_GiBps: Rate
+    network_p2p_GiBps: Rate | None = None  # MPI point-to-point between ranks on different nodes (None: one node)
+    network_bcast_GiBps: Rate | None = None  # MPI_Bcast from one rank, bytes delivered to the others per second
+    memcpy_GiBps_per_rank: Rate  # host memory copy of largest_shard_bytes, every rank copying at once
+    memcpy_GiBps: Rate  # the same, all ranks together
+
+
 class Result(_Strict):
     """One attempt of one point, written atomically by rank 0 as result.json."""
 
@@ -211,6 +245,7 @@ class Result(_Strict):
     filesystem: FilesystemInfo
     provenance: Provenance
     strategy: StrategyInfo | None = None  # absent in results from before strategies
+    ceilings: CeilingInfo | None = None  # only in the results of ceiling points
 
 
 class WorkerError(_Strict):

@@ -14,7 +14,7 @@ from functools import cache
 from typing import Any, Literal, get_args, get_origin
 
 from studyctl.attempt.paths import MAX_ATTEMPT
-from studyctl.definition.points import Point
+from studyctl.definition.points import POINT_OMIT_AT_DEFAULT, Point
 from studyctl.states import State
 
 SCHEMA = """
@@ -121,7 +121,9 @@ def _column_rules(table: str) -> list[tuple[str, str]]:
         rules += [("state", f"state IN ({states})"), ("attempt", f"attempt BETWEEN 1 AND {MAX_ATTEMPT}")]
     if table == "points":
         rules.append(("config", "CASE WHEN json_valid(config) THEN json_type(config) = 'object' ELSE 0 END"))
-        rules += [("config", f"json_type(config, '$.{field}') = '{_json_type(field)}'") for field in Point.model_fields]
+        rules += [("config", f"json_type(config, '$.{field}') = '{_json_type(field)}'"
+                   + (f" OR json_type(config, '$.{field}') IS NULL" if field in POINT_OMIT_AT_DEFAULT else ""))
+                  for field in Point.model_fields]
         rules.append(("config", "json_type(config, '$.model.name') = 'text'"))
     return rules
 
