@@ -37,7 +37,7 @@ def run_ceiling(run: Run, setup: Setup, gather: Callable[[], Gathered], started_
     try:
         _check_space(run, setup, max(largest, even) * run.point.world_size)
         nodes = run.comm.allgather(run.node)
-        reused = ceiling_shared.find(run.task, nodes) if run.task.shared_ceiling and run.rank == 0 else None
+        reused = ceiling_shared.find(run.task, nodes) if run.task.shared_ceilings_root and run.rank == 0 else None
         reused = run.comm.bcast(reused, root=0)
         if reused is None:
             timings, info = _measure(run, setup, largest, even)
@@ -47,7 +47,7 @@ def run_ceiling(run: Run, setup: Setup, gather: Callable[[], Gathered], started_
         got = gather()
         if run.rank == 0:
             write_result(run, setup, checkpoints, got, started_at, ceilings=info)
-            if run.task.shared_ceiling and reused is None:
+            if run.task.shared_ceilings_root and reused is None:
                 ceiling_shared.record(run.task, nodes)
     finally:
         _remove_files(run)
