@@ -108,3 +108,17 @@ def test_submit_status_resubmit_and_cancel_treat_a_ceiling_as_a_point(tmp_path: 
         assert rep.launched == 1 and fake.launched[-1].point_id == ceiling.point_id
         assert fake.launched[-1].attempt == 2
         assert api.cancel("s", results) == 5
+
+
+def test_a_shared_record_names_shape_path_and_nodes_alone(tmp_path: Path) -> None:
+    from studyctl.definition.ceilings import shared_record
+
+    (tmp_path / "fs").mkdir()
+    (tmp_path / "link").symlink_to(tmp_path / "fs")
+    one = shared_record(tmp_path, "fs-buffered-n2x1-b4m", str(tmp_path / "fs"), ["n2", "n1", "n1"])
+    assert one == shared_record(tmp_path, "fs-buffered-n2x1-b4m", str(tmp_path / "link"), ["n1", "n2"])
+    assert one.parent == tmp_path / "ceilings" and one.name.startswith("fs-buffered-n2x1-b4m.")
+    others = {shared_record(tmp_path, "fs-direct-n2x1-b4m", str(tmp_path / "fs"), ["n1", "n2"]),
+              shared_record(tmp_path, "fs-buffered-n2x1-b4m", str(tmp_path), ["n1", "n2"]),
+              shared_record(tmp_path, "fs-buffered-n2x1-b4m", str(tmp_path / "fs"), ["n1", "n3"])}
+    assert one not in others and len(others) == 3
