@@ -117,8 +117,8 @@ def ceiling_sized(point: Point, estimate: Estimate) -> dict[str, Any]:
             "writes": REPEATS, "reads": REPEATS, "bytes_per_rank_max": largest, "bytes_per_rank_min": even,
             "files_per_checkpoint": 2 * world, "disk_bytes_needed": max(largest, even) * world,
             "disk_bytes_required": int(max(largest, even) * world * (1 + point.checkpoint.free_space_margin)),
-            "worker_memory_per_host_bytes": _memory(point, point.ranks_per_node, largest),
-            "worker_memory_per_point_bytes": _memory(point, world, largest), "simulated_training_s": 0.0,
+            "worker_memory_per_host_bytes": ceiling_memory_bytes(point, point.ranks_per_node),
+            "worker_memory_per_point_bytes": ceiling_memory_bytes(point, world), "simulated_training_s": 0.0,
             "estimated_seconds": round(seconds, 1),
             "node_hours": point.nodes * seconds / 3600}
 
@@ -127,9 +127,10 @@ def copy_piece(largest: int) -> int:
     return max(1, min(largest, MEMCPY_MAX_BYTES))
 
 
-def _memory(point: Point, ranks: int, largest: int) -> int:
+def ceiling_memory_bytes(point: Point, ranks: int) -> int:
     """What `ranks` ranks of a ceiling point hold: the buffer and interpreter each, and the memory copy's state
     and snapshot."""
+    largest = probe_bytes(point)[0]
     from studyctl.definition.strategies import WORKER_BASE_BYTES  # it imports the sweep, which imports this
 
     return ranks * (point.checkpoint.buffer_mib * MIB + WORKER_BASE_BYTES + 2 * copy_piece(largest))

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from studyctl import api
-from studyctl.definition.ceilings import AUTO_MAX_SHAPES, ceiling_points, probe_bytes, with_ceilings
+from studyctl.definition.ceilings import AUTO_MAX_SHAPES, MEMCPY_MAX_BYTES, ceiling_points, probe_bytes, with_ceilings
 from studyctl.definition.expand import expand, iter_points
 from studyctl.definition.plan import plan_rows, summarize_plan
 from studyctl.definition.shapes import shape_of
@@ -122,3 +122,18 @@ def test_a_shared_record_names_shape_path_and_nodes_alone(tmp_path: Path) -> Non
               shared_record(tmp_path, "fs-buffered-n2x1-b4m", str(tmp_path), ["n1", "n2"]),
               shared_record(tmp_path, "fs-buffered-n2x1-b4m", str(tmp_path / "fs"), ["n1", "n3"])}
     assert one not in others and len(others) == 3
+
+
+def test_plan_and_the_local_refusal_judge_a_ceilings_memory_by_one_figure() -> None:
+    from studyctl.backends.machine import Machine, misfit
+
+    sweep = _sweep()
+    planned = expand(sweep)
+    for pp, row in zip(planned, plan_rows(planned, sweep), strict=True):
+        if pp.point.role != "ceiling":
+            continue
+        need = row["worker_memory_per_point_bytes"]
+        copies = 2 * min(row["bytes_per_rank_max"], MEMCPY_MAX_BYTES) * pp.point.world_size
+        assert need > copies  # the memory copy's state and snapshot, and the buffers
+        assert misfit(pp.point, Machine(1000, need), 1) is None
+        assert "of memory here" in (misfit(pp.point, Machine(1000, need - 1), 1) or "")
