@@ -111,7 +111,7 @@ def ceiling_sized(point: Point, estimate: Estimate) -> dict[str, Any]:
     largest, even = probe_bytes(point)
     world = point.world_size
     per_round = (largest + even) * world
-    seconds = estimate.overhead_s + 2 * per_round * REPEATS / (point.nodes * estimate.GiBps_per_node * GIB)
+    seconds = estimate.overhead_s + ceiling_moved_bytes(point) / (point.nodes * estimate.GiBps_per_node * GIB)
     return {"checkpoint_bytes": per_round, "read_bytes_per_restore": per_round,
             "storage_read_bytes_per_restore": per_round, "broadcast_bytes_per_restore": 0,
             "writes": REPEATS, "reads": REPEATS, "bytes_per_rank_max": largest, "bytes_per_rank_min": even,
@@ -121,6 +121,12 @@ def ceiling_sized(point: Point, estimate: Estimate) -> dict[str, Any]:
             "worker_memory_per_point_bytes": ceiling_memory_bytes(point, world), "simulated_training_s": 0.0,
             "estimated_seconds": round(seconds, 1),
             "node_hours": point.nodes * seconds / 3600}
+
+
+def ceiling_moved_bytes(point: Point) -> int:
+    """Bytes a ceiling point's storage probes write and read: every rank its largest shard and its even share,
+    REPEATS rounds (what its run time is estimated from)."""
+    return 2 * sum(probe_bytes(point)) * point.world_size * REPEATS
 
 
 def copy_piece(largest: int) -> int:

@@ -137,3 +137,17 @@ def test_plan_and_the_local_refusal_judge_a_ceilings_memory_by_one_figure() -> N
         assert need > copies  # the memory copy's state and snapshot, and the buffers
         assert misfit(pp.point, Machine(1000, need), 1) is None
         assert "of memory here" in (misfit(pp.point, Machine(1000, need - 1), 1) or "")
+
+
+def test_a_ceilings_time_limit_counts_what_its_probes_move() -> None:
+    from studyctl.backends.slurm.submit import point_time_limit_min
+    from studyctl.definition.ceilings import ceiling_moved_bytes
+    from studyctl.definition.options import SlurmOptions
+
+    sweep = _sweep(checkpoint={"scale": 1.0, "writes": 1, "reads": 1})  # ZeRO-0: rank 0 holds the model states
+    (ceiling,) = [pp.point for pp in expand(sweep) if pp.point.role == "ceiling" and pp.point.zero_stage == 0][:1]
+    options = SlurmOptions(assumed_GiBps_per_node=1.0)
+    moved = 2 * ceiling.layout().total_bytes
+    assert ceiling_moved_bytes(ceiling) > moved  # more than its source point's one write and one read
+    assert point_time_limit_min(options, ceiling) > point_time_limit_min(options, ceiling.model_copy(
+        update={"role": "measure"}))
