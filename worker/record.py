@@ -12,6 +12,7 @@ from studyctl.definition.layout import summarize
 from studyctl.definition.result_fields import StrategyInfo
 from studyctl.definition.result_schema import (
     SCHEMA_VERSION,
+    CeilingInfo,
     FilesystemInfo,
     IoInfo,
     Phase,
@@ -46,7 +47,8 @@ class Gathered:
 
 
 def write_result(run: Run, setup: Setup, timings: list[Any], got: Gathered, started_at: str,
-                 strategy: StrategyInfo | None = None) -> dict[Phase, PhaseSummary]:
+                 strategy: StrategyInfo | None = None, ceilings: CeilingInfo | None = None
+                 ) -> dict[Phase, PhaseSummary]:
     """Rank 0: the result file, written atomically; returns the per-phase summary."""
     task, point, opts, written = run.task, run.point, run.opts, run.written
     free_after, total = host.free_and_total(task.filesystem_path)
@@ -74,7 +76,7 @@ def write_result(run: Run, setup: Setup, timings: list[Any], got: Gathered, star
                               host_memory_bytes=got.host_memory or None, host_cores=got.host_cores,
                               ranks_on_host=got.ranks_on_host, launch_s=got.launch_s,
                               background_threads_on_host=got.background_threads_on_host, **provenance.versions()),
-        strategy=strategy,
+        strategy=strategy, ceilings=ceilings,
     )
     atomic_write_text(Path(task.result_path), record.model_dump_json(indent=1))
     return summary

@@ -34,6 +34,7 @@ from studyctl.fsutil import atomic_write_text
 from studyctl.states import FailureClass
 from studyctl.units import MIB, format_bytes
 from worker import io, provenance
+from worker.ceiling import run_ceiling
 from worker.checkpointing import Checkpointing
 from worker.claim import CLAIMS, claim, placement_problem, release
 from worker.clock import Clock, Phase, WorkerFailure, describe_oserror
@@ -154,6 +155,8 @@ def _run(task: WorkerTask, comm: Any, launch_s: float | None) -> dict[str, Any]:
     started_at = now()
     run = Run(task, comm)
     setup = _set_up(run)
+    if task.point.role == "ceiling":  # probes of its resource shape instead of checkpoints (issue 18)
+        return run_ceiling(run, setup, partial(_gather, run, 0, launch_s), started_at)
     timings, ck = _measure(run, setup)
     idle_steps = run.comm.gather(ck.idle_step_s(), root=0)
     got = _gather(run, ck.background_threads(), launch_s)

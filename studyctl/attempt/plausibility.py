@@ -48,6 +48,8 @@ def implausible(r: Result) -> str | None:
                 return (f"sizes.{field} = {getattr(sizes, field)}, but the point's layout has "
                         f"{layout.total_bytes} bytes")
     expected = {"write": sizes.written_checkpoint_bytes, "read": sizes.read_bytes_per_restore}
+    if r.ceilings is not None:  # a ceiling point's checkpoints are its probe: one largest shard per rank
+        expected = dict.fromkeys(expected, r.ceilings.largest_shard_bytes * r.provenance.world_size)
     for c in r.checkpoints:
         problem = _checkpoint_problem(c, expected[c.phase])
         if problem:

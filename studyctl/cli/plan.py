@@ -67,7 +67,8 @@ def _print_plan(study: str, rows: list[dict[str, Any]], summary: PlanSummary, li
                      str(r["files_per_checkpoint"]), format_bytes(r["worker_memory_per_host_bytes"]),
                      format_bytes(r["dlio_memory_per_host_bytes"]), format_bytes(r["disk_bytes_needed"]),
                      "excluded" if r["excluded"] else f"{r['node_hours']:.3f}"]
-        table.add_row(r["point_id"], r["model"], str(r["zero_stage"]),
+        point = r["point_id"] + ("" if r["role"] == "measure" else f" {r['role']}")
+        table.add_row(point, r["model"], str(r["zero_stage"]),
                       f"{r['tensor_parallel']}×{r['pipeline_parallel']}×{r['data_parallel']}",
                       f"{r['nodes']}×{r['ranks_per_node']}", r["filesystem"],
                       r["io_mode"] + ("" if r["fsync"] else ", no fsync"),
@@ -85,6 +86,9 @@ def _print_plan(study: str, rows: list[dict[str, Any]], summary: PlanSummary, li
         if summary.bytes_to_broadcast else ""
     out.print(f"to write {format_bytes(summary.bytes_to_write)}, to read {format_bytes(summary.bytes_to_read)} "
               f"from storage{bcast}, ~{summary.node_hours:.2f} node-hours (estimate)")
+    for role, aux in summary.auxiliary.items():
+        out.print(f"  of which {role} points: {aux['points']:.0f}, moving {format_bytes(int(aux['bytes']))}, "
+                  f"~{aux['node_hours']:.2f} node-hours")
     for fs, need in summary.max_disk_bytes_needed.items():
         out.print(f"  disk needed on {fs}: {format_bytes(need)} at the peak of the largest point")
     _print_needs(summary.training_needs)

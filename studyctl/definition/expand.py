@@ -14,6 +14,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from studyctl.definition.catalog import ModelSpec
+from studyctl.definition.ceilings import ceiling_points
 from studyctl.definition.points import CHECKPOINT_AXES, CheckpointOptions, Point
 from studyctl.definition.strategies import strategy_problems
 from studyctl.definition.sweep import CONDITION, POINT_AXES, ZERO_ALIASES, SweepFile
@@ -240,6 +241,7 @@ def expand(sweep: SweepFile) -> list[PlannedPoint]:
             raise UserError(f"study {sweep.study}: the matrix yields the same point twice "
                             f"(point {p.point.point_id}); remove the duplicate axis value")
         seen[p.point.point_id] = p.order
+    points += ceiling_points(sweep, points)
     return points
 
 

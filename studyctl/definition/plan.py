@@ -9,6 +9,7 @@ from functools import lru_cache
 from typing import Any
 
 from studyctl.definition.catalog import ModelSpec
+from studyctl.definition.ceilings import ceiling_sized
 from studyctl.definition.expand import PlannedPoint
 from studyctl.definition.layout import (
     Parallelism,
@@ -49,6 +50,7 @@ def plan_row(pp: PlannedPoint, sweep: SweepFile) -> dict[str, Any]:
         "filesystem": p.filesystem,
         "io_mode": p.io_mode,
         "repetition": p.repetition,
+        "role": p.role,
         "excluded": pp.excluded,
         "exclude_kind": pp.exclusion.kind.value if pp.exclusion else None,
         "exclude_reason": pp.exclude_reason,
@@ -59,6 +61,8 @@ def plan_row(pp: PlannedPoint, sweep: SweepFile) -> dict[str, Any]:
         row.update(dict.fromkeys(SIZED_KEYS), parameters=num_parameters(p.model))
         return row
     row.update(_sized(p.model, par, p.nodes, p.ranks_per_node, opts, sweep.estimate))
+    if p.role == "ceiling":  # its probes' bytes and cost, not its source point's checkpoints
+        row.update(ceiling_sized(p, sweep.estimate))
     row.update(training_needs(row["nominal_checkpoint_bytes"], row["nominal_storage_read_bytes"], p.nodes,
                               opts.strategy, sweep.training))
     return row
@@ -143,6 +147,8 @@ def _sized(model: ModelSpec, par: Parallelism, nodes: int, ranks_per_node: int, 
 
 def estimated_seconds(point: Point, sweep: SweepFile) -> float:
     """A feasible point's estimated run time, as its plan row gives it (simulated training included)."""
+    if point.role == "ceiling":
+        return float(ceiling_sized(point, sweep.estimate)["estimated_seconds"])
     sized = _sized(point.model, point.parallelism, point.nodes, point.ranks_per_node, point.checkpoint,
                    sweep.estimate)
     return float(sized["estimated_seconds"])
@@ -177,6 +183,9 @@ class PlanSummary:
     exclude_reasons: Counter = field(default_factory=Counter)
     # (model, strategy, nodes, restore) → the inverse question's answer and its inputs (the first such row's)
     training_needs: dict[tuple[str, str, int, str], dict[str, Any]] = field(default_factory=dict)
+    # runnable points a study adds itself (role ceiling or calibration), also counted in the totals above:
+    # role → {"points", "bytes" (written and read from storage), "node_hours"}
+    auxiliary: dict[str, dict[str, float]] = field(default_factory=dict)
 
     def add(self, row: dict[str, Any]) -> None:
         self.points += 1
@@ -201,6 +210,13 @@ class PlanSummary:
         self.max_worker_memory_per_host = max(self.max_worker_memory_per_host, row["worker_memory_per_host_bytes"])
         if row["dlio_memory_per_host_bytes"] > self.max_dlio_memory_per_host:
             self.max_dlio_memory_per_host = row["dlio_memory_per_host_bytes"]
+        if row["role"] != "measure":
+            aux = self.auxiliary.setdefault(row["role"], {"points": 0, "bytes": 0, "node_hours": 0.0})
+            aux["points"] += 1
+            aux["bytes"] += (row["checkpoint_bytes"] * row["writes"]
+                             + row["storage_read_bytes_per_restore"] * row["reads"])
+            aux["node_hours"] += row["node_hours"]
+            return
         self.training_needs.setdefault((row["model"], row["strategy"], row["nodes"], row["restore"]),
                                        {k: row[k] for k in (*NEEDS_KEYS, "scale", "checkpoint_bytes")})
 

@@ -223,10 +223,15 @@ class CeilingInfo(_Strict):
     storage_read_GiBps: Rate  # the same files read back cold
     even_write_GiBps: Rate  # one file of even_bytes per rank
     even_read_GiBps: Rate
-    network_p2p_GiBps: Rate | None = None  # MPI point-to-point between ranks on different nodes (None: one node)
+    # MPI point-to-point between ranks on different nodes (None: one node); on simulated nodes (the local backend,
+    # provenance.simulated_nodes) this and the broadcast are the machine's shared memory through MPI, not a network
+    network_p2p_GiBps: Rate | None = None
     network_bcast_GiBps: Rate | None = None  # MPI_Bcast from one rank, bytes delivered to the others per second
     memcpy_GiBps_per_rank: Rate  # host memory copy of largest_shard_bytes, every rank copying at once
     memcpy_GiBps: Rate  # the same, all ranks together
+    # `ceilings: shared`: "<study>/points/<point>/attempt-<n>", the attempt of another study that measured these
+    # figures (same shape, filesystem path and nodes); None: measured by this point itself
+    reused_from: str | None = None
 
 
 class Result(_Strict):

@@ -25,6 +25,7 @@ from pydantic import (
 from pydantic.fields import FieldInfo
 
 from studyctl.definition.catalog import CATALOG, DIMENSIONS, DTYPE_BYTES, MlpKind, ModelSpec, lookup
+from studyctl.definition.ceilings import CeilingsMode
 from studyctl.definition.filesystems import FILESYSTEM_KINDS, FilesystemSpec
 from studyctl.definition.names import plain_name
 from studyctl.definition.options import LocalOptions, SlurmOptions
@@ -215,6 +216,7 @@ class SweepFile(_Strict):
     checkpoint: CheckpointOptions = CheckpointOptions()
     estimate: Estimate = Estimate()
     training: TrainingSpec = TrainingSpec()
+    ceilings: CeilingsMode = "auto"  # a ceiling point per resource shape (issue 18): see definition.ceilings
     local: LocalOptions = LocalOptions()
     slurm: SlurmOptions = SlurmOptions()
 

@@ -1,0 +1,136 @@
+"""Ceiling points (issue 18): one per resource shape, measuring what that shape's storage, network and memory
+reach, through the same backend, nodes, ranks, filesystem, I/O mode and block as the study's own points.
+
+A ceiling point is a copy of the shape's point whose largest rank writes the most bytes, with role "ceiling" and
+repetition 0; the worker (worker.ceiling) runs probes on it instead of checkpoints. The sweep's `ceilings:` says
+whether a study gets them (CeilingsMode).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+from studyctl.definition.points import Point
+from studyctl.definition.shapes import Shape, shape_of
+from studyctl.units import GIB, MIB
+
+if TYPE_CHECKING:
+    from studyctl.definition.expand import PlannedPoint
+    from studyctl.definition.sweep import Estimate, SweepFile
+
+# auto: ceilings for a study of a few shapes; off: none; on: always; shared: like on, but a completed ceiling of
+# the same shape, filesystem path and nodes in another study of the same results root is reused (worker.ceiling).
+CeilingsMode = Literal["auto", "on", "off", "shared"]
+# `auto` adds ceilings up to this many shapes. Each ceiling costs about one measure point (it moves its largest
+# shard and the even share per rank, REPEATS times); a study of more shapes is a scan over the hardware whose
+# own cells already trace what each shape reaches, and 8 more points would be a visible share of its node-hours.
+AUTO_MAX_SHAPES = 8
+# Measurements per probe; the median is reported (one slow outlier on a shared machine does not set a ceiling).
+REPEATS = 3
+# The memory-copy probe copies a rank's largest shard in pieces of at most this, one memmove each, from a state
+# into a snapshot as worker.persist.Snapshot does. Large enough to stream through memory, not cache, on today's
+# nodes (a socket's last-level cache, shared by its ranks, is at most about 1 GiB) with the non-temporal stores a
+# real snapshot's copy gets; small enough that two of them per rank cost a node little (plan counts them).
+MEMCPY_MAX_BYTES = 256 * MIB
+# Storage probes move these bytes per rank, REPEATS times, written and read: largest shard, then the even share.
+PROBES = ("largest", "even")
+
+
+class _LargestPerShape:
+    """Per resource shape, the runnable measure point whose largest rank writes the most (the first on a tie)."""
+
+    def __init__(self) -> None:
+        self.largest: dict[Shape, Point] = {}
+        self.last = -1  # the last order seen
+
+    def add(self, pp: PlannedPoint) -> None:
+        p, self.last = pp.point, max(self.last, pp.order)
+        if pp.excluded or p.role != "measure":
+            return
+        shape = shape_of(p)
+        best = self.largest.get(shape)
+        if best is None or p.layout().bytes_per_rank_max > best.layout().bytes_per_rank_max:
+            self.largest[shape] = p
+
+    def ceilings(self, mode: CeilingsMode) -> list[PlannedPoint]:
+        from studyctl.definition.expand import PlannedPoint
+
+        if mode == "off" or (mode == "auto" and len(self.largest) > AUTO_MAX_SHAPES):
+            return []
+        return [PlannedPoint(ceiling_of(p), self.last + 1 + i) for i, p in enumerate(self.largest.values())]
+
+
+def ceiling_points(sweep: SweepFile, planned: Iterable[PlannedPoint]) -> list[PlannedPoint]:
+    """One ceiling point per resource shape of the runnable measure points, in order after `planned`."""
+    shapes = _LargestPerShape()
+    for pp in planned:
+        shapes.add(pp)
+    return shapes.ceilings(sweep.ceilings)
+
+
+def with_ceilings(sweep: SweepFile, planned: Iterable[PlannedPoint]) -> Iterator[PlannedPoint]:
+    """`planned` streamed, then its ceiling points (plan streams a million points without holding them)."""
+    shapes = _LargestPerShape()
+    for pp in planned:
+        shapes.add(pp)
+        yield pp
+    yield from shapes.ceilings(sweep.ceilings)
+
+
+def ceiling_of(point: Point) -> Point:
+    return point.model_copy(update={"role": "ceiling", "repetition": 0})
+
+
+def probe_bytes(point: Point) -> tuple[int, int]:
+    """(largest shard, even share) per rank: the most bytes any rank of the point writes, and its checkpoint
+    spread evenly over its ranks."""
+    lay = point.layout()
+    return lay.bytes_per_rank_max, lay.total_bytes // point.world_size
+
+
+def ceiling_sized(point: Point, estimate: Estimate) -> dict[str, Any]:
+    """A ceiling point's plan figures: what its probes move, not what its source point checkpoints. One "write"
+    is a round of every storage probe (every rank its largest shard, then its even share), REPEATS of them."""
+    largest, even = probe_bytes(point)
+    world = point.world_size
+    per_round = (largest + even) * world
+    seconds = estimate.overhead_s + 2 * per_round * REPEATS / (point.nodes * estimate.GiBps_per_node * GIB)
+    return {"checkpoint_bytes": per_round, "read_bytes_per_restore": per_round,
+            "storage_read_bytes_per_restore": per_round, "broadcast_bytes_per_restore": 0,
+            "writes": REPEATS, "reads": REPEATS, "bytes_per_rank_max": largest, "bytes_per_rank_min": even,
+            "files_per_checkpoint": 2 * world, "disk_bytes_needed": max(largest, even) * world,
+            "disk_bytes_required": int(max(largest, even) * world * (1 + point.checkpoint.free_space_margin)),
+            "worker_memory_per_host_bytes": _memory(point, point.ranks_per_node, largest),
+            "worker_memory_per_point_bytes": _memory(point, world, largest), "simulated_training_s": 0.0,
+            "estimated_seconds": round(seconds, 1),
+            "node_hours": point.nodes * seconds / 3600}
+
+
+def copy_piece(largest: int) -> int:
+    return max(1, min(largest, MEMCPY_MAX_BYTES))
+
+
+def _memory(point: Point, ranks: int, largest: int) -> int:
+    """What `ranks` ranks of a ceiling point hold: the buffer and interpreter each, and the memory copy's state
+    and snapshot."""
+    from studyctl.definition.strategies import WORKER_BASE_BYTES  # it imports the sweep, which imports this
+
+    return ranks * (point.checkpoint.buffer_mib * MIB + WORKER_BASE_BYTES + 2 * copy_piece(largest))
+
+
+def study_dir_of(result_path: str | Path) -> Path:
+    """The study directory of an attempt's result file: `<study>/points/<point>/attempt-<n>/result.json`
+    (studyctl.attempt.paths.StudyPaths names it; tests hold the two together)."""
+    return Path(result_path).parents[3]
+
+
+def shared_record(study_dir: Path, shape_key: str, filesystem_path: str, nodes: list[str]) -> Path:
+    """Where a study says it measured this shape's ceiling on this path and these nodes (ceilings: shared):
+    `<study>/ceilings/<shape>.<hash>.json`, holding the result's path relative to the study."""
+    key = json.dumps([shape_key, os.path.realpath(filesystem_path), sorted(set(nodes))])
+    return study_dir / "ceilings" / f"{shape_key}.{hashlib.sha256(key.encode()).hexdigest()[:12]}.json"

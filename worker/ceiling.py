@@ -1,0 +1,142 @@
+"""A ceiling point (issue 18): what its resource shape's storage, network and host memory reach.
+
+Storage is the fio pattern, measured as the point's own phases are (worker.clock: barrier, per-rank stamps, the
+vote) with the point's I/O mode, block and cold-read method (worker.io): every rank writes and fsyncs one file of
+the largest shard any rank of the shape writes, then reads it back cold; then the same with the checkpoint spread
+evenly over the ranks. REPEATS rounds, the median reported. Then the network and the memory copy
+(worker.ceiling_probes). The result is a normal Result whose checkpoints are the largest-shard probe's writes and
+reads, with `ceilings` filled. Memory: the rank's one buffer, as the point's own phases use, and the memory
+copy's bounded pieces (plan counts both).
+"""
+
+from __future__ import annotations
+
+import shutil
+import statistics
+from collections.abc import Callable
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+from studyctl.definition.ceilings import PROBES, REPEATS, probe_bytes
+from studyctl.definition.result_schema import CeilingInfo, CheckpointTiming
+from studyctl.definition.shapes import shape_of
+from studyctl.states import FailureClass
+from studyctl.units import MIB, format_bytes
+from worker import ceiling_probes, ceiling_shared, io
+from worker.clock import Clock, Phase, WorkerFailure, describe_oserror
+from worker.record import Gathered, write_result
+from worker.state import Run, Setup
+
+Timings = dict[str, list[CheckpointTiming]]  # "largest-write", "even-read", ...: one per round
+
+
+def run_ceiling(run: Run, setup: Setup, gather: Callable[[], Gathered], started_at: str) -> dict[str, Any]:
+    """Every rank: reuse a shared ceiling or measure one, then rank 0 records it; the probe files are removed."""
+    largest, even = probe_bytes(run.point)
+    try:
+        _check_space(run, setup, max(largest, even) * run.point.world_size)
+        nodes = run.comm.allgather(run.node)
+        reused = ceiling_shared.find(run.task, nodes) if run.task.shared_ceiling and run.rank == 0 else None
+        reused = run.comm.bcast(reused, root=0)
+        if reused is None:
+            timings, info = _measure(run, setup, largest, even)
+            checkpoints = timings["largest-write"] + timings["largest-read"]
+        else:
+            checkpoints, info = reused.checkpoints, reused.ceilings
+        got = gather()
+        if run.rank == 0:
+            write_result(run, setup, checkpoints, got, started_at, ceilings=info)
+            if run.task.shared_ceiling and reused is None:
+                ceiling_shared.record(run.task, nodes)
+    finally:
+        _remove_files(run)
+    result: dict[str, Any] = {"point_id": run.task.point_id, "attempt": run.task.attempt, "rank": run.rank}
+    if run.rank == 0:
+        result["result_path"] = run.task.result_path
+    return result
+
+
+def _check_space(run: Run, setup: Setup, needed: int) -> None:
+    """The probe's files at once, with the point's free-space margin (the point's own check counted its own)."""
+    required = int(needed * (1 + run.opts.free_space_margin))
+    problem = None
+    if run.rank == 0 and setup.total and setup.free_before < required:
+        problem = (f"not enough free space on {run.task.filesystem_path} for the ceiling probe: need "
+                   f"{format_bytes(required)}, have {format_bytes(setup.free_before)} free")
+    problem = run.comm.bcast(problem, root=0)
+    if problem:
+        raise WorkerFailure(FailureClass.INSUFFICIENT_SPACE, problem)
+
+
+def _measure(run: Run, setup: Setup, largest: int, even: int) -> tuple[Timings, CeilingInfo]:
+    buf = io.Buffer.allocate(run.opts.buffer_mib * MIB)
+    clock = Clock(run.comm)
+    try:
+        timings: Timings = {}
+        for r in range(REPEATS):
+            for probe, nbytes in zip(PROBES, (largest, even), strict=True):
+                for phase, timing in zip(("write", "read"), _storage(run, setup, clock, buf, r, probe, nbytes),
+                                         strict=True):
+                    timings.setdefault(f"{probe}-{phase}", []).append(timing)
+        clock.vote()
+        net = ceiling_probes.network(run.comm, buf, largest, run.node)
+        copy = ceiling_probes.memcpy(run.comm, largest)
+    finally:
+        buf.close()
+    rate = {k: statistics.median(t.aggregate_GiBps for t in v) for k, v in timings.items()}
+    info = CeilingInfo(shape=shape_of(run.point).key, largest_shard_bytes=largest, even_bytes=even, repeats=REPEATS,
+                       storage_write_GiBps=rate["largest-write"], storage_read_GiBps=rate["largest-read"],
+                       even_write_GiBps=rate["even-write"], even_read_GiBps=rate["even-read"],
+                       network_p2p_GiBps=net.p2p_GiBps, network_bcast_GiBps=net.bcast_GiBps,
+                       memcpy_GiBps_per_rank=copy.per_rank_GiBps, memcpy_GiBps=copy.aggregate_GiBps)
+    return timings, info
+
+
+def _storage(run: Run, setup: Setup, clock: Clock, buf: io.Buffer, r: int, probe: str, nbytes: int
+             ) -> tuple[CheckpointTiming, CheckpointTiming]:
+    """One file per rank written and fsynced, then read back cold; removed off the clock."""
+    path = str(run.point_dir / f"ceiling-{probe}-{run.rank}")
+    step = f"ceiling-{probe}"
+    block = run.opts.block_mib * MIB
+    tag = (r * len(PROBES) + PROBES.index(probe)) * 1_000_003 + run.rank  # every file's bytes differ
+    write = clock.phase("write", r, step, run.host, partial(buf.stamp, tag),
+                        partial(_write, path=path, nbytes=nbytes, buf=buf, block=block, io_mode=setup.io_mode))
+    evict: Callable[[], object] = partial(io.evict, path) if setup.cold_read == "fadvise" else _nothing
+    read = clock.phase("read", r, step, run.host, evict,
+                       partial(_read, path=path, buf=buf, block=block, direct=setup.cold_read == "direct"))
+    clock.off_clock(partial(Path(path).unlink, missing_ok=True))
+    return write, read
+
+
+def _write(ph: Phase, path: str, nbytes: int, buf: io.Buffer, block: int, io_mode: str) -> None:
+    try:
+        if io_mode == "buffered":
+            io.write_buffered(path, nbytes, buf, block, fsync=True)
+        else:
+            io.write_direct(path, nbytes, buf, block, hybrid=io_mode == "hybrid", fsync=True)
+    except OSError as exc:
+        ph.error = describe_oserror(exc, path)
+        return
+    ph.bytes, ph.files = nbytes, 1
+
+
+def _read(ph: Phase, path: str, buf: io.Buffer, block: int, direct: bool) -> None:
+    try:
+        ph.bytes = io.read_file(path, buf, block, direct)
+    except OSError as exc:
+        ph.error = describe_oserror(exc, path)
+        return
+    ph.files = 1
+
+
+def _nothing() -> None:
+    pass
+
+
+def _remove_files(run: Run) -> None:
+    """Every rank done, rank 0 removes the probe's directory (its files are no checkpoint: never kept)."""
+    run.comm.Barrier()
+    if run.rank == 0:
+        shutil.rmtree(run.point_dir, ignore_errors=True)
+    run.comm.Barrier()

@@ -1,0 +1,119 @@
+"""A ceiling point's network and host-memory probes (issue 18), on the rank's one buffer.
+
+Network: what a broadcast restore could reach between nodes. Point-to-point: the ranks of node 2k each send
+their largest shard to the rank of the same place on node 2k+1, every pair at once; broadcast: rank 0 sends the
+same bytes to every rank with MPI_Bcast. Both are delivered bytes / the time from the first rank's start to the
+last rank's end; None on one node. On simulated nodes (the local backend: provenance.simulated_nodes) the
+"network" is the machine's shared memory through MPI, not a wire.
+
+Memory copy: what an async snapshot could reach: every rank copies its largest shard at once the way
+worker.persist.Snapshot.fill does, one memmove (slice assignment) from a state into a snapshot, in pieces of at
+most definition.ceilings.MEMCPY_MAX_BYTES (so the probe's memory stays bounded; plan counts it).
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from studyctl.definition.ceilings import REPEATS, copy_piece
+from studyctl.units import GIB
+from worker import io
+from worker.persist import Snapshot
+
+
+@dataclass(frozen=True)
+class Network:
+    p2p_GiBps: float | None
+    bcast_GiBps: float | None
+
+
+@dataclass(frozen=True)
+class Copy:
+    per_rank_GiBps: float  # mean over ranks of a rank's bytes / its own duration
+    aggregate_GiBps: float  # every rank's bytes / (last end - first start)
+
+
+def _timed(comm: Any, work: Callable[[], int]) -> list[tuple[float, float, int]]:
+    """Barrier, then `work` on every rank at once: every rank's (start, end, bytes it counts), epoch seconds."""
+    from mpi4py import MPI
+
+    anchor = time.time() - MPI.Wtime()
+    comm.Barrier()
+    start = MPI.Wtime()
+    nbytes = work()
+    end = MPI.Wtime()
+    return comm.allgather((start + anchor, end + anchor, nbytes))
+
+
+def _aggregate(stamps: list[tuple[float, float, int]]) -> float:
+    span = max(e for _, e, _ in stamps) - min(s for s, _, _ in stamps)
+    return sum(n for _, _, n in stamps) / span / GIB if span > 0 else 0.0
+
+
+def _pieces(nbytes: int, size: int) -> list[int]:
+    return [min(size, nbytes - off) for off in range(0, nbytes, size)]
+
+
+def network(comm: Any, buf: io.Buffer, nbytes: int, node: str) -> Network:
+    """Point-to-point and broadcast rates of `nbytes`, medians of REPEATS (None, None on one node)."""
+    names = comm.allgather(node)
+    order = sorted(set(names))
+    if len(order) < 2:
+        return Network(None, None)
+    rank = comm.Get_rank()
+    mine = [r for r, n in enumerate(names) if n == node]
+    index = order.index(node)
+    partner_node = index ^ 1  # 0↔1, 2↔3, ...; an odd last node sits out
+    peers = [r for r, n in enumerate(names) if n == order[partner_node]] if partner_node < len(order) else []
+    place = mine.index(rank)
+    peer = peers[place] if place < len(peers) else None
+    pieces = _pieces(nbytes, buf.size)
+
+    def p2p() -> int:
+        if peer is None:
+            return 0
+        for n in pieces:
+            if index % 2 == 0:
+                comm.Send(buf.view[:n], dest=peer, tag=7)
+            else:
+                comm.Recv(buf.view[:n], source=peer, tag=7)
+        return nbytes if index % 2 else 0  # counted where delivered
+
+    def bcast() -> int:
+        for n in pieces:
+            comm.Bcast(buf.view[:n], root=0)
+        return 0 if rank == 0 else nbytes
+
+    p2p_rates = [_aggregate(_timed(comm, p2p)) for _ in range(REPEATS)]
+    bcast_rates = [_aggregate(_timed(comm, bcast)) for _ in range(REPEATS)]
+    return Network(statistics.median(p2p_rates), statistics.median(bcast_rates))
+
+
+def memcpy(comm: Any, nbytes: int) -> Copy:
+    """Every rank copies `nbytes` at once, in pieces of definition.ceilings.copy_piece, one memmove each."""
+    piece = copy_piece(nbytes)
+    snapshot = Snapshot([piece])
+    pieces = _pieces(nbytes, piece)
+
+    def copy() -> int:
+        for n in pieces:
+            if n == piece:
+                snapshot.fill()
+            else:  # the last, shorter piece
+                snapshot.view[:n] = snapshot.state_view[:n]
+        return nbytes
+
+    try:
+        rounds = []
+        for r in range(REPEATS):
+            snapshot.prepare(r)  # off the clock: every page resident, as an async point's prepare does
+            stamps = _timed(comm, copy)
+            per_rank = statistics.fmean(n / (e - s) / GIB for s, e, n in stamps if e > s)
+            rounds.append((per_rank, _aggregate(stamps)))
+    finally:
+        snapshot.close()
+    return Copy(statistics.median(p for p, _ in rounds), statistics.median(a for _, a in rounds))
