@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from studyctl.definition.catalog import lookup
+from studyctl.definition.ceilings import ceiling_of, probe_bytes
 from studyctl.definition.layout import rank_files
 from studyctl.definition.points import CheckpointOptions, Point, restore_bytes
 from studyctl.definition.result_schema import Result
@@ -166,6 +167,10 @@ def write_result(study_dir: Path, point: Point, write_gibps: list[float],
                  read_gibps: list[float] | None = None, attempt: int = 1, **kw: Any) -> Path:
     """Writes points/<id>/attempt-<n>/result.json; validated first, so no test feeds junk by mistake."""
     data = result_dict(point, write_gibps, read_gibps, attempt, study=study_dir.name, **kw)
+    return _write(study_dir, point, data, attempt)
+
+
+def _write(study_dir: Path, point: Point, data: dict[str, Any], attempt: int = 1) -> Path:
     text = json.dumps(data)
     Result.model_validate_json(text)
     path = study_dir / "points" / point.point_id / f"attempt-{attempt}" / "result.json"
@@ -249,9 +254,9 @@ def ceiling_info(point: Point, write: float, read: float, even_write: float | No
                  even_read: float | None = None, bcast: float | None = None, memcpy_per_rank: float = 8.0
                  ) -> dict[str, Any]:
     """A CeilingInfo for `point`'s shape: storage ceilings as given (even ones default to the same)."""
-    lay = point.layout()
-    return {"shape": shape_of(point).key, "largest_shard_bytes": lay.bytes_per_rank_max,
-            "even_bytes": lay.total_bytes // point.world_size, "repeats": 3, "storage_write_GiBps": write,
+    largest, even = probe_bytes(point)
+    return {"shape": shape_of(point).key, "largest_shard_bytes": largest, "even_bytes": even, "repeats": 3,
+            "storage_write_GiBps": write,
             "storage_read_GiBps": read, "even_write_GiBps": even_write or write, "even_read_GiBps": even_read or read,
             "network_p2p_GiBps": bcast, "network_bcast_GiBps": bcast, "memcpy_GiBps_per_rank": memcpy_per_rank,
             "memcpy_GiBps": memcpy_per_rank * point.world_size}
@@ -260,6 +265,12 @@ def ceiling_info(point: Point, write: float, read: float, even_write: float | No
 def write_ceiling(study_dir: Path, point: Point, write: float, read: float, **kw: Any) -> Point:
     """The ceiling point of `point`'s shape (role "ceiling", repetition 0) with a result carrying these ceilings;
     its checkpoints are the largest-shard probe's write and read, as a ceiling point's are."""
-    ceiling = point.model_copy(update={"role": "ceiling", "repetition": 0})
-    write_result(study_dir, ceiling, [write], [read], ceilings=ceiling_info(ceiling, write, read, **kw))
+    ceiling = ceiling_of(point)
+    info = ceiling_info(ceiling, write, read, **kw)
+    data = result_dict(ceiling, [write], [read], study=study_dir.name, ceilings=info)
+    probe = info["largest_shard_bytes"] * ceiling.world_size  # every rank one file of the largest shard
+    data["checkpoints"] = [_checkpoint(ceiling, phase, 0, gibps, probe, 0.0)
+                           for phase, gibps in (("write", write), ("read", read))]
+    data["summary"] = {c["phase"]: _phase_summary([c]) for c in data["checkpoints"]}
+    _write(study_dir, ceiling, data)
     return ceiling

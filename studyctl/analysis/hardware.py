@@ -72,6 +72,16 @@ def shape_key(row: dict[str, Any]) -> str | None:
     return Shape(int(values[0]), int(values[1]), str(values[2]), str(values[3]), int(values[4])).key
 
 
+def _heaviest(r: pd.DataFrame, by_checkpoint: Any) -> pd.DataFrame:
+    """Per checkpoint: the heaviest rank's bytes, and its bytes and its time over the mean of the ranks that moved
+    bytes (does its time follow its bytes?)."""
+    heavy = r.loc[by_checkpoint["bytes"].idxmax()].set_index(CHECKPOINT)
+    means = by_checkpoint[["bytes", "duration_s"]].mean()
+    return pd.DataFrame({"bytes_per_rank_max": heavy["bytes"],
+                         "heaviest_bytes_over_movers": heavy["bytes"] / means["bytes"],
+                         "heaviest_time_over_mean": heavy["duration_s"] / means["duration_s"]})
+
+
 def split_summary(ranks: pd.DataFrame, checkpoints: pd.DataFrame) -> pd.DataFrame:
     """Per cell_key × phase: the slowest rank's and the mean rank's share of time per part, its files, and
     bytes per rank (max over ranks, mean over all ranks: world size), averaged over checkpoints."""
@@ -80,15 +90,17 @@ def split_summary(ranks: pd.DataFrame, checkpoints: pd.DataFrame) -> pd.DataFram
     r = ranks.copy()
     shares = {f"{p}_share": r[f"{p}_s"] / r["duration_s"] for p in PARTS}
     r = r.assign(**shares)
-    slowest = r.loc[r.groupby(CHECKPOINT, sort=False)["duration_s"].idxmax()]
-    heaviest = r.groupby(CHECKPOINT, sort=False)["bytes"].max().rename("bytes_per_rank_max")
+    by_checkpoint = r.groupby(CHECKPOINT, sort=False)
+    slowest = r.loc[by_checkpoint["duration_s"].idxmax()]
     keys = ["cell_key", "phase"]
     out = slowest.groupby(keys)[[*shares, "files"]].mean().add_prefix("slowest_")
     out = out.join(r.groupby(keys)[list(shares)].mean().add_prefix("mean_"))
     cp = checkpoints.set_index(CHECKPOINT)
     per = pd.DataFrame({"cell_key": cp["cell_key"], "files": cp["files"],
-                        "bytes_per_rank_mean": cp["bytes"] / cp["world_size"]}).join(heaviest)
-    out = out.join(per.reset_index().groupby(keys)[["files", "bytes_per_rank_mean", "bytes_per_rank_max"]].mean())
+                        "bytes_per_rank_mean": cp["bytes"] / cp["world_size"]}).join(_heaviest(r, by_checkpoint))
+    measures = ["files", "bytes_per_rank_mean", "bytes_per_rank_max", "heaviest_time_over_mean",
+                "heaviest_bytes_over_movers"]
+    out = out.join(per.reset_index().groupby(keys)[measures].mean())
     out["bytes_max_over_mean"] = out["bytes_per_rank_max"] / out["bytes_per_rank_mean"]
     if "heavy_rank_files" in checkpoints:
         out = out.join(checkpoints.groupby(keys)["heavy_rank_files"].first())
@@ -125,6 +137,8 @@ def cell_facts(row: dict[str, Any], ceiling: dict[str, float], direct: dict[str,
         cold_read_method=str(row.get("cold_read_method")), strategy=str(row.get("strategy") or "sync"),
         restore=str(row.get("restore") or "rank"), bytes_max_over_mean=_get(row, "bytes_max_over_mean"),
         heavy_rank_files=None if missing(row.get("heavy_rank_files")) else str(row["heavy_rank_files"]),
+        heaviest_bytes_over_movers=_get(row, "heaviest_bytes_over_movers"),
+        heaviest_time_over_mean=_get(row, "heaviest_time_over_mean"),
         files=_get(row, "files"), slowest_files=_get(row, "slowest_files"),
         bytes_per_file=_ratio(_get(row, "bytes"), _get(row, "files")),
         slowest_open_share=_get(row, "slowest_open_share"), slowest_fsync_share=_get(row, "slowest_fsync_share"),

@@ -24,8 +24,13 @@ STORAGE_BOUND = 0.85
 PAGE_CACHE_MARGIN = 1.2
 # The heaviest rank this much above the mean bytes: more than the few percent of rounding in even layouts.
 IMBALANCE_RATIO = 1.15
-# Evening the bytes must bring the cell to the storage-bound share for imbalance to explain the gap.
-IMBALANCE_EXPLAINS = STORAGE_BOUND
+# Evening the bytes must close at least this share of the gap to the even ceiling for imbalance to be named: then
+# it is the largest single cause, larger than every other one together.
+IMBALANCE_CLOSES = 0.5
+# At least this share of the heaviest rank's extra bytes (over the ranks that moved bytes) must show as extra time:
+# its time follows its bytes (ranks bound one by one). On one shared device the heavy rank finishes alone at nearly
+# the device's rate, its extra bytes cost little extra time, and evening them would gain little.
+IMBALANCE_TIME_FOLLOWS = 0.5
 # A quarter of the slowest rank's time in per-file calls is more than the data phase's noise (~15%).
 METADATA_SHARE = 0.25
 # Below this mean file size an fsync costs about a journal commit (milliseconds), the time the disk streams a few
@@ -55,6 +60,8 @@ class CellFacts:
     restore: str = "rank"
     bytes_max_over_mean: float = NAN  # the heaviest rank's bytes / the mean over all ranks
     heavy_rank_files: str | None = None  # from the layout: what makes the heaviest rank heavy
+    heaviest_bytes_over_movers: float = NAN  # the heaviest rank's bytes / the mean of the ranks that moved bytes
+    heaviest_time_over_mean: float = NAN  # its time / the mean time of those ranks
     files: float = NAN  # per checkpoint, all ranks
     slowest_files: float = NAN  # the slowest rank's files per checkpoint
     bytes_per_file: float = NAN
@@ -114,13 +121,17 @@ def storage(c: CellFacts) -> Verdict | None:
 
 
 def imbalance(c: CellFacts) -> Verdict | None:
-    """The heaviest rank carries more bytes than the mean (the slowest rank's time follows them), and spreading
-    them evenly would bring the cell to the ceiling (its bandwidth × max/mean bytes against the even ceiling)."""
+    """The heaviest rank carries more bytes than the mean, its time follows its bytes, and spreading them evenly
+    would close most of the gap: the cell's bandwidth × max/mean bytes, against the even ceiling."""
     ratio = c.bytes_max_over_mean
-    if not (ratio >= IMBALANCE_RATIO) or not known(c.even_ceiling_GiBps):
+    now = share(c.GiBps, c.even_ceiling_GiBps)
+    if not (ratio >= IMBALANCE_RATIO) or not (now < 1):
         return None
-    even = share(c.GiBps * ratio, c.even_ceiling_GiBps)
-    if not (even >= IMBALANCE_EXPLAINS):
+    extra_time = c.heaviest_time_over_mean - 1
+    if extra_time < IMBALANCE_TIME_FOLLOWS * (c.heaviest_bytes_over_movers - 1):  # False when not measured: named
+        return None
+    even = now * ratio
+    if (even - now) / (1 - now) < IMBALANCE_CLOSES:
         return None
     verb = "writes" if c.phase == "write" else "reads"
     why = f" ({c.heavy_rank_files})" if c.heavy_rank_files else ""
@@ -175,7 +186,8 @@ def _nothing(c: CellFacts) -> Verdict:
         return Verdict("unknown", "no ceiling measured for this shape")
     said = [f"{share(c.GiBps, c.ceiling_GiBps):.0%} of this shape's streaming ceiling"]
     if not math.isnan(c.bytes_max_over_mean):
-        said.append(f"the heaviest rank at {c.bytes_max_over_mean:.2f}× the mean bytes")
+        time = "" if math.isnan(c.heaviest_time_over_mean) else f" and {c.heaviest_time_over_mean:.2f}× the mean time"
+        said.append(f"the heaviest rank at {c.bytes_max_over_mean:.2f}× the mean bytes{time}")
     per_file = [c.slowest_open_share, c.slowest_close_share]
     said.append("no per-rank time split recorded" if any(math.isnan(p) for p in per_file) else
                 f"{sum(per_file):.0%} of the slowest rank's time in opening and closing files")

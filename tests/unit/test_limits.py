@@ -36,8 +36,8 @@ def zero1_facts(ranks: int) -> CellFacts:
     per_rank = [b for b, _ in layout_bytes(point)]
     ratio = max(per_rank) / (sum(per_rank) / len(per_rank))
     # the slowest rank moves max bytes at the even ceiling's per-rank rate: the cell reaches ceiling / ratio
-    return facts(GiBps=CEILING / ratio * 0.97, bytes_max_over_mean=ratio,
-                 heavy_rank_files=heaviest_rank(point)["heavy_rank_files"])
+    return facts(GiBps=CEILING / ratio * 0.97, bytes_max_over_mean=ratio, heaviest_bytes_over_movers=ratio,
+                 heaviest_time_over_mean=ratio, heavy_rank_files=heaviest_rank(point)["heavy_rank_files"])
 
 
 @pytest.mark.parametrize("ranks", [3, 4, 8])
@@ -53,6 +53,13 @@ def test_the_heavy_files_come_from_the_layout() -> None:
     zero0 = heaviest_rank(make_point(zero=0, rpn=4))["heavy_rank_files"]
     assert zero0 is not None and zero0.startswith("ZeRO-0 ") and "data-parallel rank 0" in zero0
     assert "optimizer" in zero0 and "model" in zero0  # replica 0 writes both; the others nothing
+
+
+def test_imbalance_is_not_named_where_the_heavy_ranks_time_does_not_follow_its_bytes() -> None:
+    """One shared device: the heavy rank finishes alone at nearly the device's rate; its extra bytes cost little."""
+    cell = replace(zero1_facts(4), heaviest_time_over_mean=1.1)
+    v = name_limit(cell)
+    assert v.limit == "none" and "1.10× the mean time" in v.evidence
 
 
 def test_imbalance_is_not_named_where_even_ranks_would_still_fall_short() -> None:

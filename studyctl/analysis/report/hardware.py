@@ -9,6 +9,7 @@ import pandas as pd
 
 from studyctl.analysis.hardware import PARTS, SIMULATED_CEILING
 from studyctl.analysis.limits import (
+    IMBALANCE_CLOSES,
     IMBALANCE_RATIO,
     MEMORY_BOUND,
     METADATA_SHARE,
@@ -30,8 +31,8 @@ def rules_text() -> list[str]:
     return [f"page cache: a buffered write without fsync, or any figure above {PAGE_CACHE_MARGIN:g}× the "
             "durable/cold ceiling (a warm restore too)",
             f"storage: at least {STORAGE_BOUND:.0%} of the shape's streaming ceiling",
-            f"imbalance: the heaviest rank at {IMBALANCE_RATIO:g}× the mean bytes or more, and even ranks would "
-            f"reach {STORAGE_BOUND:.0%} of the even ceiling",
+            f"imbalance: the heaviest rank at {IMBALANCE_RATIO:g}× the mean bytes or more, and even ranks (the "
+            f"bandwidth × max / mean bytes) would close {IMBALANCE_CLOSES:.0%} or more of the gap to the even ceiling",
             f"metadata: {METADATA_SHARE:.0%} or more of the slowest rank's time in create/open, close and (direct, "
             f"or files under {format_bytes(SMALL_FILE_BYTES, 0)}) fsync",
             f"network: a broadcast restore whose broadcast runs at {NETWORK_BOUND:.0%} of MPI's broadcast ceiling",
