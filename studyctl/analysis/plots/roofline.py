@@ -36,7 +36,8 @@ from studyctl.analysis.values import file_stem, missing
 SHAPE_AXES = ("io_mode", "ranks_per_node", "block_mib")  # besides nodes and the filesystem
 NOT_SERIES = ("nodes", "phase", "filesystem", *DERIVED)
 GREY = "#666666"
-LARGEST: dict[str, Any] = {"linestyle": "-", "linewidth": 6, "alpha": 0.25, "solid_capstyle": "butt"}
+LARGEST: dict[str, Any] = {"linestyle": "-", "linewidth": 6, "alpha": 0.3}
+ROOF = 1.25  # a roof spans a node count ×/÷ this on the log₂ axis
 EVEN: dict[str, Any] = {"linestyle": (0, (5, 3)), "linewidth": 1.4, "alpha": 0.8}
 PEAK: dict[str, Any] = {"color": "#222222", "linestyle": "-.", "linewidth": 1.4}
 MAX_LABELLED_SERIES = 4  # more share labels in one panel than this overlap
@@ -49,16 +50,19 @@ def _ceiling_colour(enc: Encoding, key: dict[str, Any]) -> str:
     return GREY
 
 
-def _ceilings(ax: Any, cells: pd.DataFrame, enc: Encoding, phase: str) -> None:
-    """One thick line (largest shard) and one dashed (even) per shape series, through its node counts."""
+def _ceilings(ax: Any, cells: pd.DataFrame, enc: Encoding) -> None:
+    """Per shape series, a roof over each node count (thick: largest shard; dashed: even), joined across node counts
+    by a faint line: one node count still shows its roof."""
     have = cells.dropna(subset=["ceiling_GiBps"])
     series = [a for a in SHAPE_AXES if a in have]
     for key, g in have.groupby(series, dropna=False, sort=True) if series else [((), have)]:
         values = dict(zip(series, key if isinstance(key, tuple) else (key,), strict=True))
         per_node = g.groupby("nodes")[["ceiling_GiBps", "even_ceiling_GiBps"]].first().sort_index()
         colour = _ceiling_colour(enc, values)
-        ax.plot(per_node.index, per_node["ceiling_GiBps"], color=colour, **LARGEST)
-        ax.plot(per_node.index, per_node["even_ceiling_GiBps"], color=colour, **EVEN)
+        for column, style in (("ceiling_GiBps", LARGEST), ("even_ceiling_GiBps", EVEN)):
+            ax.hlines(per_node[column], per_node.index / ROOF, per_node.index * ROOF, color=colour, **style)
+            if len(per_node) > 1:
+                ax.plot(per_node.index, per_node[column], color=colour, linewidth=1, alpha=0.3)
 
 
 def _cells(ax: Any, data: pd.DataFrame, enc: Encoding) -> None:
@@ -76,7 +80,7 @@ def _cells(ax: Any, data: pd.DataFrame, enc: Encoding) -> None:
 
 
 def _panel(ax: Any, data: pd.DataFrame, enc: Encoding, phase: str, peak: float | None, title: str) -> None:
-    _ceilings(ax, data, enc, phase)
+    _ceilings(ax, data, enc)
     _cells(ax, data, enc)
     if peak:
         ax.axhline(peak, **PEAK)
