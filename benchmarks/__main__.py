@@ -1,5 +1,5 @@
 """`python -m benchmarks all` (or one of: orchestrator, status, collect, memory, submission, fio, buffered,
-strategies, ledger)."""
+strategies, ledger, ceilings)."""
 
 from __future__ import annotations
 
@@ -61,6 +61,10 @@ def main(argv: list[str]) -> int:
         from benchmarks import strategies_bench
 
         strategies_bench.main(repeat)
+    if which in ("all", "ceilings"):
+        from benchmarks import ceiling_vs_fio
+
+        ceiling_vs_fio.main(["--repeat", str(repeat)])
     return 0
 
 

@@ -32,29 +32,36 @@ Timings = dict[str, list[CheckpointTiming]]  # "largest-write", "even-read", ...
 
 
 def run_ceiling(run: Run, setup: Setup, gather: Callable[[], Gathered], started_at: str) -> dict[str, Any]:
-    """Every rank: reuse a shared ceiling or measure one, then rank 0 records it; the probe files are removed."""
-    largest, even = probe_bytes(run.point)
+    """Every rank: reuse a shared ceiling or measure one, then rank 0 records it; the probe files are removed
+    (on a failure every rank voted on too; an unexpected error aborts the job and worker.run removes them)."""
     try:
-        _check_space(run, setup, max(largest, even) * run.point.world_size)
-        nodes = run.comm.allgather(run.node)
-        reused = ceiling_shared.find(run.task, nodes) if run.task.shared_ceiling and run.rank == 0 else None
-        reused = run.comm.bcast(reused, root=0)
-        if reused is None:
-            timings, info = _measure(run, setup, largest, even)
-            checkpoints = timings["largest-write"] + timings["largest-read"]
-        else:
-            checkpoints, info = reused.checkpoints, reused.ceilings
-        got = gather()
-        if run.rank == 0:
-            write_result(run, setup, checkpoints, got, started_at, ceilings=info)
-            if run.task.shared_ceiling and reused is None:
-                ceiling_shared.record(run.task, nodes)
-    finally:
+        info, checkpoints = _reuse_or_measure(run, setup)
+    except WorkerFailure:
         _remove_files(run)
+        raise
+    got = gather()
+    if run.rank == 0:
+        write_result(run, setup, checkpoints, got, started_at, ceilings=info)
+        if run.task.shared_ceilings_root and info.reused_from is None:
+            ceiling_shared.record(run.task, got.nodes)
+    _remove_files(run)
     result: dict[str, Any] = {"point_id": run.task.point_id, "attempt": run.task.attempt, "rank": run.rank}
     if run.rank == 0:
         result["result_path"] = run.task.result_path
     return result
+
+
+def _reuse_or_measure(run: Run, setup: Setup) -> tuple[CeilingInfo, list[CheckpointTiming]]:
+    largest, even = probe_bytes(run.point)
+    _check_space(run, setup, max(largest, even) * run.point.world_size)
+    reused = None
+    if run.task.shared_ceilings_root:
+        nodes = run.comm.allgather(run.node)
+        reused = run.comm.bcast(ceiling_shared.find(run.task, nodes) if run.rank == 0 else None, root=0)
+    if reused is not None:
+        return reused.ceilings, reused.checkpoints
+    timings, info = _measure(run, setup, largest, even)
+    return info, timings["largest-write"] + timings["largest-read"]
 
 
 def _check_space(run: Run, setup: Setup, needed: int) -> None:

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from studyctl.definition.ceilings import shared_record, study_dir_of
+from studyctl.definition.ceilings import shared_record
 from studyctl.definition.points import WorkerTask
 from studyctl.definition.result_schema import CeilingInfo, CheckpointTiming, Result
 from studyctl.definition.shapes import shape_of
@@ -37,15 +37,20 @@ class Reused:
 
 def record(task: WorkerTask, nodes: list[str]) -> None:
     """Rank 0, after its result is written: this study has this shape's ceiling on this path and these nodes."""
-    study = study_dir_of(task.result_path)
+    study = _study_dir(task)
     path = shared_record(study, shape_of(task.point).key, task.filesystem_path, nodes)
     path.parent.mkdir(exist_ok=True)
     atomic_write_text(path, json.dumps({"result": str(Path(task.result_path).relative_to(study))}))
 
 
+def _study_dir(task: WorkerTask) -> Path:
+    assert task.shared_ceilings_root is not None  # only a shared ceiling point shares
+    return Path(task.shared_ceilings_root) / task.study
+
+
 def find(task: WorkerTask, nodes: list[str]) -> Reused | None:
     """Rank 0: the newest reusable ceiling of another study, or None (never raises on what it reads)."""
-    own = study_dir_of(task.result_path)
+    own = _study_dir(task)
     key = shape_of(task.point).key
     found = []
     try:

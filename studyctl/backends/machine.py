@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from studyctl import host
+from studyctl.definition.ceilings import ceiling_memory_bytes
 from studyctl.definition.points import Point
 from studyctl.definition.strategies import memory_per_host_bytes
 from studyctl.units import format_bytes
@@ -34,7 +35,8 @@ def misfit(point: Point, machine: Machine, ranks_per_core: int) -> str | None:
                 f"{machine.cores} cores × local.max_ranks_per_core {ranks_per_core} = {limit} ranks")
     # every simulated node's ranks on this one host: buffers, interpreters, drain buffers, and async snapshots
     # of every rank's shard (the whole checkpoint)
-    need = memory_per_host_bytes(point.checkpoint, ranks, point.layout().total_bytes)
+    need = ceiling_memory_bytes(point, ranks) if point.role == "ceiling" else \
+        memory_per_host_bytes(point.checkpoint, ranks, point.layout().total_bytes)
     have = machine.available_memory_bytes
     if have is not None and need > have:
         return (f"{ranks} ranks need {format_bytes(need)} of memory here ({point.checkpoint.buffer_mib} MiB buffer "

@@ -133,7 +133,7 @@ def _status_json(rep: StatusReport) -> list[dict[str, Any]]:
             "point_id": p.point_id, "state": shown_state(p.state, p.excluded), "attempts": p.attempts,
             "model": pt.model.name, "zero_stage": pt.zero_stage, "nodes": pt.nodes,
             "ranks_per_node": pt.ranks_per_node, "filesystem": pt.filesystem, "io_mode": pt.io_mode,
-            "repetition": pt.repetition, "exclude_reason": p.exclude_reason,
+            "repetition": pt.repetition, "role": pt.role, "exclude_reason": p.exclude_reason,
             "backend": a.backend if a else None, "job_id": a.job_id if a else None,
             "failure_class": a.failure_class if a else None, "reason": a.reason if a else None,
             "exit_code": a.exit_code if a else None, "node_list": a.node_list if a else None,
@@ -153,7 +153,8 @@ def _status_table(rep: StatusReport, limit: int) -> Table:
         state = shown_state(p.state, p.excluded)
         colour = colours.get(p.state, "white") if not p.excluded else "dim"
         reason = p.exclude_reason if p.excluded else (a.reason if a and p.state is not State.COMPLETED else "")
-        table.add_row(p.point_id, Text(state, style=colour), str(p.attempts), pt.model.name,
+        point = p.point_id + ("" if pt.role == "measure" else f" {pt.role}")  # a study's own auxiliary point
+        table.add_row(point, Text(state, style=colour), str(p.attempts), pt.model.name,
                       str(pt.zero_stage), f"{pt.nodes}×{pt.ranks_per_node}", pt.filesystem,
                       pt.io_mode, str(pt.repetition), (a.job_id or (str(a.pid) if a.pid else "")) if a else "",
                       (a.node_list or "") if a else "", reason or "")

@@ -8,24 +8,37 @@ whether a study gets them (CeilingsMode).
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import os
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from studyctl.definition.points import Point
 from studyctl.definition.shapes import Shape, shape_of
 from studyctl.units import GIB, MIB
 
-if TYPE_CHECKING:
-    from studyctl.definition.expand import PlannedPoint
-    from studyctl.definition.sweep import Estimate, SweepFile
+if TYPE_CHECKING:  # the worker imports this module, never the sweep's (YAML)
+    from studyctl.definition.sweep import CeilingsMode, Estimate, SweepFile
 
 # auto: ceilings for a study of a few shapes; off: none; on: always; shared: like on, but a completed ceiling of
 # the same shape, filesystem path and nodes in another study of the same results root is reused (worker.ceiling).
-CeilingsMode = Literal["auto", "on", "off", "shared"]
+
+
+class _Planned(Protocol):
+    """definition.expand.PlannedPoint, which imports this module (a ceiling is made from its source's)."""
+
+    @property
+    def point(self) -> Point: ...
+    @property
+    def order(self) -> int: ...
+    @property
+    def excluded(self) -> bool: ...
+
+
+P = TypeVar("P", bound=_Planned)
 # `auto` adds ceilings up to this many shapes. Each ceiling costs about one measure point (it moves its largest
 # shard and the even share per rank, REPEATS times); a study of more shapes is a scan over the hardware whose
 # own cells already trace what each shape reaches, and 8 more points would be a visible share of its node-hours.
@@ -45,27 +58,26 @@ class _LargestPerShape:
     """Per resource shape, the runnable measure point whose largest rank writes the most (the first on a tie)."""
 
     def __init__(self) -> None:
-        self.largest: dict[Shape, Point] = {}
+        self.largest: dict[Shape, Any] = {}  # a planned point
         self.last = -1  # the last order seen
 
-    def add(self, pp: PlannedPoint) -> None:
+    def add(self, pp: _Planned) -> None:
         p, self.last = pp.point, max(self.last, pp.order)
         if pp.excluded or p.role != "measure":
             return
         shape = shape_of(p)
         best = self.largest.get(shape)
-        if best is None or p.layout().bytes_per_rank_max > best.layout().bytes_per_rank_max:
-            self.largest[shape] = p
+        if best is None or p.layout().bytes_per_rank_max > best.point.layout().bytes_per_rank_max:
+            self.largest[shape] = pp
 
-    def ceilings(self, mode: CeilingsMode) -> list[PlannedPoint]:
-        from studyctl.definition.expand import PlannedPoint
-
+    def ceilings(self, mode: CeilingsMode) -> list[Any]:
         if mode == "off" or (mode == "auto" and len(self.largest) > AUTO_MAX_SHAPES):
             return []
-        return [PlannedPoint(ceiling_of(p), self.last + 1 + i) for i, p in enumerate(self.largest.values())]
+        return [dataclasses.replace(pp, point=ceiling_of(pp.point), order=self.last + 1 + i)
+                for i, pp in enumerate(self.largest.values())]
 
 
-def ceiling_points(sweep: SweepFile, planned: Iterable[PlannedPoint]) -> list[PlannedPoint]:
+def ceiling_points(sweep: SweepFile, planned: Iterable[P]) -> list[P]:
     """One ceiling point per resource shape of the runnable measure points, in order after `planned`."""
     shapes = _LargestPerShape()
     for pp in planned:
@@ -73,7 +85,7 @@ def ceiling_points(sweep: SweepFile, planned: Iterable[PlannedPoint]) -> list[Pl
     return shapes.ceilings(sweep.ceilings)
 
 
-def with_ceilings(sweep: SweepFile, planned: Iterable[PlannedPoint]) -> Iterator[PlannedPoint]:
+def with_ceilings(sweep: SweepFile, planned: Iterable[P]) -> Iterator[P]:
     """`planned` streamed, then its ceiling points (plan streams a million points without holding them)."""
     shapes = _LargestPerShape()
     for pp in planned:
@@ -99,34 +111,35 @@ def ceiling_sized(point: Point, estimate: Estimate) -> dict[str, Any]:
     largest, even = probe_bytes(point)
     world = point.world_size
     per_round = (largest + even) * world
-    seconds = estimate.overhead_s + 2 * per_round * REPEATS / (point.nodes * estimate.GiBps_per_node * GIB)
+    seconds = estimate.overhead_s + ceiling_moved_bytes(point) / (point.nodes * estimate.GiBps_per_node * GIB)
     return {"checkpoint_bytes": per_round, "read_bytes_per_restore": per_round,
             "storage_read_bytes_per_restore": per_round, "broadcast_bytes_per_restore": 0,
             "writes": REPEATS, "reads": REPEATS, "bytes_per_rank_max": largest, "bytes_per_rank_min": even,
             "files_per_checkpoint": 2 * world, "disk_bytes_needed": max(largest, even) * world,
             "disk_bytes_required": int(max(largest, even) * world * (1 + point.checkpoint.free_space_margin)),
-            "worker_memory_per_host_bytes": _memory(point, point.ranks_per_node, largest),
-            "worker_memory_per_point_bytes": _memory(point, world, largest), "simulated_training_s": 0.0,
+            "worker_memory_per_host_bytes": ceiling_memory_bytes(point, point.ranks_per_node),
+            "worker_memory_per_point_bytes": ceiling_memory_bytes(point, world), "simulated_training_s": 0.0,
             "estimated_seconds": round(seconds, 1),
             "node_hours": point.nodes * seconds / 3600}
+
+
+def ceiling_moved_bytes(point: Point) -> int:
+    """Bytes a ceiling point's storage probes write and read: every rank its largest shard and its even share,
+    REPEATS rounds (what its run time is estimated from)."""
+    return 2 * sum(probe_bytes(point)) * point.world_size * REPEATS
 
 
 def copy_piece(largest: int) -> int:
     return max(1, min(largest, MEMCPY_MAX_BYTES))
 
 
-def _memory(point: Point, ranks: int, largest: int) -> int:
+def ceiling_memory_bytes(point: Point, ranks: int) -> int:
     """What `ranks` ranks of a ceiling point hold: the buffer and interpreter each, and the memory copy's state
     and snapshot."""
+    largest = probe_bytes(point)[0]
     from studyctl.definition.strategies import WORKER_BASE_BYTES  # it imports the sweep, which imports this
 
     return ranks * (point.checkpoint.buffer_mib * MIB + WORKER_BASE_BYTES + 2 * copy_piece(largest))
-
-
-def study_dir_of(result_path: str | Path) -> Path:
-    """The study directory of an attempt's result file: `<study>/points/<point>/attempt-<n>/result.json`
-    (studyctl.attempt.paths.StudyPaths names it; tests hold the two together)."""
-    return Path(result_path).parents[3]
 
 
 def shared_record(study_dir: Path, shape_key: str, filesystem_path: str, nodes: list[str]) -> Path:

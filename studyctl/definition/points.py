@@ -310,7 +310,9 @@ class WorkerTask(BaseModel):
     error_path: str  # on a known failure rank 0 writes {"failure_class", "reason"} here
     tier_path: str | None = None  # tiered: the node-local tier; "{node}" in it becomes each node's name
     tier_kind: str | None = None  # the tier's declared kind, checked like filesystem_kind before its first byte
-    shared_ceiling: bool = False  # a ceiling point of a study with `ceilings: shared` (definition.ceilings)
+    # a ceiling point of a study with `ceilings: shared` (definition.ceilings): the results directory whose studies
+    # (this one is `<it>/<study>`) share their ceilings; None: the point measures its own
+    shared_ceilings_root: str | None = None
 
     @property
     def places(self) -> tuple[Place, ...]:

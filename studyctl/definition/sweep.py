@@ -25,7 +25,6 @@ from pydantic import (
 from pydantic.fields import FieldInfo
 
 from studyctl.definition.catalog import CATALOG, DIMENSIONS, DTYPE_BYTES, MlpKind, ModelSpec, lookup
-from studyctl.definition.ceilings import CeilingsMode
 from studyctl.definition.filesystems import FILESYSTEM_KINDS, FilesystemSpec
 from studyctl.definition.names import plain_name
 from studyctl.definition.options import LocalOptions, SlurmOptions
@@ -33,6 +32,16 @@ from studyctl.definition.points import CHECKPOINT_AXES, CheckpointOptions, IoMod
 from studyctl.definition.training import TrainingSpec
 from studyctl.definition.yamlpos import Loc, line_of, load_yaml_with_lines
 from studyctl.errors import UserError
+
+# A ceiling point per resource shape (issue 18): auto (for a study of a few shapes), on, off, or shared (another
+# study's ceiling of the same shape, filesystem path and nodes is reused): studyctl.definition.ceilings.
+CeilingsMode = Literal["auto", "on", "off", "shared"]
+
+
+def _on_off(value: Any) -> Any:
+    """YAML reads a bare on / off as true / false."""
+    return {True: "on", False: "off"}.get(value, value) if isinstance(value, bool) else value
+
 
 ZERO_ALIASES = {"ddp": 0, "fsdp": 3, "zero0": 0, "zero1": 1, "zero2": 2, "zero3": 3}
 DEFAULT_MAX_POINTS = 1_000_000
@@ -216,7 +225,7 @@ class SweepFile(_Strict):
     checkpoint: CheckpointOptions = CheckpointOptions()
     estimate: Estimate = Estimate()
     training: TrainingSpec = TrainingSpec()
-    ceilings: CeilingsMode = "auto"  # a ceiling point per resource shape (issue 18): see definition.ceilings
+    ceilings: Annotated[CeilingsMode, BeforeValidator(_on_off)] = "auto"  # issue 18: definition.ceilings
     local: LocalOptions = LocalOptions()
     slurm: SlurmOptions = SlurmOptions()
 

@@ -22,7 +22,8 @@ def new_launch(paths: StudyPaths, sweep: SweepFile, backend: Backend, point: Poi
                       filesystem_path=fs.path, filesystem_kind=fs.kind, data_key=data_key(paths.root),
                       result_path=str(files.result), error_path=str(files.error),
                       tier_path=tier.path if tier else None, tier_kind=tier.kind if tier else None,
-                      shared_ceiling=point.role == "ceiling" and sweep.ceilings == "shared")
+                      shared_ceilings_root=str(paths.root.parent)
+                      if point.role == "ceiling" and sweep.ceilings == "shared" else None)
     atomic_write_text(files.task, task.model_dump_json(indent=1))
     mark(paths, [(point.point_id, attempt)])  # before anything can write: its data is looked for until gone
     return Launch(study=paths.name, point_id=point.point_id, attempt=attempt, point=point, paths=files,

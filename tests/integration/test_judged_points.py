@@ -21,6 +21,7 @@ from tests.resultgen import make_point, write_result
 
 SWEEP = """\
 study: {name}
+ceilings: off
 models: [gpt2-125m]
 matrix:
   zero_stage: 1

@@ -8,6 +8,7 @@ import pytest
 
 STUDY = """\
 study: costs
+ceilings: off
 models: [gpt2-125m]
 matrix: {{nodes: [1, 2], ranks_per_node: 1, zero_stage: 1, strategy: [sync, async, tiered], restore: [rank, broadcast]}}
 exclude: [{{nodes: 1, restore: broadcast, reason: one replica has no one to broadcast to}}]

@@ -44,6 +44,7 @@ def sweep_file(tmp_path: Path, name: str, body: str, fs: Path | None = None) -> 
     path = tmp_path / f"{name}.yaml"
     default = "" if "\ncheckpoint:" in f"\n{body}" else \
         "checkpoint: {scale: 0.002, writes: 2, reads: 2, buffer_mib: 4, block_mib: 4}\n"
+    default += "" if "\nceilings:" in f"\n{body}" else "ceilings: off\n"  # the measure points alone, unless asked
     path.write_text(f"""\
 study: {name}
 models: [gpt2-125m]

@@ -28,15 +28,17 @@ filesystems:
   scratch: {{path: {fs}}}
 checkpoint: {{scale: 0.001, writes: 1, reads: 1, buffer_mib: 4, block_mib: 4}}
 local: {{timeout_s: {timeout}}}
+ceilings: {ceilings}
 """
 
 
-def write_sweep(tmp_path: Path, name: str = "s", timeout: int = 77) -> Path:
-    """A four-point sweep (ZeRO 0-3) on a scratch directory under `tmp_path`."""
+def write_sweep(tmp_path: Path, name: str = "s", timeout: int = 77, ceilings: str = "off") -> Path:
+    """A four-point sweep (ZeRO 0-3) on a scratch directory under `tmp_path`; `ceilings: on` adds its one ceiling
+    point (one resource shape)."""
     fs = tmp_path / "fs"
     fs.mkdir(exist_ok=True)
     path = tmp_path / f"{name}.yaml"
-    path.write_text(SWEEP.format(name=name, fs=fs, timeout=timeout))
+    path.write_text(SWEEP.format(name=name, fs=fs, timeout=timeout, ceilings=ceilings))
     return path
 
 

@@ -55,7 +55,7 @@ def test_llama31_70b_proxy_has_the_70b_layer_shape() -> None:
 
 def test_inline_model_from_a_base_changes_only_what_it_names() -> None:
     sweep = parse_sweep({"study": "s", "models": [{"name": "proxy16", "base": "llama-3.1-70b-proxy", "num_layers": 16}],
-                         "filesystems": {"a": {"path": "/tmp/a"}}}, Path("s.yaml"))
+                         "filesystems": {"a": {"path": "/tmp/a"}}, "ceilings": "off"}, Path("s.yaml"))
     (point,) = expand(sweep)
     assert point.point.model == replace(lookup("llama-3.1-70b-proxy"), name="proxy16", num_layers=16)
 

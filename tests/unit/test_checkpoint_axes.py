@@ -50,7 +50,7 @@ def test_every_option_is_an_axis_unless_marked() -> None:
 
 
 SWEEP = {"study": "axes", "models": ["gpt2-125m"], "filesystems": {"scratch": {"path": "/tmp"}},
-         "checkpoint": {"scale": 0.01}}
+         "checkpoint": {"scale": 0.01}, "ceilings": "off"}
 
 
 @pytest.mark.parametrize(("where", "key"), [("matrix", "keep"), ("matrix", "step_s"), ("zip", "free_space_margin"),

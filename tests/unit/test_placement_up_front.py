@@ -32,6 +32,7 @@ checkpoint: {{scale: 0.001, writes: {writes}, reads: 1, buffer_mib: {buffer_mib}
 training: {{simulated_step: {{compute_s: {step_s}}}}}
 local: {{timeout_s: {timeout_s}}}
 slurm: {{time_limit_min: {time_limit_min}}}
+ceilings: off
 """
 
 

@@ -24,6 +24,7 @@ study: p
 models: [llama3-70b]
 matrix: {zero_stage: [1, 3], nodes: [8], ranks_per_node: 8, tensor_parallel: 8, pipeline_parallel: [1, 4]}
 filesystems: {fs: {path: /tmp/fs}}
+ceilings: off
 """)
     proc = run_cli("plan", str(sweep), "--json")
     assert proc.returncode == 0, proc.stderr
@@ -86,6 +87,7 @@ models: [gpt2-125m]
 matrix: {zero_stage: 0, nodes: 1, ranks_per_node: 8, restore: [full, rank]}
 checkpoint: {rank_shift: 1, block_mib: 8, cold_read: auto}
 filesystems: {fs: {path: /tmp/fs}}
+ceilings: off
 """)
     assert full["read_bytes_per_restore"] == 8 * full["checkpoint_bytes"]
     assert rank["read_bytes_per_restore"] == rank["checkpoint_bytes"]
@@ -108,6 +110,7 @@ models: [llama3-70b]
 matrix: {zero_stage: 3, nodes: 1, ranks_per_node: 8, tensor_parallel: 8}
 checkpoint: {subset_world_size: 64}
 filesystems: {fs: {path: /tmp/fs}}
+ceilings: off
 """)
     whole = summarize(lookup("llama3-70b"), Parallelism(8, 1, 8, 3)).total_bytes
     assert row["data_parallel"] == 8 and row["checkpoint_bytes"] == whole // 8
@@ -121,6 +124,7 @@ models: [llama3-405b]
 matrix: {zero_stage: 1, nodes: 1, ranks_per_node: 8, tensor_parallel: 8, pipeline_parallel: 32}
 checkpoint: {subset_world_size: 512}
 filesystems: {fs: {path: /tmp/fs}}
+ceilings: off
 """)
     assert not row["excluded"] and row["writer_ranks"] == 8 and row["data_parallel"] == 2
     from studyctl.definition.layout import rank_files

@@ -22,7 +22,7 @@ from tests.unit.test_waste_model import numeric_optimum
 
 
 def _sweep(tmp_path: Path, **sections: Any) -> Path:
-    data = {"study": "n", "models": ["llama_7b"], "filesystems": {"fs": {"path": str(tmp_path)}},
+    data = {"study": "n", "models": ["llama_7b"], "filesystems": {"fs": {"path": str(tmp_path)}}, "ceilings": "off",
             "matrix": {"nodes": 2, "ranks_per_node": 2}, **sections}
     path = tmp_path / "s.yaml"
     path.write_text(yaml.safe_dump(data))
@@ -126,6 +126,7 @@ def test_storage_bytes_of_a_broadcast_restore_are_what_each_worker_reads(
     if subset:
         checkpoint["subset_world_size"] = subset
     sweep = parse_sweep({"study": "b", "models": ["gpt2-125m"], "filesystems": {"fs": {"path": str(tmp_path)}},
+                         "ceilings": "off",
                          "matrix": {"nodes": 4, "ranks_per_node": rpn, "zero_stage": zero, "tensor_parallel": tp,
                                     "pipeline_parallel": pp},
                          "checkpoint": checkpoint}, tmp_path / "s.yaml")

@@ -11,7 +11,7 @@ from studyctl.definition.shapes import shape_of
 from studyctl.definition.sweep import parse_sweep
 
 SWEEP = {"study": "x", "models": ["llama_7b"], "matrix": {"zero_stage": [1, 3], "io_mode": ["buffered", "direct"]},
-         "filesystems": {"a": {"path": "/tmp/a"}}}
+         "filesystems": {"a": {"path": "/tmp/a"}}, "ceilings": "off"}
 
 
 def _points() -> list[Point]:

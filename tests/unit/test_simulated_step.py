@@ -19,6 +19,7 @@ from tests.resultgen import make_point, result_dict
 BASE: dict[str, Any] = {
     "study": "step", "models": ["gpt2-125m"],
     "filesystems": {"shared": {"path": "/tmp/shared"}, "shm": {"path": "/dev/shm/t", "kind": "memory"}},
+    "ceilings": "off",
     "matrix": {"nodes": 2, "ranks_per_node": 1, "zero_stage": 1, "strategy": ["sync", "async", "tiered"]},
     "checkpoint": {"tier": "shm", "scale": 0.01},
     "training": {"step_s": 3.0, "simulated_step": {"compute_s": 0.2, "compute": "cpu", "allreduce_mib": 4}}}

@@ -46,7 +46,7 @@ BASE = {"study": "s", "models": ["llama_7b"], "filesystems": {"shared": {"path":
                                                                "shm": {"path": "/dev/shm/t", "kind": "memory"}},
         "matrix": {"nodes": 2, "ranks_per_node": 2, "strategy": ["sync", "async", "tiered"]},
         "checkpoint": {"tier": "shm", "scale": 0.01},
-        "training": {"simulated_step": {"compute_s": 0.2}, "node_mtbf_h": 1000}}
+        "training": {"simulated_step": {"compute_s": 0.2}, "node_mtbf_h": 1000}, "ceilings": "off"}
 
 
 def _sweep(**changes: object) -> dict:

@@ -22,6 +22,7 @@ from typing import Any
 from studyctl.attempt.records import Handle, Launch, RecordHandle, RecordUpdate, Update
 from studyctl.backends.slurm.discovery import Manifests, find_jobs, job_name
 from studyctl.backends.slurm.sacct import Runner, index_of
+from studyctl.definition.ceilings import ceiling_moved_bytes
 from studyctl.definition.options import SlurmOptions
 from studyctl.definition.points import Point
 from studyctl.states import FailureClass, State
@@ -52,7 +53,8 @@ def point_time_limit_min(options: SlurmOptions, point: Point, limit_s: int | Non
         per_checkpoint = point.layout().total_bytes
     except Exception:  # an impossible layout: the worker says why, quickly
         return options.min_time_limit_min
-    moved = per_checkpoint * (point.checkpoint.writes + point.checkpoint.reads)
+    moved = ceiling_moved_bytes(point) if point.role == "ceiling" else \
+        per_checkpoint * (point.checkpoint.writes + point.checkpoint.reads)
     minutes = 2 + (moved / (point.nodes * options.assumed_GiBps_per_node * GIB)
                    + point.checkpoint.simulated_training_s()) / 60
     bucket = 5 if minutes < 60 else 30

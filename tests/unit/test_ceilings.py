@@ -1,0 +1,153 @@
+"""Ceiling points (issue 18): one per resource shape, from its largest point; the sweep's `ceilings:` setting;
+plan's lines; submit, status, resubmit and cancel treat them as points."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from studyctl import api
+from studyctl.definition.ceilings import AUTO_MAX_SHAPES, MEMCPY_MAX_BYTES, ceiling_points, probe_bytes, with_ceilings
+from studyctl.definition.expand import expand, iter_points
+from studyctl.definition.plan import plan_rows, summarize_plan
+from studyctl.definition.shapes import shape_of
+from studyctl.definition.sweep import load_sweep, parse_sweep
+from studyctl.errors import UserError
+from studyctl.states import State
+from tests.cli import run_cli
+from tests.unit.fakes import FakeBackend, registered, write_sweep
+
+BASE: dict[str, Any] = {
+    "study": "c", "models": ["llama_7b", "gpt2-125m"],
+    "matrix": {"zero_stage": [0, 1, 3], "io_mode": ["buffered", "direct"], "nodes": [1, 2]},
+    "filesystems": {"a": {"path": "/tmp/a"}}, "repetitions": 2, "checkpoint": {"scale": 0.01},
+    "exclude": [{"model": "llama_7b", "zero_stage": 0, "nodes": 2}],
+}
+
+
+def _sweep(**changes: Any) -> Any:
+    return parse_sweep(json.loads(json.dumps({**BASE, **changes})), Path("c.yaml"))
+
+
+def test_one_ceiling_per_shape_copied_from_its_largest_runnable_point() -> None:
+    planned = expand(_sweep())
+    measures = [pp for pp in planned if pp.point.role == "measure"]
+    ceilings = [pp for pp in planned if pp.point.role == "ceiling"]
+    shapes = {shape_of(pp.point) for pp in measures}
+    assert len(ceilings) == len(shapes) == 4  # 2 I/O modes × 2 node counts
+    assert [pp.order for pp in planned] == list(range(len(planned)))  # orders continue after the measure points
+    assert len({pp.point.point_id for pp in planned}) == len(planned)
+    for c in ceilings:
+        runnable = [pp.point for pp in measures if not pp.excluded and shape_of(pp.point) == shape_of(c.point)]
+        largest = max(p.layout().bytes_per_rank_max for p in runnable)
+        source = c.point.model_copy(update={"role": "measure"})
+        assert c.point.repetition == 0 and not c.excluded
+        assert source.point_id in {p.point_id for p in runnable}  # a copy of one of the shape's own points
+        assert probe_bytes(c.point)[0] == largest
+    # the excluded point (llama ZeRO-0 on 2 nodes, the largest shard of all) is no ceiling's source
+    two_nodes = [c.point for c in ceilings if c.point.nodes == 2]
+    assert all(not (p.model.name == "llama_7b" and p.zero_stage == 0) for p in two_nodes)
+
+
+@pytest.mark.parametrize(("mode", "shapes", "expected"), [
+    ("off", 4, 0), ("auto", 4, 4), ("on", 4, 4), ("shared", 4, 4),
+    ("auto", AUTO_MAX_SHAPES + 1, 0), ("on", AUTO_MAX_SHAPES + 1, AUTO_MAX_SHAPES + 1)])
+def test_the_ceilings_setting(mode: str, shapes: int, expected: int) -> None:
+    sweep = _sweep(ceilings=mode, matrix={"nodes": list(range(1, shapes + 1))})
+    planned = expand(sweep)
+    assert sum(pp.point.role == "ceiling" for pp in planned) == expected
+    streamed = list(with_ceilings(sweep, iter_points(sweep)))  # plan's streamed rows hold the same points
+    assert [pp.point.point_id for pp in streamed] == [pp.point.point_id for pp in planned]
+    assert ceiling_points(sweep, [pp for pp in planned if pp.point.role == "measure"]) == \
+        [pp for pp in planned if pp.point.role == "ceiling"]
+
+
+def test_a_bad_setting_is_one_line_naming_file_key_and_values(tmp_path: Path) -> None:
+    path = tmp_path / "s.yaml"
+    path.write_text("study: s\nmodels: [gpt2-125m]\nfilesystems: {a: {path: /tmp}}\nceilings: sometimes\n")
+    with pytest.raises(UserError) as bad:
+        load_sweep(path)
+    assert str(bad.value) == f"{path}:4: ceilings: 'sometimes' is not one of 'auto', 'on', 'off', 'shared'"
+    assert bad.value.exit_code == 2
+    for word, mode in (("off", "off"), ("on", "on"), ("shared", "shared")):  # YAML's bare on/off are booleans
+        path.write_text(f"study: s\nmodels: [gpt2-125m]\nfilesystems: {{a: {{path: /tmp}}}}\nceilings: {word}\n")
+        assert load_sweep(path).ceilings == mode
+
+
+def test_plan_counts_ceiling_points_on_their_own_lines(tmp_path: Path) -> None:
+    sweep = _sweep()
+    rows = list(plan_rows(expand(sweep), sweep))
+    summary = summarize_plan(rows)
+    ceilings = [r for r in rows if r["role"] == "ceiling"]
+    aux = summary.auxiliary["ceiling"]
+    assert aux["points"] == len(ceilings) == 4 and summary.runnable == len(rows) - 2 * 2  # the rule's 2 per rep
+    for r in ceilings:  # what the probes move: every rank its largest shard and its even share, per round
+        largest, even = r["bytes_per_rank_max"], r["bytes_per_rank_min"]
+        assert r["checkpoint_bytes"] == (largest + even) * r["world_size"] and r["writes"] == r["reads"] == 3
+    assert aux["bytes"] == sum(2 * r["checkpoint_bytes"] * 3 for r in ceilings)
+    assert aux["node_hours"] == pytest.approx(sum(r["node_hours"] for r in ceilings))
+    path = tmp_path / "c.yaml"
+    path.write_text(json.dumps(BASE))
+    res = run_cli("plan", str(path), "--limit", "0")
+    assert res.returncode == 0, res.stderr
+    assert ("of which ceiling points: 4, moving " in res.stdout
+            and res.stdout.count(" ceiling ") + res.stdout.count(" ceiling│") >= 1)
+
+
+def test_submit_status_resubmit_and_cancel_treat_a_ceiling_as_a_point(tmp_path: Path) -> None:
+    sweep, results = write_sweep(tmp_path, ceilings="on"), tmp_path / "results"
+    with registered(FakeBackend()) as fake:
+        assert api.submit(sweep, "fake", results).launched == 5  # four ZeRO stages, one shape: one ceiling
+        ceiling = next(la for la in fake.launched if la.point.role == "ceiling")
+        fake.states[ceiling.point_id] = State.FAILED
+        assert api.status("s", results).counts == {"FAILED": 1, "PENDING": 4}
+        rep = api.resubmit("s", results)
+        assert rep.launched == 1 and fake.launched[-1].point_id == ceiling.point_id
+        assert fake.launched[-1].attempt == 2
+        assert api.cancel("s", results) == 5
+
+
+def test_a_shared_record_names_shape_path_and_nodes_alone(tmp_path: Path) -> None:
+    from studyctl.definition.ceilings import shared_record
+
+    (tmp_path / "fs").mkdir()
+    (tmp_path / "link").symlink_to(tmp_path / "fs")
+    one = shared_record(tmp_path, "fs-buffered-n2x1-b4m", str(tmp_path / "fs"), ["n2", "n1", "n1"])
+    assert one == shared_record(tmp_path, "fs-buffered-n2x1-b4m", str(tmp_path / "link"), ["n1", "n2"])
+    assert one.parent == tmp_path / "ceilings" and one.name.startswith("fs-buffered-n2x1-b4m.")
+    others = {shared_record(tmp_path, "fs-direct-n2x1-b4m", str(tmp_path / "fs"), ["n1", "n2"]),
+              shared_record(tmp_path, "fs-buffered-n2x1-b4m", str(tmp_path), ["n1", "n2"]),
+              shared_record(tmp_path, "fs-buffered-n2x1-b4m", str(tmp_path / "fs"), ["n1", "n3"])}
+    assert one not in others and len(others) == 3
+
+
+def test_plan_and_the_local_refusal_judge_a_ceilings_memory_by_one_figure() -> None:
+    from studyctl.backends.machine import Machine, misfit
+
+    sweep = _sweep()
+    planned = expand(sweep)
+    for pp, row in zip(planned, plan_rows(planned, sweep), strict=True):
+        if pp.point.role != "ceiling":
+            continue
+        need = row["worker_memory_per_point_bytes"]
+        copies = 2 * min(row["bytes_per_rank_max"], MEMCPY_MAX_BYTES) * pp.point.world_size
+        assert need > copies  # the memory copy's state and snapshot, and the buffers
+        assert misfit(pp.point, Machine(1000, need), 1) is None
+        assert "of memory here" in (misfit(pp.point, Machine(1000, need - 1), 1) or "")
+
+
+def test_a_ceilings_time_limit_counts_what_its_probes_move() -> None:
+    from studyctl.backends.slurm.submit import point_time_limit_min
+    from studyctl.definition.ceilings import ceiling_moved_bytes
+    from studyctl.definition.options import SlurmOptions
+
+    sweep = _sweep(checkpoint={"scale": 1.0, "writes": 1, "reads": 1})  # ZeRO-0: rank 0 holds the model states
+    (ceiling,) = [pp.point for pp in expand(sweep) if pp.point.role == "ceiling" and pp.point.zero_stage == 0][:1]
+    options = SlurmOptions(assumed_GiBps_per_node=1.0)
+    moved = 2 * ceiling.layout().total_bytes
+    assert ceiling_moved_bytes(ceiling) > moved  # more than its source point's one write and one read
+    assert point_time_limit_min(options, ceiling) > point_time_limit_min(options, ceiling.model_copy(
+        update={"role": "measure"}))
