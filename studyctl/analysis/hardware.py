@@ -193,6 +193,8 @@ def share_lines(summary: pd.DataFrame, ceilings: pd.DataFrame) -> list[str]:
     shapes = ceilings["shape"].nunique() if not ceilings.empty else 0
     head = [f"ceilings of {shapes} resource shape(s) from {len(ceilings)} ceiling point(s)" if shapes else
             "no ceilings measured (the sweep's `ceilings:` setting): shares and limits need them"]
+    if not shapes:
+        return head
     if len(summary) > MAX_LINES:
         counts = summary["limit"].value_counts()
         told = ", ".join(f"{limit} {n}" for limit, n in counts.items())

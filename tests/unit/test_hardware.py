@@ -75,6 +75,10 @@ def test_no_ceiling_no_share_and_the_limit_says_so(tmp_path: Path) -> None:
     t = build_tables(study(tmp_path, ceilings=False))
     assert t.summary["ceiling_share"].isna().all() and set(t.summary["limit"]) == {"unknown"}
     assert t.ceilings.empty
+    out = collect(study(tmp_path, "off", ceilings=False))  # `ceilings: off`: one line says so, no empty section
+    assert [line for line in out.summary_lines() if line.startswith("hardware: ")] == [
+        "hardware: no ceilings measured (the sweep's `ceilings:` setting): shares and limits need them"]
+    assert "How close to the hardware" not in (out.report_md or Path()).read_text()
 
 
 def test_per_rank_split_and_bytes_per_rank_in_the_summary(tmp_path: Path) -> None:
@@ -138,7 +142,12 @@ def test_roofline_plot_per_filesystem_and_skipped_without_ceilings(tmp_path: Pat
     assert len(roof) == 1 and roof[0].path.name == "roofline_scratch.png" and roof[0].path.stat().st_size > 10_000
     bare = collect(study(tmp_path, "bare", ceilings=False))
     assert not [p for p in bare.plots if p.kind == "roofline"]
-    assert any(s.startswith("roofline for scratch: no ceiling measured") for s in bare.skipped_plots)
+    assert not [s for s in bare.skipped_plots if "roofline" in s]  # `ceilings: off`: nothing to explain
+    mixed = study(tmp_path, "mixed")
+    write_result(mixed, make_point(zero=1, nodes=1, rpn=2, scale=0.1, fs="other"), [1.0], [1.0])
+    out = collect(mixed)
+    assert [p.path.name for p in out.plots if p.kind == "roofline"] == ["roofline_scratch.png"]
+    assert any(s.startswith("roofline for other: no ceiling measured") for s in out.skipped_plots)
     with_peak = collect(study(tmp_path, "peak", ceilings=False, peak=4.0))
     assert [p for p in with_peak.plots if p.kind == "roofline"]
 
