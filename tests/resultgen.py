@@ -12,8 +12,11 @@ from pathlib import Path
 from typing import Any
 
 from studyctl.definition.catalog import lookup
+from studyctl.definition.ceilings import ceiling_of, probe_bytes
+from studyctl.definition.layout import rank_files
 from studyctl.definition.points import CheckpointOptions, Point, restore_bytes
 from studyctl.definition.result_schema import Result
+from studyctl.definition.shapes import shape_of
 
 GIB = 1 << 30
 
@@ -26,27 +29,53 @@ def make_point(model: str = "gpt2-125m", zero: int = 1, nodes: int = 1, rpn: int
                  io_mode=io_mode, repetition=rep, checkpoint=CheckpointOptions(**ckpt))
 
 
+def _split(duration: float, shares: dict[str, float] | None) -> dict[str, float] | None:
+    """A RankSplit of `duration` with the given shares of open, fsync and close; transfer takes the rest but 2%."""
+    if shares is None:
+        return None
+    parts = {f"{k}_s": duration * shares.get(k, 0.0) for k in ("open", "fsync", "close")}
+    parts["transfer_s"] = duration * max(0.0, 0.98 - sum(shares.values()))
+    return {**parts, "other_s": max(0.0, duration - sum(parts.values()))}
+
+
+def layout_bytes(point: Point) -> list[tuple[int, int]]:
+    """(bytes, files) per rank as the layout writes them (`definition.layout.rank_files`)."""
+    out = []
+    for r in range(point.world_size):
+        files = rank_files(point.model, point.parallelism, r, point.checkpoint.scale)
+        out.append((sum(f.nbytes for f in files), len(files)))
+    return out
+
+
+def _rank_bytes(point: Point, nbytes: int, movers: int, by_layout: bool) -> list[tuple[int, int]]:
+    if by_layout:
+        return layout_bytes(point)
+    per_rank = nbytes // movers
+    return [((per_rank + (nbytes - per_rank * movers if r == 0 else 0)) if r < movers else 0, 2)
+            for r in range(point.world_size)]
+
+
 def _checkpoint(point: Point, phase: str, index: int, gibps: float, nbytes: int,
-                spread: float, writers: int | None = None) -> dict[str, Any]:
+                spread: float, writers: int | None = None, split: dict[str, float] | None = None,
+                by_layout: bool = False) -> dict[str, Any]:
     """One checkpoint whose aggregate bandwidth is exactly `gibps`; ranks vary by ±spread.
 
     `writers`: how many ranks move bytes (default all; ZeRO-0 writes from the first data-parallel replica only).
+    `split`: shares of each rank's time in open, fsync and close (a RankSplit per rank); `by_layout`: each rank's
+    bytes and files as the layout has them (else even).
     """
     world = point.world_size
-    movers = writers or world
     span = nbytes / GIB / gibps
-    per_rank = nbytes // movers
     ranks = []
-    for r in range(world):
-        rb = (per_rank + (nbytes - per_rank * movers if r == 0 else 0)) if r < movers else 0
+    for r, (rb, files) in enumerate(_rank_bytes(point, nbytes, writers or world, by_layout)):
         factor = 1.0 - spread * (r / max(1, world - 1))  # rank 0 fastest, last rank slowest
         duration = span * factor
         ranks.append({"rank": r, "host": f"node{r // point.ranks_per_node}", "start_s": span - duration,
-                      "end_s": span, "bytes": rb, "files": 2, "duration_s": duration,
-                      "bandwidth_GiBps": rb / GIB / duration if rb else 0.0})
+                      "end_s": span, "bytes": rb, "files": files, "duration_s": duration,
+                      "bandwidth_GiBps": rb / GIB / duration if rb else 0.0, "split": _split(duration, split)})
     bws = [x["bandwidth_GiBps"] for x in ranks if x["bytes"]]
     return {"phase": phase, "index": index, "step_dir": f"global_step{index}", "bytes": nbytes,
-            "files": 2 * world,
+            "files": sum(x["files"] for x in ranks),
             "duration_max_s": max(x["duration_s"] for x in ranks), "span_s": span, "aggregate_GiBps": gibps,
             "rank_bandwidth_min_GiBps": min(bws), "rank_bandwidth_max_GiBps": max(bws), "ranks": ranks}
 
@@ -70,7 +99,9 @@ def result_dict(point: Point, write_gibps: list[float], read_gibps: list[float] 
                 attempt: int = 1, study: str = "gen", nbytes: int | None = None, spread: float = 0.2,
                 mount_options: str = "rw,relatime", cluster: str | None = None, io_mode_used: str | None = None,
                 fstype: str = "ext4", writers: int | None = None, simulated: bool = True,
-                strategy: dict[str, Any] | None = None, tier_fstype: str | None = None) -> dict[str, Any]:
+                strategy: dict[str, Any] | None = None, tier_fstype: str | None = None,
+                split: dict[str, float] | None = None, by_layout: bool = False,
+                ceilings: dict[str, Any] | None = None) -> dict[str, Any]:
     """A result as the worker would write it; one checkpoint per listed bandwidth.
 
     `io_mode_used` other than the point's: the worker fell back (direct_fallback); `fstype` "tmpfs": memory.
@@ -82,8 +113,10 @@ def result_dict(point: Point, write_gibps: list[float], read_gibps: list[float] 
     nbytes = point.layout().total_bytes if nbytes is None else nbytes
     nominal = point.nominal_layout().total_bytes if layout else nbytes * 100
     read = restore_bytes(point.model, point.parallelism, point.checkpoint) if layout else nbytes
-    cps = [_checkpoint(point, "write", i, g, nbytes, spread, writers) for i, g in enumerate(write_gibps)]
-    cps += [_checkpoint(point, "read", i, g, read, spread, writers) for i, g in enumerate(read_gibps or [])]
+    cps = [_checkpoint(point, "write", i, g, nbytes, spread, writers, split, by_layout)
+           for i, g in enumerate(write_gibps)]
+    cps += [_checkpoint(point, "read", i, g, read, spread, writers, split, by_layout)
+            for i, g in enumerate(read_gibps or [])]
     used = io_mode_used or point.io_mode
     opts = point.checkpoint
     cold = opts.cold_read if opts.cold_read != "auto" else ("fadvise" if used == "buffered" else "direct")
@@ -115,6 +148,7 @@ def result_dict(point: Point, write_gibps: list[float], read_gibps: list[float] 
                        "kernel": "6.1.0-test", "studyctl_version": "0.1.0",
                        "started_at": "2026-11-22T10:00:00+00:00", "finished_at": "2026-11-22T10:01:00+00:00"},
         "strategy": strategy if strategy is not None else _strategy(point, tier_fstype),
+        "ceilings": ceilings,
     }
 
 
@@ -133,6 +167,10 @@ def write_result(study_dir: Path, point: Point, write_gibps: list[float],
                  read_gibps: list[float] | None = None, attempt: int = 1, **kw: Any) -> Path:
     """Writes points/<id>/attempt-<n>/result.json; validated first, so no test feeds junk by mistake."""
     data = result_dict(point, write_gibps, read_gibps, attempt, study=study_dir.name, **kw)
+    return _write(study_dir, point, data, attempt)
+
+
+def _write(study_dir: Path, point: Point, data: dict[str, Any], attempt: int = 1) -> Path:
     text = json.dumps(data)
     Result.model_validate_json(text)
     path = study_dir / "points" / point.point_id / f"attempt-{attempt}" / "result.json"
@@ -210,3 +248,29 @@ def strategy_info(point: Point, blocking_s: float, background_s: float = 0.0, in
     return {"strategy": opts.strategy, "restore_mode": opts.restore, "step_s": opts.step_s,
             "tier_fstype": tier_fstype, "replaced_nodes": opts.replaced_nodes if tiered else 0,
             "checkpoints": writes + reads}
+
+
+def ceiling_info(point: Point, write: float, read: float, even_write: float | None = None,
+                 even_read: float | None = None, bcast: float | None = None, memcpy_per_rank: float = 8.0
+                 ) -> dict[str, Any]:
+    """A CeilingInfo for `point`'s shape: storage ceilings as given (even ones default to the same)."""
+    largest, even = probe_bytes(point)
+    return {"shape": shape_of(point).key, "largest_shard_bytes": largest, "even_bytes": even, "repeats": 3,
+            "storage_write_GiBps": write,
+            "storage_read_GiBps": read, "even_write_GiBps": even_write or write, "even_read_GiBps": even_read or read,
+            "network_p2p_GiBps": bcast, "network_bcast_GiBps": bcast, "memcpy_GiBps_per_rank": memcpy_per_rank,
+            "memcpy_GiBps": memcpy_per_rank * point.world_size}
+
+
+def write_ceiling(study_dir: Path, point: Point, write: float, read: float, **kw: Any) -> Point:
+    """The ceiling point of `point`'s shape (role "ceiling", repetition 0) with a result carrying these ceilings;
+    its checkpoints are the largest-shard probe's write and read, as a ceiling point's are."""
+    ceiling = ceiling_of(point)
+    info = ceiling_info(ceiling, write, read, **kw)
+    data = result_dict(ceiling, [write], [read], study=study_dir.name, ceilings=info)
+    probe = info["largest_shard_bytes"] * ceiling.world_size  # every rank one file of the largest shard
+    data["checkpoints"] = [_checkpoint(ceiling, phase, 0, gibps, probe, 0.0)
+                           for phase, gibps in (("write", write), ("read", read))]
+    data["summary"] = {c["phase"]: _phase_summary([c]) for c in data["checkpoints"]}
+    _write(study_dir, ceiling, data)
+    return ceiling

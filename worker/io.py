@@ -7,6 +7,7 @@ bytes of each of its 4 KiB pages get a serial number (one strided copy, ~0.03 ms
 no two written pages are equal: deduplicating or compressing storage sees a real checkpoint, not
 the buffer repeated (fio's scramble_buffers does the same). O_DIRECT needs aligned buffer,
 offsets and lengths: the tail is padded to the alignment and the file truncated to its true size.
+Every call that opens a file adds its open, transfer, fsync and close time to a `Split` (issue 18).
 """
 
 from __future__ import annotations
@@ -16,13 +17,55 @@ import errno
 import mmap
 import os
 from array import array
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from time import perf_counter_ns
+from typing import Any
 
 ALIGN = 4096  # O_DIRECT alignment that satisfies 512 B and 4 KiB logical blocks
 
 
 class DirectIORefused(OSError):
     """The filesystem refused O_DIRECT (EINVAL at open, e.g. tmpfs)."""
+
+
+class Split:
+    """Where one rank's time of one phase went, summed over its files, in ns: the calls it makes itself are
+    timed with two perf_counter_ns reads each (no extra syscall); `transfer` is timed around a file's whole
+    chunk loop (pwrite/preadv and the page stamping between them), by the caller via `transferred`."""
+
+    __slots__ = ("close_ns", "fsync_ns", "open_ns", "transfer_ns")
+
+    def __init__(self) -> None:
+        self.open_ns = self.transfer_ns = self.fsync_ns = self.close_ns = 0
+
+    def open(self, path: str, flags: int, direct: bool = False) -> int:
+        """os.open (O_DIRECT when `direct`, refused as DirectIORefused), timed."""
+        if direct:
+            return self._timed("open_ns", _open_direct, path, flags)
+        return self._timed("open_ns", os.open, path, flags, 0o644)
+
+    def fsync(self, fd: int) -> None:
+        self._timed("fsync_ns", os.fsync, fd)
+
+    def close(self, fd: int) -> None:
+        self._timed("close_ns", os.close, fd)
+
+    def _timed(self, part: str, call: Callable[..., Any], *args: Any) -> Any:
+        """`call(*args)`, its time added to `part` whether it returns or raises."""
+        start = perf_counter_ns()
+        try:
+            return call(*args)
+        finally:
+            setattr(self, part, getattr(self, part) + perf_counter_ns() - start)
+
+    def transferred(self, since_ns: int) -> None:
+        """Add the time from `since_ns` (a perf_counter_ns reading) to now to the transfer part."""
+        self.transfer_ns += perf_counter_ns() - since_ns
+
+    def seconds(self) -> tuple[float, float, float, float]:
+        """(open, transfer, fsync, close) in seconds: what a rank sends with its stamps."""
+        return self.open_ns / 1e9, self.transfer_ns / 1e9, self.fsync_ns / 1e9, self.close_ns / 1e9
 
 
 @dataclass
@@ -89,49 +132,60 @@ def _open_direct(path: str, flags: int) -> int:
         raise
 
 
-def write_buffered(path: str, nbytes: int, buf: Buffer, block: int, fsync: bool = True) -> None:
+def write_buffered(path: str, nbytes: int, buf: Buffer, block: int, fsync: bool = True,
+                   split: Split | None = None) -> None:
     """write + fsync (`fsync` false only mirrors DLIO). No page eviction here: pages freed long before the
     restore sit idle, and this VM hands idle memory back to the host, which made cold reads 20% slower
     (benchmarks/RESULTS.md); the restore evicts its files just before the clock starts instead."""
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    split = split if split is not None else Split()
+    fd = split.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
     try:
+        start = perf_counter_ns()
         view = buf.view
         for off, boff, length in _chunks(nbytes, block, buf.size):
             buf.mark(boff, length)
             _pwrite_all(fd, view[boff:boff + length], off)
+        split.transferred(start)
         if fsync:
-            os.fsync(fd)
+            split.fsync(fd)
     finally:
-        os.close(fd)
+        split.close(fd)
 
 
-def write_direct(path: str, nbytes: int, buf: Buffer, block: int, hybrid: bool, fsync: bool = True) -> None:
+def write_direct(path: str, nbytes: int, buf: Buffer, block: int, hybrid: bool, fsync: bool = True,
+                 split: Split | None = None) -> None:
     """O_DIRECT for the aligned bulk; the tail padded and truncated (direct) or written through the
     page cache on a second descriptor (hybrid). One fsync flushes both descriptors' data."""
+    split = split if split is not None else Split()
     bulk = nbytes - nbytes % ALIGN
     tail = nbytes - bulk
-    fd = _open_direct(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+    fd = split.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, direct=True)
     try:
+        start = perf_counter_ns()
         view = buf.view
         for off, boff, length in _chunks(bulk, block, buf.size):
             buf.mark(boff, length)
             _pwrite_all(fd, view[boff:boff + length], off)
         if tail and hybrid:
-            tail_fd = os.open(path, os.O_WRONLY)
+            split.transferred(start)
+            tail_fd = split.open(path, os.O_WRONLY)
             try:
+                start = perf_counter_ns()
                 _pwrite_all(tail_fd, view[:tail], bulk)
+                split.transferred(start)
                 if fsync:
-                    os.fsync(tail_fd)
+                    split.fsync(tail_fd)
             finally:
-                os.close(tail_fd)
+                split.close(tail_fd)
             return
         if tail:
             _pwrite_all(fd, view[:ALIGN], bulk)  # padded to the alignment, truncated below
             os.ftruncate(fd, nbytes)
+        split.transferred(start)
         if fsync:
-            os.fsync(fd)
+            split.fsync(fd)
     finally:
-        os.close(fd)
+        split.close(fd)
 
 
 def _pwrite_all(fd: int, data: memoryview, offset: int) -> None:
@@ -152,13 +206,17 @@ def evict(path: str, flush: bool = False) -> None:
         os.close(fd)
 
 
-def read_file(path: str, buf: Buffer, block: int, direct: bool) -> int:
-    """Read the whole file into the reused buffer; returns bytes read."""
+def read_file(path: str, buf: Buffer, block: int, direct: bool, split: Split | None = None) -> int:
+    """Read the whole file into the reused buffer; returns bytes read. Its open time holds the fadvise and fstat."""
+    split = split if split is not None else Split()
+    start = perf_counter_ns()
     fd = _open_direct(path, os.O_RDONLY) if direct else os.open(path, os.O_RDONLY)
     try:
         if not direct:  # a whole-file sequential read: let the kernel read ahead further
             os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_SEQUENTIAL)
         size = os.fstat(fd).st_size
+        split.open_ns += perf_counter_ns() - start
+        start = perf_counter_ns()
         span = size + (-size % ALIGN) if direct else size
         view = buf.view
         total = 0
@@ -167,9 +225,10 @@ def read_file(path: str, buf: Buffer, block: int, direct: bool) -> int:
             total += got
             if got < length:
                 break
+        split.transferred(start)
         return min(total, size)
     finally:
-        os.close(fd)
+        split.close(fd)
 
 
 def direct_supported(directory: str) -> bool:

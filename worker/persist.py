@@ -10,6 +10,7 @@ import mmap
 import os
 from array import array
 from concurrent.futures import ThreadPoolExecutor
+from time import perf_counter_ns
 
 from worker import io
 from worker.io import ALIGN
@@ -79,48 +80,49 @@ class Snapshot:
 
 
 class FileWriter:
-    """One output file written chunk by chunk at increasing offsets, in an I/O mode."""
+    """One output file written chunk by chunk at increasing offsets, in an I/O mode; its calls are timed into
+    `split` (transfer: the pwrite calls themselves; a hybrid tail's open, fsync and close as such)."""
 
-    def __init__(self, path: str, nbytes: int, mode: str) -> None:
-        self.path, self.nbytes, self.mode = path, nbytes, mode
-        if mode == "buffered":
-            self.fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-        else:
-            self.fd = io._open_direct(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+    def __init__(self, path: str, nbytes: int, mode: str, split: io.Split) -> None:
+        self.path, self.nbytes, self.mode, self.split = path, nbytes, mode, split
+        self.fd = split.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, direct=mode != "buffered")
         self.bulk = nbytes - nbytes % ALIGN
 
     def write(self, data: memoryview, offset: int) -> None:
         """`data` at `offset`; with O_DIRECT, `data` is page-aligned and may run past the file's end."""
+        start = perf_counter_ns()
         if self.mode == "buffered":
             io._pwrite_all(self.fd, data[:max(0, self.nbytes - offset)], offset)
+            self.split.transferred(start)
             return
         bulk_len = max(0, min(len(data), self.bulk - offset))
         if bulk_len:
             io._pwrite_all(self.fd, data[:bulk_len], offset)
         tail = min(len(data), self.nbytes - offset) - bulk_len
-        if tail <= 0:
-            return
-        if self.mode == "hybrid":
-            tail_fd = os.open(self.path, os.O_WRONLY)
-            try:
-                io._pwrite_all(tail_fd, data[bulk_len:bulk_len + tail], self.bulk)
-                os.fsync(tail_fd)
-            finally:
-                os.close(tail_fd)
-        else:
+        if tail > 0 and self.mode != "hybrid":
             io._pwrite_all(self.fd, data[bulk_len:bulk_len + ALIGN], self.bulk)
             os.ftruncate(self.fd, self.nbytes)
+        self.split.transferred(start)
+        if tail > 0 and self.mode == "hybrid":
+            tail_fd = self.split.open(self.path, os.O_WRONLY)
+            try:
+                start = perf_counter_ns()
+                io._pwrite_all(tail_fd, data[bulk_len:bulk_len + tail], self.bulk)
+                self.split.transferred(start)
+                self.split.fsync(tail_fd)
+            finally:
+                self.split.close(tail_fd)
 
     def close(self) -> None:
         try:
-            os.fsync(self.fd)
+            self.split.fsync(self.fd)
         finally:
-            os.close(self.fd)
+            self.split.close(self.fd)
 
 
-def write_region(path: str, region: memoryview, nbytes: int, block: int, mode: str) -> None:
+def write_region(path: str, region: memoryview, nbytes: int, block: int, mode: str, split: io.Split) -> None:
     """A snapshot region to a file, `block` bytes per call, fsync at the end."""
-    out = FileWriter(path, nbytes, mode)
+    out = FileWriter(path, nbytes, mode, split)
     try:
         for off in range(0, nbytes, block):
             out.write(region[off:off + block], off)
@@ -128,15 +130,16 @@ def write_region(path: str, region: memoryview, nbytes: int, block: int, mode: s
         out.close()
 
 
-def copy_file(src: str, dst: str, nbytes: int, buf: io.Buffer, block: int, mode: str) -> None:
+def copy_file(src: str, dst: str, nbytes: int, buf: io.Buffer, block: int, mode: str, split: io.Split) -> None:
     """Drain: copy `src` (the node-local tier) to `dst` (shared storage), double-buffered: a helper thread reads
     the next chunk into one half of `buf` while this one writes the other half (read-then-write in turn ran
-    at ~0.75x of a write alone here: benchmarks/RESULTS.md)."""
+    at ~0.75x of a write alone here: benchmarks/RESULTS.md). Split: both files' opens and closes; transfer is
+    the writes and this thread's waits for a chunk read."""
     step = min(block, buf.size // 2)
     step -= step % ALIGN
     halves = (buf.view[:step], buf.view[step:2 * step])
-    fd = os.open(src, os.O_RDONLY)
-    out = FileWriter(dst, nbytes, mode)
+    fd = split.open(src, os.O_RDONLY)
+    out = FileWriter(dst, nbytes, mode, split)
 
     def read(off: int, into: memoryview) -> int:
         length = min(step, nbytes - off)
@@ -151,11 +154,13 @@ def copy_file(src: str, dst: str, nbytes: int, buf: io.Buffer, block: int, mode:
             pending = reader.submit(read, 0, halves[0]) if nbytes else None
             off, i = 0, 0
             while pending is not None:
+                start = perf_counter_ns()
                 length = pending.result()
+                split.transferred(start)
                 nxt = off + length
                 pending = reader.submit(read, nxt, halves[(i + 1) % 2]) if nxt < nbytes else None
                 out.write(halves[i % 2][:aligned(length)], off)
                 off, i = nxt, i + 1
     finally:
-        os.close(fd)
+        split.close(fd)
         out.close()

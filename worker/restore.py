@@ -12,6 +12,7 @@ import shutil
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from time import perf_counter_ns
 from typing import Any
 
 from studyctl.definition.layout import CheckpointFile, Parallelism, rank_files
@@ -79,11 +80,13 @@ class Restorer:
                 io.evict(self.locate(step, f.name)[0])
 
     def work(self, ph: Any, step: str) -> None:
+        """ph.split: this rank's own storage reads (tier or shared); a broadcast's transfer is in `other_s`."""
+        ph.split = split = io.Split()
         tier = shared = received = 0
         read_s = bcast_s = 0.0
         if self.group is not None:
             for f in self.shared:
-                got, from_tier, r_s, b_s = self._broadcast_file(ph, step, f)
+                got, from_tier, r_s, b_s = self._broadcast_file(ph, step, f, split)
                 read_s, bcast_s = read_s + r_s, bcast_s + b_s
                 if self.group.Get_rank() == 0:
                     tier, shared = tier + got * from_tier, shared + got * (not from_tier)
@@ -97,7 +100,7 @@ class Restorer:
             path, from_tier = self.locate(step, f.name)
             start = self.wtime()
             try:
-                got = io.read_file(path, self.buf, self.block, self._direct(from_tier))
+                got = io.read_file(path, self.buf, self.block, self._direct(from_tier), split)
             except OSError as exc:
                 ph.error = self.describe(exc, path)
                 break
@@ -110,7 +113,8 @@ class Restorer:
     def _direct(self, from_tier: bool) -> bool:
         return self.cold_read == "direct" and (self.tier_direct or not from_tier)
 
-    def _broadcast_file(self, ph: Any, step: str, f: CheckpointFile) -> tuple[int, bool, float, float]:
+    def _broadcast_file(self, ph: Any, step: str, f: CheckpointFile, split: io.Split
+                        ) -> tuple[int, bool, float, float]:
         """Root: read a chunk, broadcast it; others: receive. The chunk sequence follows from the file size
         alone (padded for O_DIRECT whether or not it is used), so an error on the root still sends every
         chunk (and is voted on at the phase's end)."""
@@ -123,7 +127,7 @@ class Restorer:
         fd = None
         if root and ph.error is None:
             try:
-                fd = io._open_direct(path, os.O_RDONLY) if direct else os.open(path, os.O_RDONLY)
+                fd = split.open(path, os.O_RDONLY, direct=direct)
             except OSError as exc:
                 ph.error = self.describe(exc, path)
         read_s = bcast_s = 0.0
@@ -133,12 +137,14 @@ class Restorer:
                 length = min(self.block, span - off)
                 if fd is not None:
                     start = self.wtime()
+                    began = perf_counter_ns()
                     try:
                         os.preadv(fd, [view[:length]], off)
                     except OSError as exc:
                         ph.error = self.describe(exc, path)
-                        os.close(fd)
+                        split.close(fd)
                         fd = None
+                    split.transferred(began)
                     read_s += self.wtime() - start
                 start = self.wtime()
                 self.group.Bcast([view[:length], MPI.BYTE], root=0)
@@ -146,7 +152,7 @@ class Restorer:
                     bcast_s += self.wtime() - start
         finally:
             if fd is not None:
-                os.close(fd)
+                split.close(fd)
         return f.nbytes, from_tier, read_s, bcast_s
 
     def replace_nodes(self, nodes: Any, count: int) -> None:

@@ -321,12 +321,13 @@ def _remove_files(run: Run) -> None:
 
 def _write_all(ph: Phase, paths: list[str], files: list[CheckpointFile], buf: io.Buffer, block: int,
                setup: Setup, fsync: bool = True) -> None:
+    ph.split = split = io.Split()
     for path, f in zip(paths, files, strict=True):
         try:
             if setup.io_mode == "buffered":
-                io.write_buffered(path, f.nbytes, buf, block, fsync)
+                io.write_buffered(path, f.nbytes, buf, block, fsync, split)
             else:
-                io.write_direct(path, f.nbytes, buf, block, hybrid=setup.io_mode == "hybrid", fsync=fsync)
+                io.write_direct(path, f.nbytes, buf, block, setup.io_mode == "hybrid", fsync, split)
         except OSError as exc:
             ph.error = describe_oserror(exc, path)
             return
@@ -335,9 +336,10 @@ def _write_all(ph: Phase, paths: list[str], files: list[CheckpointFile], buf: io
 
 
 def _read_all(ph: Phase, paths: list[str], buf: io.Buffer, block: int, direct: bool) -> None:
+    ph.split = split = io.Split()
     for path in paths:
         try:
-            ph.bytes += io.read_file(path, buf, block, direct)
+            ph.bytes += io.read_file(path, buf, block, direct, split)
         except OSError as exc:
             ph.error = describe_oserror(exc, path)
             return

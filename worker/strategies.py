@@ -58,13 +58,14 @@ class Background:
             self.done.set()
 
 
-def write_files(paths: list[str], files: list[CheckpointFile], buf: io.Buffer, block: int, mode: str) -> int:
+def write_files(paths: list[str], files: list[CheckpointFile], buf: io.Buffer, block: int, mode: str,
+                split: io.Split) -> int:
     """Every file from the cycling buffer in `mode`; returns bytes written."""
     for path, f in zip(paths, files, strict=True):
         if mode == "buffered":
-            io.write_buffered(path, f.nbytes, buf, block)
+            io.write_buffered(path, f.nbytes, buf, block, split=split)
         else:
-            io.write_direct(path, f.nbytes, buf, block, hybrid=mode == "hybrid")
+            io.write_direct(path, f.nbytes, buf, block, hybrid=mode == "hybrid", split=split)
     return sum(f.nbytes for f in files)
 
 
@@ -166,15 +167,19 @@ class WriteStrategy:
 
     def work(self, ph: Any, index: int, step: str) -> None:
         """The timed checkpoint between idle steps; sets ph.start, ph.bytes, ph.files, ph.error, ph.end_at and
-        ph.extra (a RankWrite). The idle steps' all-reduces line the ranks up, as the phase's barrier did."""
+        ph.extra (a RankWrite). The idle steps' all-reduces line the ranks up, as the phase's barrier did.
+        ph.split sums this rank's own files from start to its end stamp: the tier write (blocking) and the drain
+        (tiered), or the persist thread's writes (async; the snapshot copy is in `other_s`). The background part
+        runs after the blocking part on one thread at a time, so the parts stay within the rank's duration."""
         before = self.trainer.run(IDLE_STEPS)
+        ph.split = io.Split()
         ph.start = self.wtime()
         if ph.error is None:
             self._blocking(ph, index, step)
         blocking_end = self.wtime()
         if self.opts.strategy == "tiered" and self.opts.drain == "node":
             self.nodes.comm.Barrier()  # the node's drainer reads files its peers wrote
-        job = self._background_job(step) if ph.error is None else None
+        job = self._background_job(step, ph.split) if ph.error is None else None
         bg = Background(job, self.wtime) if job is not None else None
         window = self.trainer.run_until(lambda: bg is None or bg.done.is_set())
         after = self.trainer.run(IDLE_STEPS)
@@ -195,14 +200,14 @@ class WriteStrategy:
             else:
                 assert self.tier_dir is not None and self.tier_mode is not None
                 write_files([str(self.tier_dir / step / f.name) for f in self.files], self.files, self.buf,
-                            self.block, self.tier_mode)
+                            self.block, self.tier_mode, ph.split)
         except OSError as exc:
             ph.error = self.describe(exc, exc.filename or str(self.tier_dir or self.point_dir))
             return
         ph.bytes = sum(f.nbytes for f in self.files)
         ph.files = len(self.files)
 
-    def _background_job(self, step: str) -> Callable[[], int] | None:
+    def _background_job(self, step: str, split: io.Split) -> Callable[[], int] | None:
         shared = self.point_dir / step
         if self.snapshot is not None:
             snap = self.snapshot
@@ -210,7 +215,7 @@ class WriteStrategy:
             def persist_snapshot() -> int:
                 for i, f in enumerate(self.files):
                     persist.write_region(str(shared / f.name), snap.region(i, f.nbytes), f.nbytes, self.block,
-                                         self.io_mode)
+                                         self.io_mode, split)
                 return sum(f.nbytes for f in self.files)
             return persist_snapshot if self.files else None
         if self.opts.drain == "node":
@@ -227,7 +232,7 @@ class WriteStrategy:
         def drain() -> int:
             for f in files:
                 persist.copy_file(str(tier / f.name), str(shared / f.name), f.nbytes, drain_buf, self.block,
-                                  self.io_mode)
+                                  self.io_mode, split)
             return sum(f.nbytes for f in files)
         return drain if files else None
 

@@ -3,6 +3,8 @@
 Aggregate bandwidth = bytes / (max end − min start): the time the job as a whole was checkpointing.
 MLPerf's rule: duration = slowest rank, throughput = min over ranks of global size / rank duration. DLIO's numbers are
 recomputed its way (rank 0's records, mean of per-checkpoint rates) only for comparison.
+A rank's split (where its duration went: open, transfer, fsync, close, the rest) comes from the seconds its
+`worker.io.Split` summed; `other_s` is what is left of the duration, never negative.
 """
 
 from __future__ import annotations
@@ -15,25 +17,38 @@ from studyctl.definition.result_schema import (
     DlioCompat,
     Phase,
     PhaseSummary,
+    RankSplit,
     RankTiming,
     mlperf_throughput_GiBps,
 )
 from studyctl.units import GIB
 
+SplitSeconds = tuple[float, float, float, float]  # (open, transfer, fsync, close) of one rank, as io.Split sends
+# Per rank: (rank, host, start, end, bytes, files, split or None), clocks in epoch seconds
+Stamp = tuple[int, str, float, float, int, int, SplitSeconds | None]
 
-def rank_timing(rank: int, host: str, start: float, end: float, nbytes: int, files: int, origin: float
-                ) -> RankTiming:
+
+def rank_split(duration: float, parts: SplitSeconds) -> RankSplit:
+    """The four measured parts as summed, and `other_s` = duration − their sum, floored at 0. The parts are
+    timed inside the rank's own start and end stamps (one monotonic clock), so their sum stays within it."""
+    open_s, transfer_s, fsync_s, close_s = parts
+    return RankSplit(open_s=open_s, transfer_s=transfer_s, fsync_s=fsync_s, close_s=close_s,
+                     other_s=max(duration - (open_s + transfer_s + fsync_s + close_s), 0.0))
+
+
+def rank_timing(rank: int, host: str, start: float, end: float, nbytes: int, files: int, origin: float,
+                split: SplitSeconds | None = None) -> RankTiming:
     duration = max(end - start, 0.0)
     rate = nbytes / duration / GIB if duration > 0 and nbytes else 0.0
     return RankTiming(rank=rank, host=host, start_s=start - origin, end_s=end - origin, bytes=nbytes, files=files,
-                      duration_s=duration, bandwidth_GiBps=rate)
+                      duration_s=duration, bandwidth_GiBps=rate,
+                      split=rank_split(duration, split) if split is not None else None)
 
 
-def checkpoint_timing(phase: Phase, index: int, step_dir: str,
-                      stamps: Sequence[tuple[int, str, float, float, int, int]]) -> CheckpointTiming:
-    """`stamps`: per rank (rank, host, start, end, bytes, files), clocks in epoch seconds."""
+def checkpoint_timing(phase: Phase, index: int, step_dir: str, stamps: Sequence[Stamp]) -> CheckpointTiming:
+    """`stamps`: per rank (rank, host, start, end, bytes, files, split), clocks in epoch seconds."""
     origin = min(s[2] for s in stamps)
-    ranks = [rank_timing(r, h, s, e, b, f, origin) for r, h, s, e, b, f in sorted(stamps)]
+    ranks = [rank_timing(r, h, s, e, b, f, origin, sp) for r, h, s, e, b, f, sp in sorted(stamps, key=lambda s: s[0])]
     total = sum(r.bytes for r in ranks)
     span = max(r.end_s for r in ranks)  # origin is the earliest start
     movers = [r.bandwidth_GiBps for r in ranks if r.bytes]

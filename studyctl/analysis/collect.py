@@ -21,6 +21,7 @@ from typing import Any
 
 import studyctl
 from studyctl.analysis.dlio_import import DlioRun, import_runs
+from studyctl.analysis.hardware import share_lines
 from studyctl.analysis.plots import Plot, make_plots, training_plots
 from studyctl.analysis.ratios import RatioSpec, parse_ratio, ratio_table
 from studyctl.analysis.report import render_report
@@ -36,7 +37,7 @@ from studyctl.fsutil import atomic_write_json, owned_dir
 from studyctl.states import NOT_FAILED, State
 
 __all__ = ["CollectResult", "DlioRun", "Failure", "PointStatus", "Problem", "Tables", "build_tables", "collect"]
-MANIFEST_VERSION = 2
+MANIFEST_VERSION = 3
 
 
 @dataclass
@@ -46,7 +47,7 @@ class CollectResult:
     study: str
     study_dir: Path
     unchanged: bool
-    points: int = 0  # points with a valid result in the tables
+    points: int = 0  # measure points with a valid result in the tables (ceiling and calibration points apart)
     cells: int = 0  # summary rows (cell × phase)
     completed: int | None = None  # from the statuses handed in (None: no statuses)
     failed: int | None = None
@@ -61,6 +62,7 @@ class CollectResult:
     files_read: int = 0  # result files parsed and validated this time
     files_cached: int = 0  # result files taken from the parse cache
     left_out: list[str] = field(default_factory=list)  # results of points the sweep now excludes: not cells
+    hardware: list[str] = field(default_factory=list)  # per cell × phase: its share of the ceiling and its limit
 
     @property
     def tables_dir(self) -> Path:
@@ -83,6 +85,7 @@ class CollectResult:
             lines.append(f"  rerun the failed points: studyctl sweep resubmit {self.study}")
         lines += [f"  plot skipped: {s}" for s in self.skipped_plots]
         lines += [f"ratio: {r}" for r in self.ratios]
+        lines += [f"hardware: {h}" for h in self.hardware]
         lines.append(f"tables: {self.tables_dir}")
         lines += [f"plot: {p.path}" for p in self.plots]
         lines.append(f"report: {self.report_html}")
@@ -179,7 +182,7 @@ def _from_manifest(paths: StudyPaths, m: dict[str, Any], statuses: Sequence[Poin
                          [Plot(p["kind"], p["title"], Path(p["path"])) for p in m["plots"]], m["skipped_plots"],
                          m["ratios"], Path(m["report_html"]), Path(m["report_md"]),
                          [Problem(**p) for p in m["problems"]], [Failure(**f) for f in m["failures"]], 0, m["files"],
-                         m["left_out"])
+                         m["left_out"], m["hardware"])
 
 
 def _save_manifest(path: Path, stamp: str, r: CollectResult) -> None:
@@ -189,7 +192,7 @@ def _save_manifest(path: Path, stamp: str, r: CollectResult) -> None:
         "skipped_plots": r.skipped_plots, "ratios": r.ratios, "report_html": str(r.report_html),
         "report_md": str(r.report_md), "problems": [asdict(p) for p in r.problems],
         "failures": [asdict(f) for f in r.failures], "files": r.files_read + r.files_cached,
-        "left_out": r.left_out})
+        "left_out": r.left_out, "hardware": r.hardware})
 
 
 def _remove_stale_plots(plots_dir: Path, keep: list[Plot]) -> None:
@@ -257,9 +260,11 @@ def collect(study_dir: Path, statuses: Sequence[PointStatus] | None = None,
                              {"ratios": sections, "dlio_runs": [asdict(r) for r in runs]})
     completed, failed = _state_counts(statuses)
     ratio_lines = [f"{r['label']} — {r['cell']}" for s in sections for r in s["rows"]]
-    result = CollectResult(paths.name, paths.root, False, len(tables.infos), len(tables.summary), completed, failed,
+    measured = sum(1 for i in tables.infos.values() if i.get("role", "measure") == "measure")
+    result = CollectResult(paths.name, paths.root, False, measured, len(tables.summary), completed, failed,
                            written + ratio_files, plots, skipped, ratio_lines, html, md, tables.problems,
-                           tables.failures, tables.files_read, tables.files_cached, tables.left_out)
+                           tables.failures, tables.files_read, tables.files_cached, tables.left_out,
+                           share_lines(tables.summary, tables.ceilings))
     _save_manifest(manifest_path, stamp, result)
     return result
 

@@ -23,11 +23,13 @@ import pandas as pd
 from studyctl.analysis.cells import IDENTITY, MEASURED, describe_cell, independent, varying
 from studyctl.analysis.stats import ratio_ci
 from studyctl.analysis.tables import HEADLINE, build_tables
+from studyctl.analysis.values import missing
 from studyctl.attempt.paths import StudyPaths
 from studyctl.errors import UserError
 from studyctl.fsutil import atomic_write_text, owned_dir
 
-MEASURES = ["n", HEADLINE, f"{HEADLINE}_se", f"{HEADLINE}_ci95", "flags"]
+HARDWARE = ["ceiling_share", "limit"]  # how close to its own hardware each study came (`hardware`)
+MEASURES = ["n", HEADLINE, f"{HEADLINE}_se", f"{HEADLINE}_ci95", "flags", *HARDWARE]
 
 
 @dataclass
@@ -66,7 +68,7 @@ class CompareResult:
                  f"regression threshold {self.threshold:.1%}"]
         for r in self.matched.itertuples():
             lines.append(f"  {r.label} {r.phase}: {r.GiBps_a:.3f} → {r.GiBps_b:.3f} GiB/s, ratio {r.ratio:.3f} "
-                         f"{_verdict(r)}")
+                         f"{_verdict(r)}{_hardware(r)}")
         lines.append(f"{len(self.regressed)} cell(s) regressed beyond {self.threshold:.1%}"
                      + (f"; {self.unjudged} not judged (one repetition on a side: no CI)" if self.unjudged else ""))
         lines += [f"output: {p}" for p in self.outputs]
@@ -81,6 +83,17 @@ def _verdict(r: Any) -> str:
     if r.regressed and r.significant:
         flag += " (CI below 1)"
     return f"[{r.ratio_ci95_low:.3f}, {r.ratio_ci95_high:.3f}] {flag}".rstrip()
+
+
+def _hardware(r: Any) -> str:
+    """"; of the hardware 62% → 90% (limit imbalance → storage)": each study's share of its own shape's ceiling,
+    so a move across machines reads as a move toward (or away from) the hardware; empty where neither has one."""
+    a, b = r.ceiling_share_a, r.ceiling_share_b
+    if missing(a) and missing(b):
+        return ""
+    shares = " → ".join("–" if missing(x) else f"{x:.0%}" for x in (a, b))
+    limits = f"limit {r.limit_a}" if r.limit_a == r.limit_b else f"limit {r.limit_a} → {r.limit_b}"
+    return f"; of the hardware {shares} ({limits})"
 
 
 def _values(frame: pd.DataFrame, col: str) -> set[str]:
@@ -117,6 +130,7 @@ def compare_summaries(sa: pd.DataFrame, sb: pd.DataFrame, threshold: float
                       ) -> tuple[pd.DataFrame, int, int, list[str], dict[str, tuple[str, str]]]:
     """The pure part: matched rows with ratio, CI, flags and a label per cell (no files touched)."""
     keys, differing = match_columns(sa, sb)
+    sa, sb = (s.assign(**{m: None for m in HARDWARE if m not in s}) for s in (sa, sb))  # studies from before
     # match on the values as text (an int in one study's table is a float in the other's); keep A's values
     text = [f"_key_{k}" for k in keys]
     left = sa[[*keys, *MEASURES]].assign(**{t: sa[k].astype(str) for t, k in zip(text, keys, strict=True)})

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from studyctl.analysis.cells import cell_key, point_settings
+from studyctl.analysis.rank_load import SPLIT_FIELDS, ceiling_row, heaviest_rank, rank_split
 from studyctl.analysis.result_cache import ParseCache
 from studyctl.analysis.training_rows import nominal_restore, point_cost_row
 from studyctl.attempt.paths import StudyPaths
@@ -20,7 +21,7 @@ from studyctl.attempt.result_file import read_error, read_result
 from studyctl.attempt.tree import AttemptFiles, file_status, scan_attempts
 from studyctl.definition.result_schema import CheckpointTiming, Result, mlperf_throughput_GiBps
 
-RANK_FIELDS = ("phase", "index", "rank", "host", "bytes", "duration_s", "bandwidth_GiBps")
+RANK_FIELDS = ("phase", "index", "rank", "host", "bytes", "duration_s", "bandwidth_GiBps", "files", *SPLIT_FIELDS)
 RANK_CONTEXT = ("point_id", "cell_key", "model", "zero_stage", "nodes", "filesystem", "io_mode", "repetition")
 
 
@@ -65,9 +66,10 @@ def _checkpoint_row(c: CheckpointTiming) -> dict[str, Any]:
 
 def _info(r: Result, path: Path) -> dict[str, Any]:
     prov, fs = r.provenance, r.filesystem
-    return {"point_id": r.point_id, "attempt": r.attempt, "path": str(path), "started_at": prov.started_at,
-            "finished_at": prov.finished_at, "python": prov.python_version, "mpi4py": prov.mpi4py_version,
-            "mpi_library": prov.mpi_library_version, "kernel": prov.kernel, "studyctl": prov.studyctl_version,
+    return {"point_id": r.point_id, "attempt": r.attempt, "role": r.point.role, "path": str(path),
+            "started_at": prov.started_at, "finished_at": prov.finished_at, "python": prov.python_version,
+            "mpi4py": prov.mpi4py_version, "mpi_library": prov.mpi_library_version, "kernel": prov.kernel,
+            "studyctl": prov.studyctl_version,
             "cluster": prov.slurm.cluster if prov.slurm else None,
             "partition": prov.slurm.partition if prov.slurm else None,
             "node_names": ",".join(prov.node_names), "simulated_nodes": prov.simulated_nodes,
@@ -84,6 +86,7 @@ def _rows_from_result(r: Result, path: Path) -> dict[str, Any]:
                             "cold_read_method": r.io.cold_read_method}
     base["cell_key"] = cell_key(base)
     base.update(repetition=p.repetition, world_size=p.world_size, data_parallel=p.data_parallel,
+                **(heaviest_rank(p) if p.role == "measure" else {}),
                 nominal_checkpoint_bytes=r.sizes.nominal_checkpoint_bytes,
                 written_checkpoint_bytes=r.sizes.written_checkpoint_bytes,
                 simulated_nodes=r.provenance.simulated_nodes, fstype=r.filesystem.fstype,
@@ -91,9 +94,14 @@ def _rows_from_result(r: Result, path: Path) -> dict[str, Any]:
     checkpoints, ranks = [], []
     for c in r.checkpoints:
         checkpoints.append({**base, **_checkpoint_row(c)})
-        ranks += [(c.phase, c.index, rk.rank, rk.host, rk.bytes, rk.duration_s, rk.bandwidth_GiBps)
-                  for rk in c.ranks if rk.bytes]
-    return {"checkpoints": checkpoints, "ranks": ranks, "info": _info(r, path), "training": point_cost_row(r, base)}
+        ranks += [(c.phase, c.index, rk.rank, rk.host, rk.bytes, rk.duration_s, rk.bandwidth_GiBps, rk.files,
+                   *rank_split(rk)) for rk in c.ranks if rk.bytes]
+    rows = {"checkpoints": checkpoints, "ranks": ranks, "info": _info(r, path), "training": None}
+    if p.role == "ceiling":  # a property of the shape, never a cell: its own table, joined to cells by shape
+        return {**rows, "checkpoints": [], "ranks": [], "ceiling": ceiling_row(r)}
+    if p.role != "measure":  # calibration: kept apart for the projection, out of every cell
+        return {**rows, "checkpoints": [], "ranks": [], p.role: checkpoints}
+    return {**rows, "training": point_cost_row(r, base)}
 
 
 def parse_result(path: Path, point_id: str, attempt: int) -> tuple[dict[str, Any] | None, str | None]:

@@ -27,6 +27,7 @@ import pandas as pd
 
 from studyctl.analysis.adequacy import cell_flags
 from studyctl.analysis.cells import DERIVED, identity_columns
+from studyctl.analysis.hardware import add_hardware, ceilings_table, stated_peaks
 from studyctl.analysis.results import RANK_CONTEXT, RANK_FIELDS, Failure, LoadedRows, Problem, load_rows
 from studyctl.analysis.stats import describe, total_over_total
 from studyctl.analysis.training_cells import cost_cells, summary_flags
@@ -40,7 +41,7 @@ from studyctl.units import GIB
 
 MEASURES = ("index", "bytes", "files", "duration_s", "span_s", "aggregate_GiBps", "mlperf_throughput_GiBps",
             "rank_bandwidth_min_GiBps", "rank_bandwidth_max_GiBps", "active_ranks")
-TABLE_NAMES = ("checkpoints", "points", "summary", "ranks", "training")
+TABLE_NAMES = ("checkpoints", "points", "summary", "ranks", "training", "ceilings")
 HEADLINE = "bytes_over_time_GiBps"  # the figure every plot, ratio, comparison and "best" uses
 
 
@@ -58,6 +59,7 @@ class Tables:
     left_out: list[str] = field(default_factory=list)  # points the sweep now excludes that left a result
     training: pd.DataFrame = field(default_factory=pd.DataFrame)  # per point: what checkpoints cost training
     training_cells: pd.DataFrame = field(default_factory=pd.DataFrame)  # the same per cell, 95% CIs and flags
+    ceilings: pd.DataFrame = field(default_factory=pd.DataFrame)  # per ceiling point: its shape's ceilings
 
 
 def summarize_points(checkpoints: pd.DataFrame) -> pd.DataFrame:
@@ -223,11 +225,15 @@ def _tables(paths: StudyPaths, loaded: LoadedRows, extra_checkpoints: pd.DataFra
         parts = [checkpoints, extra_checkpoints] if not checkpoints.empty else [extra_checkpoints]
         checkpoints = pd.concat(parts, ignore_index=True)
     points = summarize_points(checkpoints)
-    summary = summarize_cells(points)
-    training = training_table([r["training"] for r in loaded.rows], load_training(paths.sweep_copy))
-    return Tables(checkpoints, points, summary, _ranks_frame(loaded.rows), loaded.problems, loaded.failures,
+    training = training_table([r["training"] for r in loaded.rows if r.get("training")],
+                              load_training(paths.sweep_copy))
+    ranks = _ranks_frame(loaded.rows)
+    ceilings = ceilings_table([r["ceiling"] for r in loaded.rows if r.get("ceiling")])
+    summary = add_hardware(summarize_cells(points), ranks, checkpoints, training, ceilings,
+                           stated_peaks(paths.sweep_copy))
+    return Tables(checkpoints, points, summary, ranks, loaded.problems, loaded.failures,
                   {r["info"]["point_id"]: r["info"] for r in loaded.rows}, loaded.files_read, loaded.files_cached,
-                  loaded.left_out, training, cost_cells(training, summary_flags(summary)))
+                  loaded.left_out, training, cost_cells(training, summary_flags(summary)), ceilings)
 
 
 def _atomic_frame(frame: pd.DataFrame, paths: list[Path]) -> None:

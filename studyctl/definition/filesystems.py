@@ -7,7 +7,7 @@ import re
 from pathlib import PurePosixPath
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 UNSET_VAR = re.compile(r"\$(\w+|\{[^}]*\})")
 
@@ -50,6 +50,8 @@ class FilesystemSpec(BaseModel):
     path: str
     description: str | None = None
     kind: Literal[tuple(FILESYSTEM_KINDS)] | None = None  # type: ignore[valid-type]
+    # The vendor's stated peak (GiB/s, 2^30 B/s): the report gives each cell's "% of stated peak" beside it.
+    peak_GiBps: float | None = Field(None, gt=0, allow_inf_nan=False)
 
     @field_validator("path")
     @classmethod

@@ -1,7 +1,8 @@
 """Plots (matplotlib Agg, PNG), each a declared `Plot` (kind, title, path): functions of the tables alone.
 
 One module per plot family: `scaling` (bandwidth, time, efficiency vs nodes), `bars` (one axis side by
-side), `ranks` (per-rank spread), `forest` (ratios). The report lists `Plot` objects; it never reads
+side), `ranks` (per-rank spread), `forest` (ratios), `roofline` (cells against
+their shapes' ceilings). The report lists `Plot` objects; it never reads
 meaning back out of file names.
 """
 
@@ -15,6 +16,7 @@ from studyctl.analysis.cells import with_fallbacks_shown
 from studyctl.analysis.plots.bars import axis_bars
 from studyctl.analysis.plots.plot import Plot
 from studyctl.analysis.plots.ranks import rank_spread
+from studyctl.analysis.plots.roofline import roofline_plots
 from studyctl.analysis.plots.scaling import (
     BANDWIDTH,
     DURATION,
@@ -61,6 +63,8 @@ def make_plots(summary: pd.DataFrame, ranks: pd.DataFrame, out_dir: Path) -> tup
         m, s = _model_plots(summary, model, out_dir)
         made += m
         skipped += s
+    more, why = roofline_plots(summary, out_dir)
+    made, skipped = made + more, skipped + why
     path, reason = rank_spread(ranks, out_dir / "rank_spread.png", summary)
     if path:
         made.append(Plot("rank_spread", "Per-rank write bandwidth spread (stragglers)", path))

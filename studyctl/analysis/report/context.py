@@ -24,6 +24,7 @@ from studyctl.analysis.cells import (
 from studyctl.analysis.plots import Plot
 from studyctl.analysis.report.costs import cost_section
 from studyctl.analysis.report.coverage import coverage
+from studyctl.analysis.report.hardware import hardware_section
 from studyctl.analysis.status import PointStatus
 from studyctl.analysis.tables import HEADLINE, Tables
 from studyctl.analysis.values import missing
@@ -163,11 +164,13 @@ def build_context(study_dir: Path, study: str, description: str | None, tables: 
     summary = with_fallbacks_shown(tables.summary)
     # a column per varying setting; one that the others determine (what ran, a zipped axis) adds no row identity
     axes = independent(summary, varying(summary, ("phase", *DERIVED))) if not summary.empty else []
+    records = summary_records(summary, axes)
     return {
         "study": study, "description": description, "version": studyctl.__version__,
         "generated_at": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
         "axes": axes, "axis_titles": {a: "ZeRO" if a == "zero_stage" else a for a in axes},
-        "summary": summary_records(summary, axes), "settings": settings(summary) if not summary.empty else [],
+        "summary": records, "hardware": hardware_section(tables, records),
+        "settings": settings(summary) if not summary.empty else [],
         "fixed_settings": fixed_settings(summary) if not summary.empty else [],
         "left_out": list(tables.left_out),
         "plots": plot_entries(plots, study_dir), "skipped_plots": list(skipped_plots), "coverage": cov,

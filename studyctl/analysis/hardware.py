@@ -1,0 +1,209 @@
+"""How close to the hardware each cell came: ceiling shares, the per-rank time split, and a named limit.
+
+Ceiling results (`Point.role == "ceiling"`) are never cells: they form their own `ceilings` table (one row per
+ceiling point) and join the cells by resource shape (`definition.shapes`, the one definition of a shape), the
+median over a shape's ceiling points standing for it. Columns this adds to the summary (per cell × phase):
+  shape, ceiling_GiBps / ceiling_share (the shape's storage ceiling for the phase, largest shard per rank),
+  even_ceiling_GiBps / even_ceiling_share, peak_GiBps / peak_share (the filesystem's stated peak),
+  slowest_<part>_share and mean_<part>_share (open, transfer, fsync, close: of a rank's time), bytes_per_rank_max,
+  bytes_per_rank_mean, bytes_max_over_mean, heavy_rank_files, limit, limit_evidence, limit_caveat.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from studyctl.analysis.cells import DERIVED, describe_cell, independent, varying
+from studyctl.analysis.limits import CellFacts, name_limit
+from studyctl.analysis.rank_load import SPLIT_FIELDS
+from studyctl.analysis.values import missing
+from studyctl.definition.shapes import Shape
+from studyctl.definition.yamlpos import load_yaml_bounded
+from studyctl.errors import UserError
+from studyctl.units import GIB
+
+CEILING_RATES = ("storage_write_GiBps", "storage_read_GiBps", "even_write_GiBps", "even_read_GiBps",
+                 "network_p2p_GiBps", "network_bcast_GiBps", "memcpy_GiBps_per_rank", "memcpy_GiBps")
+PARTS = tuple(f.removesuffix("_s") for f in SPLIT_FIELDS if f != "other_s")  # open, transfer, fsync, close
+CHECKPOINT = ["point_id", "phase", "index"]
+# What a figure measured on simulated nodes means (one machine's disk and memory shared by every "node").
+SIMULATED_CEILING = "simulated nodes: one machine's disk and memory stand for every node; the ceiling is that machine's"
+
+
+def stated_peaks(sweep_copy: Path) -> dict[str, float]:
+    """filesystem name → its stated `peak_GiBps` from the study's copy of the sweep (validated when the sweep was
+    loaded); {} when there is no copy or it names none."""
+    try:
+        data = load_yaml_bounded(sweep_copy)
+    except UserError:
+        return {}
+    filesystems = data.get("filesystems") if isinstance(data, dict) else None
+    peaks = {}
+    for name, spec in (filesystems or {}).items() if isinstance(filesystems, dict) else ():
+        peak = spec.get("peak_GiBps") if isinstance(spec, dict) else None
+        if isinstance(peak, (int, float)) and not isinstance(peak, bool) and math.isfinite(peak) and peak > 0:
+            peaks[str(name)] = float(peak)
+    return peaks
+
+
+def ceilings_table(rows: list[dict[str, Any]]) -> pd.DataFrame:
+    """One row per ceiling point's result, sorted by shape."""
+    frame = pd.DataFrame.from_records(rows)
+    return frame.sort_values(["shape", "point_id"], ignore_index=True) if not frame.empty else frame
+
+
+def by_shape(ceilings: pd.DataFrame) -> dict[str, dict[str, float]]:
+    """shape key → the median of each ceiling rate over that shape's ceiling points."""
+    if ceilings.empty:
+        return {}
+    rates = [c for c in CEILING_RATES if c in ceilings]
+    medians = ceilings.groupby("shape")[rates].median()
+    return {str(k): {c: float(v) for c, v in row.items()} for k, row in medians.iterrows()}
+
+
+def shape_key(row: dict[str, Any]) -> str | None:
+    values: list[Any] = [row.get(c) for c in ("nodes", "ranks_per_node", "filesystem", "io_mode", "block_mib")]
+    if any(missing(v) for v in values):
+        return None  # an imported DLIO row: no shape of ours
+    return Shape(int(values[0]), int(values[1]), str(values[2]), str(values[3]), int(values[4])).key
+
+
+def _heaviest(r: pd.DataFrame, by_checkpoint: Any) -> pd.DataFrame:
+    """Per checkpoint: the heaviest rank's bytes, and its bytes and its time over the mean of the ranks that moved
+    bytes (does its time follow its bytes?)."""
+    heavy = r.loc[by_checkpoint["bytes"].idxmax()].set_index(CHECKPOINT)
+    means = by_checkpoint[["bytes", "duration_s"]].mean()
+    return pd.DataFrame({"bytes_per_rank_max": heavy["bytes"],
+                         "heaviest_bytes_over_movers": heavy["bytes"] / means["bytes"],
+                         "heaviest_time_over_mean": heavy["duration_s"] / means["duration_s"]})
+
+
+def split_summary(ranks: pd.DataFrame, checkpoints: pd.DataFrame) -> pd.DataFrame:
+    """Per cell_key × phase: the slowest rank's and the mean rank's share of time per part, its files, and
+    bytes per rank (max over ranks, mean over all ranks: world size), averaged over checkpoints."""
+    if ranks.empty or checkpoints.empty or "cell_key" not in checkpoints:
+        return pd.DataFrame()
+    r = ranks.copy()
+    shares = {f"{p}_share": r[f"{p}_s"] / r["duration_s"] for p in PARTS}
+    r = r.assign(**shares)
+    by_checkpoint = r.groupby(CHECKPOINT, sort=False)
+    slowest = r.loc[by_checkpoint["duration_s"].idxmax()]
+    keys = ["cell_key", "phase"]
+    out = slowest.groupby(keys)[[*shares, "files"]].mean().add_prefix("slowest_")
+    out = out.join(r.groupby(keys)[list(shares)].mean().add_prefix("mean_"))
+    cp = checkpoints.set_index(CHECKPOINT)
+    per = pd.DataFrame({"cell_key": cp["cell_key"], "files": cp["files"],
+                        "bytes_per_rank_mean": cp["bytes"] / cp["world_size"]}).join(_heaviest(r, by_checkpoint))
+    measures = ["files", "bytes_per_rank_mean", "bytes_per_rank_max", "heaviest_time_over_mean",
+                "heaviest_bytes_over_movers"]
+    out = out.join(per.reset_index().groupby(keys)[measures].mean())
+    out["bytes_max_over_mean"] = out["bytes_per_rank_max"] / out["bytes_per_rank_mean"]
+    if "heavy_rank_files" in checkpoints:
+        out = out.join(checkpoints.groupby(keys)["heavy_rank_files"].first())
+    return out.reset_index()
+
+
+def _strategy_facts(training: pd.DataFrame) -> pd.DataFrame:
+    """Per cell_key: means of the broadcast and blocking figures (what the network and memory rules read)."""
+    cols = [c for c in ("blocking_s", "broadcast_s", "broadcast_bytes", "restore_s") if c in training]
+    if training.empty or "cell_key" not in training or not cols:
+        return pd.DataFrame()
+    return training.groupby("cell_key")[cols].mean()
+
+
+def _get(d: dict[str, Any], key: str) -> float:
+    v: Any = d.get(key)
+    return float("nan") if missing(v) else float(v)
+
+
+def _ratio(a: float, b: float) -> float:
+    return a / b if b == b and b > 0 else float("nan")
+
+
+def cell_facts(row: dict[str, Any], ceiling: dict[str, float], direct: dict[str, float],
+               strategy: dict[str, Any]) -> CellFacts:
+    """The rules' view of one summary row, its shape's ceilings (and its direct twin's), its strategy figures."""
+    phase = str(row["phase"])
+    bytes_max = _get(row, "bytes_per_rank_max")
+    return CellFacts(
+        phase=phase, GiBps=_get(row, "bytes_over_time_GiBps"),
+        ceiling_GiBps=ceiling.get(f"storage_{phase}_GiBps"), even_ceiling_GiBps=ceiling.get(f"even_{phase}_GiBps"),
+        direct_ceiling_GiBps=direct.get(f"storage_{phase}_GiBps"),
+        io_mode_used=str(row.get("io_mode_used") or row.get("io_mode")), fsync=row.get("fsync") is not False,
+        cold_read_method=str(row.get("cold_read_method")), strategy=str(row.get("strategy") or "sync"),
+        restore=str(row.get("restore") or "rank"), bytes_max_over_mean=_get(row, "bytes_max_over_mean"),
+        heavy_rank_files=None if missing(row.get("heavy_rank_files")) else str(row["heavy_rank_files"]),
+        heaviest_bytes_over_movers=_get(row, "heaviest_bytes_over_movers"),
+        heaviest_time_over_mean=_get(row, "heaviest_time_over_mean"),
+        files=_get(row, "files"), slowest_files=_get(row, "slowest_files"),
+        bytes_per_file=_ratio(_get(row, "bytes"), _get(row, "files")),
+        slowest_open_share=_get(row, "slowest_open_share"), slowest_fsync_share=_get(row, "slowest_fsync_share"),
+        slowest_close_share=_get(row, "slowest_close_share"),
+        broadcast_GiBps=_ratio(_get(strategy, "broadcast_bytes") / GIB, _get(strategy, "broadcast_s")),
+        broadcast_time_share=_ratio(_get(strategy, "broadcast_s"), _get(strategy, "restore_s")),
+        bcast_ceiling_GiBps=ceiling.get("network_bcast_GiBps"),
+        snapshot_GiBps_per_rank=_ratio(bytes_max / GIB, _get(strategy, "blocking_s")),
+        memcpy_ceiling_GiBps_per_rank=ceiling.get("memcpy_GiBps_per_rank"))
+
+
+def _hardware_row(row: dict[str, Any], shapes: dict[str, dict[str, float]], strategy: pd.DataFrame,
+                  peaks: dict[str, float]) -> dict[str, Any]:
+    key = shape_key(row)
+    ceiling = shapes.get(key or "", {})
+    direct = shapes.get(shape_key({**row, "io_mode": "direct"}) or "", {})
+    strat = strategy.loc[row["cell_key"]].to_dict() if row.get("cell_key") in strategy.index else {}
+    facts = cell_facts(row, ceiling, direct, strat)
+    verdict = name_limit(facts)
+    peak = peaks.get(str(row.get("filesystem")))
+    on_one_machine = bool(row.get("simulated_nodes")) and int(row.get("nodes") or 1) > 1 and bool(ceiling)
+    return {"shape": key, "ceiling_GiBps": facts.ceiling_GiBps,
+            "ceiling_share": _ratio(facts.GiBps, facts.ceiling_GiBps or float("nan")),
+            "even_ceiling_GiBps": facts.even_ceiling_GiBps,
+            "even_ceiling_share": _ratio(facts.GiBps, facts.even_ceiling_GiBps or float("nan")),
+            "peak_GiBps": peak, "peak_share": _ratio(facts.GiBps, peak or float("nan")),
+            "limit": verdict.limit, "limit_evidence": verdict.evidence,
+            "limit_caveat": SIMULATED_CEILING if on_one_machine else None}
+
+
+def add_hardware(summary: pd.DataFrame, ranks: pd.DataFrame, checkpoints: pd.DataFrame, training: pd.DataFrame,
+                 ceilings: pd.DataFrame, peaks: dict[str, float]) -> pd.DataFrame:
+    """The summary with the columns named in this module's docstring."""
+    if summary.empty:
+        return summary
+    split = split_summary(ranks, checkpoints)
+    out = summary.merge(split, on=["cell_key", "phase"], how="left") if not split.empty else summary.copy()
+    shapes, strategy = by_shape(ceilings), _strategy_facts(training)
+    added = [_hardware_row(r, shapes, strategy, peaks) for r in out.to_dict("records")]
+    return pd.concat([out, pd.DataFrame.from_records(added, index=out.index)], axis=1)
+
+
+# Beyond this many cell × phase rows, `collect` prints how many cells each limit binds instead of every cell.
+MAX_LINES = 12
+
+
+def share_lines(summary: pd.DataFrame, ceilings: pd.DataFrame) -> list[str]:
+    """What `collect` prints: the ceilings measured; per cell × phase its share of the ceiling and its limit (the
+    counts per limit for many cells)."""
+    if summary.empty or "limit" not in summary:
+        return []
+    shapes = ceilings["shape"].nunique() if not ceilings.empty else 0
+    head = [f"ceilings of {shapes} resource shape(s) from {len(ceilings)} ceiling point(s)" if shapes else
+            "no ceilings measured (the sweep's `ceilings:` setting): shares and limits need them"]
+    if not shapes:
+        return head
+    if len(summary) > MAX_LINES:
+        counts = summary["limit"].value_counts()
+        told = ", ".join(f"{limit} {n}" for limit, n in counts.items())
+        return [*head, f"limits over {len(summary)} cell×phase rows: {told} (each with its evidence: the report)"]
+    axes = independent(summary, varying(summary, ("phase", *DERIVED)))
+    lines = head
+    for r in sorted(summary.to_dict("records"), key=lambda r: r["phase"] != "write"):
+        share = "no ceiling" if missing(r["ceiling_share"]) else f"{r['ceiling_share']:.0%} of the ceiling"
+        where = f"{describe_cell(r, axes)}, " if axes else ""
+        lines.append(f"{where}{r['phase']}: {r['bytes_over_time_GiBps']:.3f} GiB/s, {share} — "
+                     f"{r['limit']}: {r['limit_evidence']}")
+    return lines
