@@ -1,5 +1,5 @@
 """`python -m benchmarks all` (or one of: orchestrator, status, collect, memory, submission, fio, buffered,
-strategies, ledger)."""
+strategies, ledger, projection)."""
 
 from __future__ import annotations
 
@@ -61,6 +61,10 @@ def main(argv: list[str]) -> int:
         from benchmarks import strategies_bench
 
         strategies_bench.main(repeat)
+    if which == "projection":  # not in `all`: a 20 GiB checkpoint, ~45 GiB of scratch disk, minutes
+        from benchmarks import projection_bench
+
+        projection_bench.main()
     return 0
 
 

@@ -24,6 +24,7 @@ from pydantic import (
 )
 from pydantic.fields import FieldInfo
 
+from studyctl.definition.calibration_spec import CalibrationSpec
 from studyctl.definition.catalog import CATALOG, DIMENSIONS, DTYPE_BYTES, MlpKind, ModelSpec, lookup
 from studyctl.definition.filesystems import FILESYSTEM_KINDS, FilesystemSpec
 from studyctl.definition.names import plain_name
@@ -190,6 +191,10 @@ class Estimate(_Strict):
     host_memory_gib: float | None = Field(None, gt=0, description="memory of one node: async points whose "
                                           "host-memory snapshots do not fit are excluded as infeasible")
 
+    def run_seconds(self, moved_bytes: int, nodes: int, training_s: float = 0.0) -> float:
+        """A point's estimated run time: overhead, its bytes at the assumed rate, its simulated training."""
+        return self.overhead_s + moved_bytes / (nodes * self.GiBps_per_node * (1 << 30)) + training_s
+
 
 def _zip_group(group: dict[str, list[Any]]) -> dict[str, list[Any]]:
     for key in group:
@@ -215,6 +220,7 @@ class SweepFile(_Strict):
     checkpoint: CheckpointOptions = CheckpointOptions()
     estimate: Estimate = Estimate()
     training: TrainingSpec = TrainingSpec()
+    calibration: CalibrationSpec = CalibrationSpec()  # larger-scale runs projections are fitted from (issue 21)
     local: LocalOptions = LocalOptions()
     slurm: SlurmOptions = SlurmOptions()
 

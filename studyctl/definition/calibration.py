@@ -1,0 +1,98 @@
+"""Calibration points: a few runs at larger scales, per resource shape, that projections to full size are fitted
+from (issue 21; the fit is `studyctl.analysis.projection`).
+
+A small checkpoint's time is mostly fixed costs, so bytes over a scaled-down run's bandwidth overstates the
+full-size time. A shape whose largest measured scale is below `calibration.below_scale` gets, from its largest
+checkpoint (repetition 0 of its biggest measure point), `calibration.scales` extra scales up to
+`calibration.max_scale`, spaced evenly on a log axis, each with the study's repetitions. Each is bounded: its
+disk need by `max_disk_gib` (its scale lowered to fit), its workers by `estimate.host_memory_gib`, and all of them
+together by a time budget: `budget_share` of the measure points' estimated run time, or `budget_s` seconds
+(`Estimate.run_seconds`; a scale that would pass it is left out).
+Shapes with measure points at or above the threshold already have their calibration and get none.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import TYPE_CHECKING
+
+from studyctl.definition.calibration_spec import CalibrationSpec
+from studyctl.definition.planned import PlannedPoint
+from studyctl.definition.points import Point, restore_bytes
+from studyctl.definition.shapes import Shape, shape_of
+from studyctl.definition.strategies import host_snapshot_bytes, memory_per_host_bytes
+from studyctl.units import GIB
+
+if TYPE_CHECKING:
+    from studyctl.definition.sweep import SweepFile
+
+# A lowered scale must still be this many times the largest measured one to tell the fit anything new.
+MIN_SPREAD = 2.0
+
+
+def calibration_points(sweep: SweepFile, planned: list[PlannedPoint]) -> list[PlannedPoint]:
+    """The study's calibration points, `order` continuing after `planned`'s (excluded points are no sources)."""
+    spec = sweep.calibration
+    shapes: dict[Shape, list[Point]] = defaultdict(list)
+    for pp in planned:
+        if not pp.excluded and pp.point.role == "measure":
+            shapes[shape_of(pp.point)].append(pp.point)
+    if not spec.enabled or not shapes:
+        return []
+    order = max(pp.order for pp in planned) + 1
+    budget = spec.budget_s or spec.budget_share * sum(_seconds(p, sweep) for ps in shapes.values() for p in ps)
+    out: list[PlannedPoint] = []
+    for shape in sorted(shapes):
+        points = shapes[shape]
+        top = max(p.checkpoint.scale for p in points)
+        if top >= spec.below_scale:
+            continue
+        source = max(points, key=lambda p: (p.layout().total_bytes, -p.repetition, p.point_id))
+        for scale in ladder(top, spec):
+            fitted = _bounded(source, scale, spec, sweep)
+            if fitted is None or fitted < MIN_SPREAD * top:
+                continue
+            copies = [calibration_copy(source, fitted, rep) for rep in range(sweep.repetitions)]
+            cost = sum(_seconds(p, sweep) for p in copies)
+            if cost > budget:
+                continue
+            budget -= cost
+            out += [PlannedPoint(p, order + i) for i, p in enumerate(copies, start=len(out))]
+    return out
+
+
+def ladder(top: float, spec: CalibrationSpec) -> list[float]:
+    """`spec.scales` scales from above `top` to `max_scale`, evenly spaced on a log axis (3 significant digits)."""
+    if spec.max_scale <= top:
+        return []
+    ratio = spec.max_scale / top
+    return sorted({float(f"{top * ratio ** (k / spec.scales):.3g}") for k in range(1, spec.scales + 1)})
+
+
+def calibration_copy(source: Point, scale: float, repetition: int) -> Point:
+    return source.model_copy(update={"checkpoint": source.checkpoint.model_copy(update={"scale": scale}),
+                                     "role": "calibration", "repetition": repetition})
+
+
+def _bounded(source: Point, scale: float, spec: CalibrationSpec, sweep: SweepFile) -> float | None:
+    """`scale`, lowered until the point's disk need fits `max_disk_gib`; None where its workers would not fit the
+    host memory the sweep states."""
+    point = calibration_copy(source, scale, 0)
+    need = point.checkpoint.disk_bytes_required(point.layout().total_bytes)
+    limit = spec.max_disk_gib * GIB
+    if need > limit:
+        scale = float(f"{scale * limit / need * 0.99:.3g}")
+        point = calibration_copy(source, scale, 0)
+    memory = sweep.estimate.host_memory_gib
+    if memory is not None:
+        snapshot = host_snapshot_bytes(point.model, point.parallelism, point.ranks_per_node, scale)
+        if memory_per_host_bytes(point.checkpoint, point.ranks_per_node, snapshot) > memory * GIB:
+            return None
+    return scale
+
+
+def _seconds(point: Point, sweep: SweepFile) -> float:
+    opts = point.checkpoint
+    moved = (point.layout().total_bytes * opts.writes
+             + restore_bytes(point.model, point.parallelism, opts) * opts.reads)
+    return sweep.estimate.run_seconds(moved, point.nodes, opts.simulated_training_s())

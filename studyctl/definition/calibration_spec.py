@@ -1,0 +1,20 @@
+"""The sweep's `calibration:` block (issue 21; what it adds: `studyctl.definition.calibration`)."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field, PositiveInt
+
+
+class CalibrationSpec(BaseModel):
+    """The sweep's `calibration:` block."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    enabled: bool = Field(True, description="false: no calibration points (projections fall back to plain scaling)")
+    below_scale: float = Field(0.05, gt=0, le=1, description="shapes measured only below this scale calibrate")
+    max_scale: float = Field(0.1, gt=0, le=1, description="the largest scale a calibration point runs at")
+    scales: PositiveInt = Field(2, le=8, description="extra scales per shape")
+    budget_share: float = Field(0.5, gt=0, le=10, description="estimated run time of all calibration points "
+                                "together, as a share of the measure points' estimated run time")
+    budget_s: float | None = Field(None, gt=0, description="the same as seconds (instead of budget_share)")
+    max_disk_gib: float = Field(16.0, gt=0, description="disk one calibration point may need (its scale lowered)")
