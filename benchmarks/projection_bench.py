@@ -17,7 +17,7 @@ import tempfile
 import time
 from pathlib import Path
 
-SMALL_SCALES = (0.002, 0.01, 0.05)
+SMALL_SCALES = (0.002, 0.01, 0.05, 0.1, 0.25)
 SWEEP = """study: projection-bench
 models: [gpt2-1.5b]
 matrix:
@@ -85,12 +85,14 @@ def compare(checkpoints: object) -> list[str]:
             lines.append(f"| {phase} | plain scaling, scale {scale:g} | {plain.seconds:.1f} | – | {measured:.1f} | "
                          f"{plain.seconds / measured:.2f} |")
         observations = [o for obs in run_observations(small[small["phase"] == phase]).values() for o in obs]
-        fitted = fit(observations)
-        assert fitted is not None, "no fit from the small scales"
-        p = fitted.predict(files, nominal / active)
-        lines.append(f"| {phase} | **fit**, scales {', '.join(map(str, SMALL_SCALES))} ({fitted.n} runs) | "
-                     f"{p.seconds:.1f} | {p.low_s:.1f}–{p.high_s:.1f} | {measured:.1f} | "
-                     f"**{p.seconds / measured:.2f}** |")
+        for top in SMALL_SCALES[1:]:  # the fit from the smallest scales up to `top`: how far it reaches
+            fitted = fit([o for o in observations if o.scale <= top])
+            assert fitted is not None, "no fit from the small scales"
+            p = fitted.predict(files, nominal / active)
+            used = [s for s in SMALL_SCALES if s <= top]
+            lines.append(f"| {phase} | **fit**, scales {', '.join(map(str, used))} ({fitted.n} runs, reach "
+                         f"{p.reach:.0f}×) | {p.seconds:.1f} | {p.low_s:.1f}–{p.high_s:.1f} | {measured:.1f} | "
+                         f"**{p.seconds / measured:.2f}** |")
         spread = [float(s) for s in measured_rows.groupby("point_id")["span_s"].mean()]
         lines.append(f"| {phase} | (full size: repetitions {', '.join(f'{s:.1f}' for s in spread)} s; fitted "
                      f"fixed {fitted.coef[0] * 1000:.0f} ms, {fitted.bandwidth_GiBps:.2f} GiB/s per rank; "

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 from studyctl.attempt.paths import StudyPaths
 from studyctl.attempt.records import Update
 from studyctl.backends.base import check_name as check_backend
+from studyctl.definition.calibration import with_calibration
 from studyctl.definition.expand import iter_points
 from studyctl.definition.modelinfo import model_rows
 from studyctl.definition.needs import BLOCKS_ON, RESTORE_AT
@@ -60,7 +61,7 @@ class Plan:
         from studyctl.backends.capacity import Judge
 
         self.summary, self._judge = PlanSummary(), Judge(self.sweep, backend_class(self.backend))  # counted once
-        for row in plan_rows(_judged(iter_points(self.sweep), self._judge), self.sweep):
+        for row in plan_rows(_judged(with_calibration(self.sweep, iter_points(self.sweep)), self._judge), self.sweep):
             self.summary.add(row)
             yield row
 
@@ -95,7 +96,7 @@ def plan_capacity(sweep: Any, summary: Any, backend: str) -> tuple[list[str], li
     from studyctl.backends.base import backend_class
     from studyctl.backends.capacity import judge
 
-    judgement = judge(sweep, backend_class(backend), iter_points(sweep), summary)
+    judgement = judge(sweep, backend_class(backend), with_calibration(sweep, iter_points(sweep)), summary)
     return judgement.refusals + judgement.warnings, judgement.notes
 
 

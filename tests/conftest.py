@@ -18,6 +18,7 @@ filesystems:
   scratch: {{path: {fs}}}
 repetitions: 2
 checkpoint: {{scale: 0.004, writes: 2, reads: {reads}, buffer_mib: 4, block_mib: 4}}
+calibration: {{enabled: false}}
 """
 
 

@@ -60,19 +60,31 @@ def _files_per_rank(checkpoints: pd.DataFrame) -> dict[tuple[str, str], float]:
     return {k: float(r.files) / max(1, int(r.active)) for k, r in grouped.iterrows()}
 
 
+def measured(frame: pd.DataFrame) -> pd.Series:
+    """Rows of measure points (the study's cells); rows with no role (imported, older) are measurements."""
+    if frame.empty or "role" not in frame:
+        return pd.Series(True, index=frame.index)
+    return frame["role"].fillna("measure") == "measure"
+
+
+def measured_row(row: dict[str, Any]) -> bool:
+    return row.get("role") in (None, "measure")
+
+
 def add_projections(summary: pd.DataFrame, checkpoints: pd.DataFrame,
-                    nominal_bytes: Callable[[dict[str, Any]], float | None]) -> pd.DataFrame:
-    """The projection columns of every cell (`nominal_bytes`: what a cell's phase moves at full size), and a flag
-    where a projection reaches more than MAX_REACH times beyond the largest bytes per rank measured."""
+                    nominal_bytes: Callable[[dict[str, Any]], float | None],
+                    fits: dict[FitKey, Fit] | None = None) -> pd.DataFrame:
+    """The projection columns of every cell (`nominal_bytes`: what a cell's phase moves at full size), and
+    `projection_flag` where a projection reaches more than MAX_REACH times beyond the largest bytes per rank
+    measured (its own column: the measurement is sound, the projection is what reaches)."""
     if summary.empty:
         return summary
-    fits, files = fit_all(checkpoints), _files_per_rank(checkpoints)
+    fits, files = fit_all(checkpoints) if fits is None else fits, _files_per_rank(checkpoints)
     records = [_cell_projection(r, fits, files, nominal_bytes) for r in summary.to_dict("records")]
     out = summary.copy()
     for col in PROJECTION_COLUMNS:
         out[col] = [r[col] for r in records]
-    if "flags" in out:
-        out["flags"] = ["; ".join(x for x in (f, r["flag"]) if x) for f, r in zip(out["flags"], records, strict=True)]
+    out["projection_flag"] = [r["flag"] for r in records]
     return out
 
 
@@ -101,3 +113,27 @@ def projection_columns(p: Projection | None) -> dict[str, Any]:
     return {"projected_full_size_s": p.seconds, "projected_full_size_s_lo": p.low_s,
             "projected_full_size_s_hi": p.high_s, "projection_basis": p.basis,
             "projection_scale_max": p.largest_scale, "projection_reach": p.reach, "flag": flag}
+
+
+def point_factors(checkpoints: pd.DataFrame, nominal_bytes: Callable[[dict[str, Any]], float | None],
+                  fits: dict[FitKey, Fit] | None = None) -> pd.DataFrame:
+    """Per point × phase with a fit: how much longer its phase takes at full size by the fit (fitted time at full
+    size / fitted time at its own size), with the band's ends as factors too. What the cost view multiplies each
+    repetition's measured seconds by; points of phases with no fit are absent (the caller scales by bytes)."""
+    columns = ["point_id", "phase", "fit_factor", "fit_factor_lo", "fit_factor_hi", "projection_basis"]
+    fits = fit_all(checkpoints) if fits is None else fits
+    out = []
+    if not checkpoints.empty:
+        for (point_id, phase), g in checkpoints.groupby(["point_id", "phase"], sort=False):
+            rec = {**g.iloc[0].to_dict(), "bytes": float(g["bytes"].iloc[0])}
+            found = fits.get(fit_key(rec)) if not any(missing(rec.get(c)) for c in SHAPE_COLUMNS) else None
+            nominal = nominal_bytes(rec)
+            if found is None or not nominal:
+                continue
+            active = max(1, int(g["active_ranks"].max()))
+            files = float(g["files"].iloc[0]) / active
+            here = found.predict(files, rec["bytes"] / active).seconds
+            full = found.predict(files, nominal / active)
+            if here > 0:
+                out.append((point_id, phase, full.seconds / here, full.low_s / here, full.high_s / here, full.basis))
+    return pd.DataFrame.from_records(out, columns=columns)

@@ -27,6 +27,7 @@ import pandas as pd
 
 from studyctl.analysis.adequacy import cell_flags
 from studyctl.analysis.cells import DERIVED, identity_columns
+from studyctl.analysis.projection_table import add_projections, fit_all, measured, measured_row, point_factors
 from studyctl.analysis.results import RANK_CONTEXT, RANK_FIELDS, Failure, LoadedRows, Problem, load_rows
 from studyctl.analysis.stats import describe, total_over_total
 from studyctl.analysis.training_cells import cost_cells, summary_flags
@@ -104,9 +105,6 @@ def _cell_record(key: tuple, group_cols: list[str], g: pd.DataFrame) -> dict[str
             rec[col] = g[col].iloc[0]
     rec["simulated_nodes"] = bool(g["simulated_nodes"].fillna(False).any()) if "simulated_nodes" in g else False
     rec["per_node_GiBps"] = rec[HEADLINE] / rec["nodes"] if rec.get("nodes") else float("nan")
-    nominal = phase_nominal_bytes(rec)
-    rec["projected_full_size_s"] = (nominal / GIB / rec[HEADLINE]) if nominal and rec[HEADLINE] > 0 \
-        else float("nan")
     return rec
 
 
@@ -223,8 +221,11 @@ def _tables(paths: StudyPaths, loaded: LoadedRows, extra_checkpoints: pd.DataFra
         parts = [checkpoints, extra_checkpoints] if not checkpoints.empty else [extra_checkpoints]
         checkpoints = pd.concat(parts, ignore_index=True)
     points = summarize_points(checkpoints)
-    summary = summarize_cells(points)
-    training = training_table([r["training"] for r in loaded.rows], load_training(paths.sweep_copy))
+    # every run feeds the projections' fit; only measure points are cells (calibration points are the fit's)
+    fits = fit_all(checkpoints)
+    summary = add_projections(summarize_cells(points[measured(points)]), checkpoints, phase_nominal_bytes, fits)
+    training = training_table([r["training"] for r in loaded.rows if measured_row(r["training"])],
+                              load_training(paths.sweep_copy), point_factors(checkpoints, phase_nominal_bytes, fits))
     return Tables(checkpoints, points, summary, _ranks_frame(loaded.rows), loaded.problems, loaded.failures,
                   {r["info"]["point_id"]: r["info"] for r in loaded.rows}, loaded.files_read, loaded.files_cached,
                   loaded.left_out, training, cost_cells(training, summary_flags(summary)))

@@ -13,7 +13,7 @@ Shapes with measure points at or above the threshold already have their calibrat
 
 from __future__ import annotations
 
-from collections import defaultdict
+from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING
 
 from studyctl.definition.calibration_spec import CalibrationSpec
@@ -30,35 +30,65 @@ if TYPE_CHECKING:
 MIN_SPREAD = 2.0
 
 
-def calibration_points(sweep: SweepFile, planned: list[PlannedPoint]) -> list[PlannedPoint]:
+class _Sources:
+    """What calibration needs of the measure points, gathered as they stream past: per shape its largest scale
+    and its largest checkpoint, and the measure points' estimated run time (for `budget_share`)."""
+
+    def __init__(self, sweep: SweepFile) -> None:
+        self.sweep = sweep
+        self.top: dict[Shape, float] = {}
+        self.source: dict[Shape, tuple[int, Point]] = {}
+        self.seconds = 0.0
+        self.next_order = 0
+
+    def add(self, pp: PlannedPoint) -> None:
+        self.next_order = max(self.next_order, pp.order + 1)
+        point = pp.point
+        if pp.excluded or point.role != "measure" or not self.sweep.calibration.enabled:
+            return
+        shape = shape_of(point)
+        self.top[shape] = max(self.top.get(shape, 0.0), point.checkpoint.scale)
+        size = point.layout().total_bytes
+        if shape not in self.source or size > self.source[shape][0]:
+            self.source[shape] = (size, point)
+        self.seconds += _seconds(point, self.sweep)
+
+    def points(self) -> list[PlannedPoint]:
+        spec, sweep = self.sweep.calibration, self.sweep
+        budget = spec.budget_s or spec.budget_share * self.seconds
+        out: list[PlannedPoint] = []
+        for shape in sorted(self.source):
+            top, source = self.top[shape], self.source[shape][1]
+            if top >= spec.below_scale:
+                continue  # measured at a large enough scale already: its own points are its calibration
+            for scale in ladder(top, spec):
+                fitted = _bounded(source, scale, spec, sweep)
+                if fitted is None or fitted < MIN_SPREAD * top:
+                    continue
+                copies = [calibration_copy(source, fitted, rep) for rep in range(sweep.repetitions)]
+                cost = sum(_seconds(p, sweep) for p in copies)
+                if cost > budget:
+                    continue
+                budget -= cost
+                out += [PlannedPoint(p, self.next_order + i) for i, p in enumerate(copies, start=len(out))]
+        return out
+
+
+def calibration_points(sweep: SweepFile, planned: Iterable[PlannedPoint]) -> list[PlannedPoint]:
     """The study's calibration points, `order` continuing after `planned`'s (excluded points are no sources)."""
-    spec = sweep.calibration
-    shapes: dict[Shape, list[Point]] = defaultdict(list)
+    sources = _Sources(sweep)
     for pp in planned:
-        if not pp.excluded and pp.point.role == "measure":
-            shapes[shape_of(pp.point)].append(pp.point)
-    if not spec.enabled or not shapes:
-        return []
-    order = max(pp.order for pp in planned) + 1
-    budget = spec.budget_s or spec.budget_share * sum(_seconds(p, sweep) for ps in shapes.values() for p in ps)
-    out: list[PlannedPoint] = []
-    for shape in sorted(shapes):
-        points = shapes[shape]
-        top = max(p.checkpoint.scale for p in points)
-        if top >= spec.below_scale:
-            continue
-        source = max(points, key=lambda p: (p.layout().total_bytes, -p.repetition, p.point_id))
-        for scale in ladder(top, spec):
-            fitted = _bounded(source, scale, spec, sweep)
-            if fitted is None or fitted < MIN_SPREAD * top:
-                continue
-            copies = [calibration_copy(source, fitted, rep) for rep in range(sweep.repetitions)]
-            cost = sum(_seconds(p, sweep) for p in copies)
-            if cost > budget:
-                continue
-            budget -= cost
-            out += [PlannedPoint(p, order + i) for i, p in enumerate(copies, start=len(out))]
-    return out
+        sources.add(pp)
+    return sources.points()
+
+
+def with_calibration(sweep: SweepFile, planned: Iterable[PlannedPoint]) -> Iterator[PlannedPoint]:
+    """`planned` streamed through, then its calibration points: what `expand` gives, for a plan that streams."""
+    sources = _Sources(sweep)
+    for pp in planned:
+        sources.add(pp)
+        yield pp
+    yield from sources.points()
 
 
 def ladder(top: float, spec: CalibrationSpec) -> list[float]:

@@ -28,6 +28,7 @@ filesystems:
   scratch: {{path: {fs}}}
 checkpoint: {{scale: 0.001, writes: 1, reads: 1, buffer_mib: 4, block_mib: 4}}
 local: {{timeout_s: {timeout}}}
+calibration: {{enabled: false}}
 """
 
 
