@@ -54,7 +54,7 @@ class Projection:
 
     @property
     def beyond_reach(self) -> bool:
-        return self.reach > MAX_REACH
+        return self.reach > MAX_REACH * 1.001  # scaled bytes are whole: 1 / MAX_REACH of full size is within
 
 
 @dataclass(frozen=True)
