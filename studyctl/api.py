@@ -72,6 +72,15 @@ class Plan:
         judgement = self._judge.verdict(self.summary)
         return judgement.refusals + judgement.warnings, judgement.notes
 
+    def projection_lines(self, results: Path = Path("results")) -> list[str]:
+        """Per resource shape: the full-size time an earlier run of this study predicts (its fit, band and scale),
+        else what calibration will measure (the analysis stack loads only where an earlier collect left tables)."""
+        from studyctl.analysis.projection_plan import projection_lines
+        from studyctl.definition.calibration import shape_calibrations
+
+        table = StudyPaths((results / self.sweep.study).resolve()).tables / "checkpoints.parquet"
+        return projection_lines(shape_calibrations(self.sweep, iter_points(self.sweep)), table)
+
     def check_budget(self, budget_node_hours: float | None) -> None:
         """The same refusal (exit 1) `submit` gives before it records or runs anything."""
         check_budget(self.summary, budget_node_hours)

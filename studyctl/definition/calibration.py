@@ -3,17 +3,18 @@ from (issue 21; the fit is `studyctl.analysis.projection`).
 
 A small checkpoint's time is mostly fixed costs, so bytes over a scaled-down run's bandwidth overstates the
 full-size time. A shape whose largest measured scale is below `calibration.below_scale` gets, from its largest
-checkpoint (repetition 0 of its biggest measure point), `calibration.scales` extra scales up to
-`calibration.max_scale`, spaced evenly on a log axis, each with the study's repetitions. Each is bounded: its
-disk need by `max_disk_gib` (its scale lowered to fit), its workers by `estimate.host_memory_gib`, and all of them
-together by a time budget: `budget_share` of the measure points' estimated run time, or `budget_s` seconds
-(`Estimate.run_seconds`; a scale that would pass it is left out).
-Shapes with measure points at or above the threshold already have their calibration and get none.
+checkpoint (its biggest measure point), `calibration.scales` extra scales up to `calibration.max_scale`, evenly
+spaced on a log axis, each run `calibration.repetitions` times (at most the study's). Each is bounded: its disk
+need by `max_disk_gib` (its scale lowered to fit), its workers by `estimate.host_memory_gib`, and all of them
+together by a time budget, `budget_share` of the measure points' estimated run time or `budget_s` seconds
+(`Estimate.run_seconds`), spent first on every shape's largest scale that fits, then on the others. Shapes with
+measure points at or above the threshold already have their calibration and get none.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from studyctl.definition.calibration_spec import CalibrationSpec
@@ -27,7 +28,7 @@ if TYPE_CHECKING:
     from studyctl.definition.sweep import SweepFile
 
 # A lowered scale must still be this many times the largest measured one to tell the fit anything new.
-MIN_SPREAD = 2.0
+MIN_SPREAD = 1.5
 
 
 class _Sources:
@@ -44,7 +45,7 @@ class _Sources:
     def add(self, pp: PlannedPoint) -> None:
         self.next_order = max(self.next_order, pp.order + 1)
         point = pp.point
-        if pp.excluded or point.role != "measure" or not self.sweep.calibration.enabled:
+        if pp.excluded or point.role != "measure":
             return
         shape = shape_of(point)
         self.top[shape] = max(self.top.get(shape, 0.0), point.checkpoint.scale)
@@ -54,24 +55,74 @@ class _Sources:
         self.seconds += _seconds(point, self.sweep)
 
     def points(self) -> list[PlannedPoint]:
-        spec, sweep = self.sweep.calibration, self.sweep
+        """Within the budget, first every shape's largest scale that fits it (the one that reaches furthest), then
+        the shapes' other scales; points in shape order, scales ascending, `order` after the measure points."""
+        spec = self.sweep.calibration
+        if not spec.enabled:
+            return []
         budget = spec.budget_s or spec.budget_share * self.seconds
-        out: list[PlannedPoint] = []
+        options = {shape: self._options(shape) for shape in sorted(self.source)}
+        chosen: dict[Shape, list[list[Point]]] = {shape: [] for shape in options}
+        for first_pass in (True, False):
+            for shape, runs in options.items():
+                for copies in reversed(runs):
+                    cost = sum(_seconds(p, self.sweep) for p in copies)
+                    if copies in chosen[shape] or cost > budget:
+                        continue
+                    chosen[shape].append(copies)
+                    budget -= cost
+                    if first_pass:
+                        break
+        made = [p for shape in chosen for copies in sorted(chosen[shape], key=lambda c: c[0].checkpoint.scale)
+                for p in copies]
+        return [PlannedPoint(p, self.next_order + i) for i, p in enumerate(made)]
+
+    def _options(self, shape: Shape) -> list[list[Point]]:
+        """The shape's calibration runs (each scale's repetitions), within disk and memory, scales ascending."""
+        spec, top, source = self.sweep.calibration, self.top[shape], self.source[shape][1]
+        if top >= spec.below_scale:
+            return []  # measured at a large enough scale already: its own points are its calibration
+        runs = []
+        for scale in ladder(top, spec):
+            fitted = _bounded(source, scale, spec, self.sweep)
+            if fitted is not None and fitted >= MIN_SPREAD * top:
+                reps = min(spec.repetitions, self.sweep.repetitions)
+                runs.append([calibration_copy(source, fitted, rep) for rep in range(reps)])
+        return runs
+
+    def shapes(self, made: list[PlannedPoint]) -> list[ShapeCalibration]:
+        """Per shape: what its projections to full size will rest on."""
+        out = []
         for shape in sorted(self.source):
-            top, source = self.top[shape], self.source[shape][1]
-            if top >= spec.below_scale:
-                continue  # measured at a large enough scale already: its own points are its calibration
-            for scale in ladder(top, spec):
-                fitted = _bounded(source, scale, spec, sweep)
-                if fitted is None or fitted < MIN_SPREAD * top:
-                    continue
-                copies = [calibration_copy(source, fitted, rep) for rep in range(sweep.repetitions)]
-                cost = sum(_seconds(p, sweep) for p in copies)
-                if cost > budget:
-                    continue
-                budget -= cost
-                out += [PlannedPoint(p, self.next_order + i) for i, p in enumerate(copies, start=len(out))]
+            source = self.source[shape][1]
+            mine = [pp.point.checkpoint.scale for pp in made if shape_of(pp.point) == shape]
+            full = source.nominal_layout()
+            writers = max(1, full.writer_ranks)
+            out.append(ShapeCalibration(shape.key, self.top[shape], tuple(sorted(set(mine))), len(mine),
+                                        f"{source.model.name} ZeRO-{source.zero_stage}", full.total_bytes / writers,
+                                        full.files_per_checkpoint / writers))
         return out
+
+
+@dataclass(frozen=True)
+class ShapeCalibration:
+    """What a shape's projections rest on: its largest measured scale and the calibration scales it adds; and its
+    largest checkpoint at full size per writing rank (what `plan` projects, where an earlier run gives a fit)."""
+
+    shape: str  # Shape.key
+    measured_scale: float
+    scales: tuple[float, ...]  # calibration scales (empty: none)
+    points: int  # calibration points, repetitions included
+    source: str  # the checkpoint they run: model and ZeRO stage
+    full_bytes_per_rank: float
+    files_per_rank: float
+
+
+def shape_calibrations(sweep: SweepFile, planned: Iterable[PlannedPoint]) -> list[ShapeCalibration]:
+    sources = _Sources(sweep)
+    for pp in planned:
+        sources.add(pp)
+    return sources.shapes(sources.points())
 
 
 def calibration_points(sweep: SweepFile, planned: Iterable[PlannedPoint]) -> list[PlannedPoint]:

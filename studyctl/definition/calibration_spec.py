@@ -14,7 +14,8 @@ class CalibrationSpec(BaseModel):
     below_scale: float = Field(0.05, gt=0, le=1, description="shapes measured only below this scale calibrate")
     max_scale: float = Field(0.1, gt=0, le=1, description="the largest scale a calibration point runs at")
     scales: PositiveInt = Field(2, le=8, description="extra scales per shape")
-    budget_share: float = Field(0.5, gt=0, le=10, description="estimated run time of all calibration points "
+    repetitions: PositiveInt = Field(2, description="runs of each calibration scale (at most the study's repetitions)")
+    budget_share: float = Field(1.0, gt=0, le=10, description="estimated run time of all calibration points "
                                 "together, as a share of the measure points' estimated run time")
     budget_s: float | None = Field(None, gt=0, description="the same as seconds (instead of budget_share)")
     max_disk_gib: float = Field(16.0, gt=0, description="disk one calibration point may need (its scale lowered)")

@@ -41,7 +41,7 @@ def test_a_small_scale_study_gets_larger_scale_points_per_shape_after_its_measur
     shapes = {shape_of(pp.point) for pp in measure}
     assert {shape_of(pp.point) for pp in extra} == shapes
     per_shape = Counter(shape_of(pp.point) for pp in extra)
-    assert set(per_shape.values()) == {s.calibration.scales * s.repetitions}
+    assert set(per_shape.values()) == {s.calibration.scales * min(s.repetitions, s.calibration.repetitions)}
     for pp in extra:
         assert 0.001 < pp.point.checkpoint.scale <= s.calibration.max_scale
         assert not pp.excluded
@@ -79,6 +79,8 @@ def test_disk_lowers_the_scale_and_the_time_budget_drops_points() -> None:
     measure_s = sum(s.estimate.run_seconds(0, 1) for pp in expand(s) if pp.point.role == "measure")
     shared = [pp for pp in expand(sweep(calibration={"budget_share": 0.5})) if pp.point.role == "calibration"]
     assert len(shared) < len(full) and sum(s.estimate.run_seconds(0, 1) for _ in shared) <= 0.5 * measure_s
+    # the budget goes first to every shape's largest scale that fits it
+    assert len({shape_of(pp.point) for pp in shared}) == len({shape_of(pp.point) for pp in full})
 
 
 def test_memory_the_sweep_states_bounds_them() -> None:
