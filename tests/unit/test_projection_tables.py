@@ -5,6 +5,7 @@ scaling, labelled, where no fit exists."""
 from __future__ import annotations
 
 import math
+import re
 from pathlib import Path
 
 import pytest
@@ -88,3 +89,31 @@ def test_without_a_second_scale_the_plain_figure_stays_labelled_and_flagged(tmp_
     t = tables.training
     assert set(t["projection_basis"]) == {"plain scaling (bytes ratio, no fit)"}
     assert t["blocking_s_lo"].isna().all()
+
+
+def test_plan_predicts_full_size_from_an_earlier_run_else_says_what_calibration_will_measure(tmp_path: Path) -> None:
+    from studyctl.analysis.projection_plan import projection_lines
+    from studyctl.analysis.tables import write_tables
+    from studyctl.attempt.paths import StudyPaths
+    from studyctl.definition.calibration import shape_calibrations
+    from studyctl.definition.expand import iter_points
+    from studyctl.definition.sweep import parse_sweep
+
+    sweep = parse_sweep({"study": "proj", "models": ["gpt2-125m"], "repetitions": 3,
+                         "matrix": {"zero_stage": 3, "ranks_per_node": 2},
+                         "filesystems": {"scratch": {"path": str(tmp_path / "fs")}},
+                         "checkpoint": {"scale": 0.001, "block_mib": 4, "buffer_mib": 4, "reads": 0},
+                         "calibration": {"budget_share": 10}},
+                        Path("proj.yaml"))
+    shapes = shape_calibrations(sweep, iter_points(sweep))
+    before = projection_lines(shapes, None)
+    assert len(before) == 1 and "calibration adds 4 points of gpt2-125m ZeRO-3 at scales 0.01, 0.1" in before[0]
+    study = study_dir(tmp_path, calibration=True)
+    paths = StudyPaths(study)
+    paths.tables.mkdir(parents=True, exist_ok=True)
+    write_tables(build_tables(study), paths)
+    after = projection_lines(shapes, paths.tables / "checkpoints.parquet")
+    exact = seconds(point(1.0, 0), point(1.0, 0).layout().total_bytes)
+    assert len(after) == 1 and after[0].startswith(f"{shapes[0].shape} write: gpt2-125m ZeRO-3 at full size ~")
+    low, high = (float(x) for x in re.search(r"\[([\d.]+), ([\d.]+)\] \(95%\)", after[0]).groups())  # type: ignore[union-attr]
+    assert low - 0.05 <= exact <= high + 0.05 and "scales 0.001, 0.01, 0.1" in after[0]
