@@ -224,9 +224,10 @@ def _tables(paths: StudyPaths, loaded: LoadedRows, extra_checkpoints: pd.DataFra
     # every run feeds the projections' fit; only measure points are cells (calibration points are the fit's)
     fits = fit_all(checkpoints)
     summary = add_projections(summarize_cells(points[measured(points)]), checkpoints, phase_nominal_bytes, fits)
-    training = training_table([r["training"] for r in loaded.rows if measured_row(r["training"])],
-                              load_training(paths.sweep_copy), point_factors(checkpoints, phase_nominal_bytes, fits))
-    return Tables(checkpoints, points, summary, _ranks_frame(loaded.rows), loaded.problems, loaded.failures,
+    cells = [r for r in loaded.rows if measured_row(r["training"])]
+    training = training_table([r["training"] for r in cells], load_training(paths.sweep_copy),
+                              point_factors(checkpoints, phase_nominal_bytes, fits))
+    return Tables(checkpoints, points, summary, _ranks_frame(cells), loaded.problems, loaded.failures,
                   {r["info"]["point_id"]: r["info"] for r in loaded.rows}, loaded.files_read, loaded.files_cached,
                   loaded.left_out, training, cost_cells(training, summary_flags(summary)))
 

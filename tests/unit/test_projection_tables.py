@@ -117,3 +117,14 @@ def test_plan_predicts_full_size_from_an_earlier_run_else_says_what_calibration_
     assert len(after) == 1 and after[0].startswith(f"{shapes[0].shape} write: gpt2-125m ZeRO-3 at full size ~")
     low, high = (float(x) for x in re.search(r"\[([\d.]+), ([\d.]+)\] \(95%\)", after[0]).groups())  # type: ignore[union-attr]
     assert low - 0.05 <= exact <= high + 0.05 and "scales 0.001, 0.01, 0.1" in after[0]
+
+
+def test_the_report_shows_the_band_the_scale_and_the_reach_flag(tmp_path: Path) -> None:
+    from studyctl.analysis.collect import collect
+
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    fitted = collect(study_dir(tmp_path / "a", calibration=True)).report_md.read_text()  # type: ignore[union-attr]
+    assert "fit ≤ scale 0.1" in fitted and "1000× beyond" not in fitted
+    plain = collect(study_dir(tmp_path / "b", calibration=False)).report_md.read_text()  # type: ignore[union-attr]
+    assert " plain |" in plain and "projection reaches 1000× beyond the largest size measured" in plain
