@@ -1,8 +1,8 @@
 """Rows from result files → tidy tables (pandas), units in column names.
 
 Tables, written as CSV and Parquet under `results/<study>/tables/`:
-  checkpoints  one row per point × phase × checkpoint: the observations
-  points       one row per point × phase: one repetition's figures over its checkpoints
+  checkpoints  one row per point × phase × checkpoint: the observations (calibration runs too, by `role`)
+  points       one row per measure point × phase: one repetition's figures over its checkpoints
   summary      one row per cell × phase: statistics over repetitions, adequacy flags
   ranks        one row per point × phase × checkpoint × rank that moved bytes (stragglers)
 
@@ -220,10 +220,11 @@ def _tables(paths: StudyPaths, loaded: LoadedRows, extra_checkpoints: pd.DataFra
     if extra_checkpoints is not None and not extra_checkpoints.empty:
         parts = [checkpoints, extra_checkpoints] if not checkpoints.empty else [extra_checkpoints]
         checkpoints = pd.concat(parts, ignore_index=True)
-    points = summarize_points(checkpoints)
-    # every run feeds the projections' fit; only measure points are cells (calibration points are the fit's)
+    # every run feeds the projections' fit (`checkpoints` keeps them all, with their role); only measure points
+    # are points and cells of the study (calibration points are the fit's)
     fits = fit_all(checkpoints)
-    summary = add_projections(summarize_cells(points[measured(points)]), checkpoints, phase_nominal_bytes, fits)
+    points = summarize_points(checkpoints[measured(checkpoints)].reset_index(drop=True))
+    summary = add_projections(summarize_cells(points), checkpoints, phase_nominal_bytes, fits)
     cells = [r for r in loaded.rows if measured_row(r["training"])]
     training = training_table([r["training"] for r in cells], load_training(paths.sweep_copy),
                               point_factors(checkpoints, phase_nominal_bytes, fits))
