@@ -20,12 +20,13 @@ def projection_lines(shapes: list[ShapeCalibration], checkpoints_table: Path | N
     fits = _earlier_fits(checkpoints_table)
     lines = []
     for s in shapes:
-        found = sorted(((k, f) for k, f in fits.items() if k[0] == s.shape), key=lambda kf: str(kf[0][1:]))
+        found = sorted(((k, f) for k, f in fits.items() if k[0] == s.shape and k[2] in ("studyctl", None)),
+                       key=lambda kf: str(kf[0][1:]))
         if found:
             for key, f in found:
                 p = f.predict(s.files_per_rank, s.full_bytes_per_rank)
                 flag = " (flagged: far beyond what was measured)" if p.beyond_reach else ""
-                strategy = "" if key[2] in ("sync", None) else f", {key[2]}"
+                strategy = "" if key[3] in ("sync", None) else f", {key[3]}"
                 lines.append(f"{s.shape} {key[1]}{strategy}: {s.source} at full size ~{p.seconds:.1f} s "
                              f"[{p.low_s:.1f}, {p.high_s:.1f}] (95%), from an earlier run: {p.basis}{flag}")
         elif s.scales:

@@ -20,7 +20,7 @@ from studyctl.definition.shapes import Shape
 
 # Besides the shape and the phase, what changes the physics of a phase's time: runs that differ in these are
 # never fitted together.
-FIT_KEYS = ("strategy", "fsync", "cold_read_method")
+FIT_KEYS = ("tool", "strategy", "fsync", "cold_read_method")
 SHAPE_COLUMNS = ("nodes", "ranks_per_node", "filesystem", "io_mode", "block_mib")
 PROJECTION_COLUMNS = ("projected_full_size_s", "projected_full_size_s_lo", "projected_full_size_s_hi",
                       "projection_basis", "projection_scale_max", "projection_reach")
