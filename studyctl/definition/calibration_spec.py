@@ -18,4 +18,4 @@ class CalibrationSpec(BaseModel):
     budget_share: float = Field(1.0, gt=0, le=10, description="estimated run time of all calibration points "
                                 "together, as a share of the measure points' estimated run time")
     budget_s: float | None = Field(None, gt=0, description="the same as seconds (instead of budget_share)")
-    max_disk_gib: float = Field(16.0, gt=0, description="disk one calibration point may need (its scale lowered)")
+    max_disk_gib: float = Field(8.0, gt=0, description="disk one calibration point may need (its scale lowered)")
