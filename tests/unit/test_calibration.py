@@ -74,10 +74,12 @@ def test_disk_lowers_the_scale_and_the_time_budget_drops_points() -> None:
     s = sweep(calibration={"budget_share": 10, "max_disk_gib": 1000})
     full = [pp for pp in expand(s) if pp.point.role == "calibration"]
     budget = s.estimate.run_seconds(0, 1) * 3.5  # room for a few runs' overhead only
-    cut = [pp for pp in expand(sweep(calibration={"budget_s": budget, "max_disk_gib": 1000})) if pp.point.role == "calibration"]
+    cut = [pp for pp in expand(sweep(calibration={"budget_s": budget, "max_disk_gib": 1000}))
+           if pp.point.role == "calibration"]
     assert 0 < len(cut) < len(full)
     measure_s = sum(s.estimate.run_seconds(0, 1) for pp in expand(s) if pp.point.role == "measure")
-    shared = [pp for pp in expand(sweep(calibration={"budget_share": 0.5, "max_disk_gib": 1000})) if pp.point.role == "calibration"]
+    shared = [pp for pp in expand(sweep(calibration={"budget_share": 0.5, "max_disk_gib": 1000}))
+              if pp.point.role == "calibration"]
     assert len(shared) < len(full) and sum(s.estimate.run_seconds(0, 1) for _ in shared) <= 0.5 * measure_s
     # the budget goes first to every shape's largest scale that fits it
     assert len({shape_of(pp.point) for pp in shared}) == len({shape_of(pp.point) for pp in full})
