@@ -1,5 +1,5 @@
 """`python -m benchmarks all` (or one of: orchestrator, status, collect, memory, submission, fio, buffered,
-strategies, ledger, ceilings)."""
+strategies, ledger, ceilings; `projection` runs only when named: a 20 GiB checkpoint)."""
 
 from __future__ import annotations
 
@@ -65,6 +65,10 @@ def main(argv: list[str]) -> int:
         from benchmarks import ceiling_vs_fio
 
         ceiling_vs_fio.main(["--repeat", str(repeat)])
+    if which == "projection":  # not in `all`: a 20 GiB checkpoint, ~45 GiB of scratch disk, minutes
+        from benchmarks import projection_bench
+
+        projection_bench.main()
     return 0
 
 

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 from studyctl.attempt.paths import StudyPaths
 from studyctl.attempt.records import Update
 from studyctl.backends.base import check_name as check_backend
-from studyctl.definition.ceilings import with_ceilings
+from studyctl.definition.auxiliary import with_auxiliary
 from studyctl.definition.expand import iter_points
 from studyctl.definition.modelinfo import model_rows
 from studyctl.definition.needs import BLOCKS_ON, RESTORE_AT
@@ -61,7 +61,7 @@ class Plan:
         from studyctl.backends.capacity import Judge
 
         self.summary, self._judge = PlanSummary(), Judge(self.sweep, backend_class(self.backend))  # counted once
-        for row in plan_rows(_judged(with_ceilings(self.sweep, iter_points(self.sweep)), self._judge), self.sweep):
+        for row in plan_rows(_judged(with_auxiliary(self.sweep, iter_points(self.sweep)), self._judge), self.sweep):
             self.summary.add(row)
             yield row
 
@@ -71,6 +71,15 @@ class Plan:
             return plan_capacity(self.sweep, self.summary, self.backend)
         judgement = self._judge.verdict(self.summary)
         return judgement.refusals + judgement.warnings, judgement.notes
+
+    def projection_lines(self, results: Path = Path("results")) -> list[str]:
+        """Per resource shape: the full-size time an earlier run of this study predicts (its fit, band and scale),
+        else what calibration will measure (the analysis stack loads only where an earlier collect left tables)."""
+        from studyctl.analysis.projection_plan import projection_lines
+        from studyctl.definition.calibration import shape_calibrations
+
+        table = StudyPaths((results / self.sweep.study).resolve()).tables / "checkpoints.parquet"
+        return projection_lines(shape_calibrations(self.sweep, iter_points(self.sweep)), table)
 
     def check_budget(self, budget_node_hours: float | None) -> None:
         """The same refusal (exit 1) `submit` gives before it records or runs anything."""
@@ -96,7 +105,7 @@ def plan_capacity(sweep: Any, summary: Any, backend: str) -> tuple[list[str], li
     from studyctl.backends.base import backend_class
     from studyctl.backends.capacity import judge
 
-    judgement = judge(sweep, backend_class(backend), with_ceilings(sweep, iter_points(sweep)), summary)
+    judgement = judge(sweep, backend_class(backend), with_auxiliary(sweep, iter_points(sweep)), summary)
     return judgement.refusals + judgement.warnings, judgement.notes
 
 

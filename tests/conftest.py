@@ -19,6 +19,7 @@ filesystems:
 repetitions: 2
 checkpoint: {{scale: 0.004, writes: 2, reads: {reads}, buffer_mib: 4, block_mib: 4}}
 ceilings: off  # its 16 measure points alone (tests/integration/test_ceilings.py collects a study with ceilings)
+calibration: {{enabled: false}}
 """
 
 

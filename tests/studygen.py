@@ -30,7 +30,7 @@ def sweep_text(name: str, points: int, data_dir: Path) -> str:
             "matrix: {zero_stage: [0, 1, 2, 3], io_mode: [buffered, direct], nodes: [1, 2, 4, 8, 16]}\n"
             f"repetitions: {points // POINTS_PER_REPETITION}\n"
             f"filesystems: {{scratch: {{path: {data_dir}}}}}\n"
-            "checkpoint: {scale: 0.001, writes: 1, reads: 1}\n")
+            "checkpoint: {scale: 0.001, writes: 1, reads: 1}\ncalibration: {enabled: false}\n")
 
 
 def build_study(results: Path, points: int, name: str = "status-bench") -> StudyPaths:

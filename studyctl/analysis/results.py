@@ -99,8 +99,8 @@ def _rows_from_result(r: Result, path: Path) -> dict[str, Any]:
     rows = {"checkpoints": checkpoints, "ranks": ranks, "info": _info(r, path), "training": None}
     if p.role == "ceiling":  # a property of the shape, never a cell: its own table, joined to cells by shape
         return {**rows, "checkpoints": [], "ranks": [], "ceiling": ceiling_row(r)}
-    if p.role != "measure":  # calibration: kept apart for the projection, out of every cell
-        return {**rows, "checkpoints": [], "ranks": [], p.role: checkpoints}
+    if p.role != "measure":  # calibration: the projections' fit reads its checkpoints (by role); never a cell
+        return {**rows, "ranks": []}
     return {**rows, "training": point_cost_row(r, base)}
 
 

@@ -1,8 +1,8 @@
 """Rows from result files → tidy tables (pandas), units in column names.
 
 Tables, written as CSV and Parquet under `results/<study>/tables/`:
-  checkpoints  one row per point × phase × checkpoint: the observations
-  points       one row per point × phase: one repetition's figures over its checkpoints
+  checkpoints  one row per point × phase × checkpoint: the observations (calibration runs too, by `role`)
+  points       one row per measure point × phase: one repetition's figures over its checkpoints
   summary      one row per cell × phase: statistics over repetitions, adequacy flags
   ranks        one row per point × phase × checkpoint × rank that moved bytes (stragglers)
 
@@ -28,6 +28,7 @@ import pandas as pd
 from studyctl.analysis.adequacy import cell_flags
 from studyctl.analysis.cells import DERIVED, identity_columns
 from studyctl.analysis.hardware import add_hardware, ceilings_table, stated_peaks
+from studyctl.analysis.projection_table import add_projections, fit_all, measured, point_factors
 from studyctl.analysis.results import RANK_CONTEXT, RANK_FIELDS, Failure, LoadedRows, Problem, load_rows
 from studyctl.analysis.stats import describe, total_over_total
 from studyctl.analysis.training_cells import cost_cells, summary_flags
@@ -106,9 +107,6 @@ def _cell_record(key: tuple, group_cols: list[str], g: pd.DataFrame) -> dict[str
             rec[col] = g[col].iloc[0]
     rec["simulated_nodes"] = bool(g["simulated_nodes"].fillna(False).any()) if "simulated_nodes" in g else False
     rec["per_node_GiBps"] = rec[HEADLINE] / rec["nodes"] if rec.get("nodes") else float("nan")
-    nominal = phase_nominal_bytes(rec)
-    rec["projected_full_size_s"] = (nominal / GIB / rec[HEADLINE]) if nominal and rec[HEADLINE] > 0 \
-        else float("nan")
     return rec
 
 
@@ -224,13 +222,16 @@ def _tables(paths: StudyPaths, loaded: LoadedRows, extra_checkpoints: pd.DataFra
     if extra_checkpoints is not None and not extra_checkpoints.empty:
         parts = [checkpoints, extra_checkpoints] if not checkpoints.empty else [extra_checkpoints]
         checkpoints = pd.concat(parts, ignore_index=True)
-    points = summarize_points(checkpoints)
+    # every run feeds the projections' fit (`checkpoints` keeps them all, with their role); only measure points
+    # are points and cells of the study (calibration points are the fit's, ceiling points the shape's)
+    fits = fit_all(checkpoints)
+    points = summarize_points(checkpoints[measured(checkpoints)].reset_index(drop=True))
     training = training_table([r["training"] for r in loaded.rows if r.get("training")],
-                              load_training(paths.sweep_copy))
+                              load_training(paths.sweep_copy), point_factors(checkpoints, phase_nominal_bytes, fits))
     ranks = _ranks_frame(loaded.rows)
     ceilings = ceilings_table([r["ceiling"] for r in loaded.rows if r.get("ceiling")])
-    summary = add_hardware(summarize_cells(points), ranks, checkpoints, training, ceilings,
-                           stated_peaks(paths.sweep_copy))
+    summary = add_hardware(add_projections(summarize_cells(points), checkpoints, phase_nominal_bytes, fits), ranks,
+                           checkpoints[measured(checkpoints)], training, ceilings, stated_peaks(paths.sweep_copy))
     return Tables(checkpoints, points, summary, ranks, loaded.problems, loaded.failures,
                   {r["info"]["point_id"]: r["info"] for r in loaded.rows}, loaded.files_read, loaded.files_cached,
                   loaded.left_out, training, cost_cells(training, summary_flags(summary)), ceilings)

@@ -1,9 +1,10 @@
 """The training table per cell: every cost figure's mean with a 95% CI over repetitions, and the flags.
 
 A cell is the summary's cell (`cell_key`); figures are computed per repetition (projected) and then pooled, so a
-CI carries through projection and the model. Flags: the summary's adequacy flags of the cell's write and read
-rows, plus what makes a cost figure hard to act on (`adequacy.cost_flags`). Rankings of strategies are stated
-only where the CIs separate them.
+CI carries through projection and the model; where the projection is fitted, `<figure>_lo` / `_hi` are the fit's
+95% band (the mean over repetitions of each end), beside the CI. Flags: the summary's adequacy flags of the
+cell's write and read rows, plus what makes a cost figure hard to act on (`adequacy.cost_flags`). Rankings of
+strategies are stated only where the CIs separate them.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import pandas as pd
 from studyctl.analysis.adequacy import MEMORY_TIER, NO_FAILURE_RESTORE, cost_flags
 from studyctl.analysis.cells import SETTINGS, describe_cell, independent, varying
 from studyctl.analysis.stats import t_quantile_975
+from studyctl.analysis.training_cost import BAND_FIGURES
 from studyctl.analysis.values import missing
 
 # Figures pooled per cell, each with `<name>_ci95` (half-width) beside its mean.
@@ -29,7 +31,7 @@ FIRST = ("strategy", "restore", "tier_fstype", "replaced_nodes", "simulated_node
 ANY = ("projected", "contention")
 # Settings that apply to some strategies only: a ranking compares strategies across them, naming them.
 STRATEGY_ONLY = ("replaced_nodes", "drain", "tier_keep", "tier", "step_s", "compute", "allreduce_mib")
-JOINED = ("restore_source", "relaunch_source")
+JOINED = ("restore_source", "relaunch_source", "projection_basis")
 
 
 def _ci(grouped: Any, names: list[str]) -> pd.DataFrame:
@@ -52,12 +54,14 @@ def cost_cells(training: pd.DataFrame, summary_flags: dict[str, str] | None = No
     first = [c for c in dict.fromkeys([*settings, *FIRST]) if c in data]
     cells = grouped[first].first().join(grouped.size().rename("n"))
     cells = cells.join(_ci(grouped, [f for f in FIGURES if f in data]))
+    bands = [f"{f}_{end}" for f in BAND_FIGURES for end in ("lo", "hi") if f"{f}_{end}" in data]
+    cells = cells.join(grouped[bands].mean())  # the fit's band, over the cell's repetitions
     # with one repetition the interference CI is the worker's own, from the ranks' step samples
     own = grouped["interference_ci_s"].mean() if "interference_ci_s" in data else np.nan
     cells["interference_s_ci95"] = cells["interference_s_ci95"].fillna(own) if "interference_s" in data else np.nan
     for c in ANY:
         cells[c] = grouped[c].any() if c in data else False
-    for c in JOINED:
+    for c in (c for c in JOINED if c in data):
         cells[c] = grouped[c].agg(lambda s: ", ".join(sorted(set(map(str, s)))))
     cells = cells.reset_index()
     for c in ("replaced_nodes", "tier_keep"):  # integer settings that a missing value made float

@@ -7,9 +7,12 @@ cost model in `studyctl.definition.training` (Daly's complete model):
   L  durable lag = the real background time (persist or drain), not capped at the interval;
   R  restart = relaunch (`training.restart_s`, else the point's measured launch time, else 0, said so) + the
      restore after a failure (tiered: one where a node lost its tier; see `failure_restore`).
-A scaled run is projected to its full-size checkpoint, each phase with its own bytes: write seconds by nominal /
-written checkpoint bytes, the restore by its nominal / measured bytes, file reads and broadcasts each by their
-own; seconds named `_measured_s` are as measured.
+A scaled run is projected to its full-size checkpoint. Where the study's runs give a fit of a phase's time
+(`analysis.projection`: fixed costs do not grow with bytes), its write seconds and its restore are multiplied by
+the fit's factor (fitted time at full size / at the run's own size), and the cost figures get the fit's 95% band
+(`<figure>_lo`, `<figure>_hi`: the model run at the band's ends); else, labelled plain scaling, each phase by its
+own bytes: write seconds by nominal / written checkpoint bytes, the restore by its nominal / measured bytes. File
+reads and broadcasts are scaled by their own bytes; seconds named `_measured_s` are as measured.
 """
 
 from __future__ import annotations
@@ -29,6 +32,9 @@ from studyctl.errors import UserError
 from studyctl.units import GIB
 
 WRITE_SECONDS = ("blocking_s", "background_s", "interference_s", "interference_ci_s", "durable_s")
+# Cost figures that carry the fit's band as `<name>_lo` / `<name>_hi`.
+BAND_FIGURES = ("blocking_s", "restore_s", "checkpoint_cost_s", "total_waste", "goodput", "daly_interval_s")
+PLAIN = "plain scaling (bytes ratio, no fit)"
 
 
 def load_training(sweep_copy: Path) -> TrainingSpec:
@@ -58,10 +64,28 @@ def _zero_nan(x: np.ndarray) -> np.ndarray:
     return np.where(np.isnan(x), 0.0, x)
 
 
-def _project(t: pd.DataFrame) -> None:
-    """Per-phase projection factors and the projected seconds (in place); `_measured_s` keeps what was measured."""
-    write = _ratio(_col(t, "nominal_checkpoint_bytes"), _col(t, "checkpoint_bytes"))
-    restore = _ratio(_col(t, "nominal_restore_bytes"), _col(t, "restore_bytes"))
+def _fitted(t: pd.DataFrame, factors: pd.DataFrame | None, phase: str, plain: np.ndarray
+            ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(factor, its band's low and high ends, has a fit) per row: the fit's where it has one, else `plain`."""
+    none = np.full(len(t), np.nan)
+    if factors is None or factors.empty:
+        return plain, none, none, np.zeros(len(t), dtype=bool)
+    f = factors[factors["phase"] == phase].drop_duplicates("point_id").set_index("point_id")
+    fitted, lo, hi = (t["point_id"].map(f[c]).to_numpy(dtype=float) for c in ("fit_factor", "fit_factor_lo",
+                                                                            "fit_factor_hi"))
+    have = ~np.isnan(fitted)
+    return np.where(have, fitted, plain), lo, hi, have
+
+
+def _project(t: pd.DataFrame, factors: pd.DataFrame | None = None) -> dict[str, np.ndarray]:
+    """Per-phase projection factors and the projected seconds (in place); `_measured_s` keeps what was measured.
+    Returns the band's factors per phase ("write_lo", ..., "restore_hi"; the central factor where no fit) and
+    "banded": the rows with a fit of either phase."""
+    write, write_lo, write_hi, write_fit = _fitted(
+        t, factors, "write", _ratio(_col(t, "nominal_checkpoint_bytes"), _col(t, "checkpoint_bytes")))
+    restore, restore_lo, restore_hi, restore_fit = _fitted(
+        t, factors, "read", _ratio(_col(t, "nominal_restore_bytes"), _col(t, "restore_bytes")))
+    t["projection_basis"] = np.where(write_fit | restore_fit, "fit (analysis.projection)", PLAIN)
     from_files = _col(t, "tier_bytes") + _col(t, "shared_bytes")
     files = _ratio(_col(t, "nominal_restore_file_bytes"), from_files)
     broadcast = _ratio(_col(t, "nominal_restore_bytes") - _col(t, "nominal_restore_file_bytes"),
@@ -77,6 +101,28 @@ def _project(t: pd.DataFrame) -> None:
         t["restore_file_GiBps"] = from_files / GIB / _col(t, "read_measured_s")
         t["broadcast_GiBps"] = _col(t, "broadcast_bytes") / GIB / _col(t, "broadcast_measured_s")
     t["nominal_broadcast_bytes"] = _col(t, "nominal_restore_bytes") - _col(t, "nominal_restore_file_bytes")
+    return {"write_lo": np.where(write_fit, write_lo, write), "write_hi": np.where(write_fit, write_hi, write),
+            "restore_lo": np.where(restore_fit, restore_lo, restore),
+            "restore_hi": np.where(restore_fit, restore_hi, restore), "banded": write_fit | restore_fit}
+
+
+def _add_bands(t: pd.DataFrame, spec: TrainingSpec, factors: dict[str, np.ndarray]) -> None:
+    """`<figure>_lo` / `<figure>_hi`: the cost model run with the seconds at each end of the fit's band (NaN
+    where the row has no fit). A shorter checkpoint lowers the waste and raises the goodput: each figure's lower
+    and upper end, whichever end of the band gives it."""
+    ends = []
+    for end in ("lo", "hi"):
+        copy = t.copy()
+        for name in WRITE_SECONDS:
+            copy[name] = _col(t, f"{name.removesuffix('_s')}_measured_s") * factors[f"write_{end}"]
+        copy["restore_s"] = _col(t, "restore_measured_s") * factors[f"restore_{end}"]
+        _add_costs(copy, spec)
+        ends.append(copy)
+    banded = factors["banded"]
+    for name in BAND_FIGURES:
+        a, b = _col(ends[0], name), _col(ends[1], name)
+        t[f"{name}_lo"] = np.where(banded, np.fmin(a, b), np.nan)
+        t[f"{name}_hi"] = np.where(banded, np.fmax(a, b), np.nan)
 
 
 def job_mtbf(spec: TrainingSpec, nodes: np.ndarray) -> np.ndarray:
@@ -157,11 +203,14 @@ def _add_costs(t: pd.DataFrame, spec: TrainingSpec) -> None:
     t["contention"] = (_col(t, "ranks_on_host") + _zero_nan(_col(t, "background_threads_on_host"))) > cores
 
 
-def training_table(rows: list[dict[str, Any]], spec: TrainingSpec) -> pd.DataFrame:
-    """One row per point: measured means, their projection to full size, and the cost model's columns."""
+def training_table(rows: list[dict[str, Any]], spec: TrainingSpec, factors: pd.DataFrame | None = None
+                   ) -> pd.DataFrame:
+    """One row per point: measured means, their projection to full size (`factors`: the fit's per point and
+    phase, `projection_table.point_factors`), and the cost model's columns with the fit's band."""
     if not rows:
         return pd.DataFrame()
     table = pd.DataFrame.from_records(rows).sort_values("point_id", kind="stable", ignore_index=True)
-    _project(table)
+    band = _project(table, factors)
     _add_costs(table, spec)
+    _add_bands(table, spec, band)
     return table

@@ -43,6 +43,11 @@ def plan(
                 if not limit or len(rows) < limit:
                     rows.append(row)
             _print_plan(planned.sweep.study, rows, planned.summary, limit)
+            lines = planned.projection_lines()
+            if lines:
+                out.print("projections to full size, per resource shape:")
+                for line in lines:
+                    out.print("  " + line)
         from studyctl.cli.capacity import print_capacity
 
         problems = print_capacity(err, planned)

@@ -12,19 +12,16 @@ import dataclasses
 import hashlib
 import json
 import os
-from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
+from studyctl.definition.ceilings_spec import CeilingsMode
 from studyctl.definition.points import Point
 from studyctl.definition.shapes import Shape, shape_of
 from studyctl.units import GIB, MIB
 
 if TYPE_CHECKING:  # the worker imports this module, never the sweep's (YAML)
-    from studyctl.definition.sweep import CeilingsMode, Estimate, SweepFile
-
-# auto: ceilings for a study of a few shapes; off: none; on: always; shared: like on, but a completed ceiling of
-# the same shape, filesystem path and nodes in another study of the same results root is reused (worker.ceiling).
+    from studyctl.definition.sweep import Estimate, SweepFile
 
 
 class _Planned(Protocol):
@@ -54,15 +51,16 @@ MEMCPY_MAX_BYTES = 256 * MIB
 PROBES = ("largest", "even")
 
 
-class _LargestPerShape:
-    """Per resource shape, the runnable measure point whose largest rank writes the most (the first on a tie)."""
+class CeilingSources:
+    """Per resource shape, the runnable measure point whose largest rank writes the most (the first on a tie): the
+    source of the shape's ceiling point (an auxiliary kind: `definition.auxiliary`)."""
 
-    def __init__(self) -> None:
+    def __init__(self, sweep: SweepFile) -> None:
+        self.mode: CeilingsMode = sweep.ceilings
         self.largest: dict[Shape, Any] = {}  # a planned point
-        self.last = -1  # the last order seen
 
     def add(self, pp: _Planned) -> None:
-        p, self.last = pp.point, max(self.last, pp.order)
+        p = pp.point
         if pp.excluded or p.role != "measure":
             return
         shape = shape_of(p)
@@ -70,28 +68,11 @@ class _LargestPerShape:
         if best is None or p.layout().bytes_per_rank_max > best.point.layout().bytes_per_rank_max:
             self.largest[shape] = pp
 
-    def ceilings(self, mode: CeilingsMode) -> list[Any]:
-        if mode == "off" or (mode == "auto" and len(self.largest) > AUTO_MAX_SHAPES):
+    def points(self, first_order: int) -> list[Any]:
+        if self.mode == "off" or (self.mode == "auto" and len(self.largest) > AUTO_MAX_SHAPES):
             return []
-        return [dataclasses.replace(pp, point=ceiling_of(pp.point), order=self.last + 1 + i)
+        return [dataclasses.replace(pp, point=ceiling_of(pp.point), order=first_order + i)
                 for i, pp in enumerate(self.largest.values())]
-
-
-def ceiling_points(sweep: SweepFile, planned: Iterable[P]) -> list[P]:
-    """One ceiling point per resource shape of the runnable measure points, in order after `planned`."""
-    shapes = _LargestPerShape()
-    for pp in planned:
-        shapes.add(pp)
-    return shapes.ceilings(sweep.ceilings)
-
-
-def with_ceilings(sweep: SweepFile, planned: Iterable[P]) -> Iterator[P]:
-    """`planned` streamed, then its ceiling points (plan streams a million points without holding them)."""
-    shapes = _LargestPerShape()
-    for pp in planned:
-        shapes.add(pp)
-        yield pp
-    yield from shapes.ceilings(sweep.ceilings)
 
 
 def ceiling_of(point: Point) -> Point:

@@ -6,15 +6,14 @@ import itertools
 import math
 import operator
 from collections.abc import Iterator
-from dataclasses import dataclass
-from enum import Enum
 from functools import lru_cache
 from typing import Any
 
 from pydantic import ValidationError
 
+from studyctl.definition.auxiliary import auxiliary_points
 from studyctl.definition.catalog import ModelSpec
-from studyctl.definition.ceilings import ceiling_points
+from studyctl.definition.planned import Exclusion, ExclusionKind, PlannedPoint
 from studyctl.definition.points import CHECKPOINT_AXES, CheckpointOptions, Point
 from studyctl.definition.strategies import strategy_problems
 from studyctl.definition.sweep import CONDITION, POINT_AXES, ZERO_ALIASES, SweepFile
@@ -23,42 +22,6 @@ from studyctl.errors import UserError
 
 OPS = {"<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge, "==": operator.eq,
        "!=": operator.ne}
-
-
-class ExclusionKind(str, Enum):
-    """Why a point does not run: the sweep's own exclude rule, or a layout that cannot exist."""
-
-    RULE = "rule"
-    INFEASIBLE = "infeasible"
-
-
-@dataclass(frozen=True)
-class Exclusion:
-    kind: ExclusionKind
-    reason: str
-
-    @property
-    def infeasible(self) -> bool:
-        return self.kind is ExclusionKind.INFEASIBLE
-
-    def describe(self) -> str:
-        """One line for tables and the ledger: infeasible layouts say so first."""
-        return f"infeasible: {self.reason}" if self.infeasible else self.reason
-
-
-@dataclass(frozen=True)
-class PlannedPoint:
-    point: Point
-    order: int  # position in run order
-    exclusion: Exclusion | None = None
-
-    @property
-    def excluded(self) -> bool:
-        return self.exclusion is not None
-
-    @property
-    def exclude_reason(self) -> str | None:
-        return self.exclusion.describe() if self.exclusion else None
 
 
 def _axis_units(sweep: SweepFile) -> tuple[list[list[dict[str, Any]]], list[str]]:
@@ -241,7 +204,7 @@ def expand(sweep: SweepFile) -> list[PlannedPoint]:
             raise UserError(f"study {sweep.study}: the matrix yields the same point twice "
                             f"(point {p.point.point_id}); remove the duplicate axis value")
         seen[p.point.point_id] = p.order
-    points += ceiling_points(sweep, points)
+    points += auxiliary_points(sweep, points)
     return points
 
 

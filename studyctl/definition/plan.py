@@ -120,7 +120,7 @@ def _sized(model: ModelSpec, par: Parallelism, nodes: int, ranks_per_node: int, 
     moved = lay.total_bytes * opts.writes + from_storage * opts.reads
     training = opts.simulated_training_s()
     snapshot = host_snapshot_bytes(model, par, ranks_per_node, opts.scale)
-    seconds = estimate.overhead_s + moved / (nodes * estimate.GiBps_per_node * GIB) + training
+    seconds = estimate.run_seconds(moved, nodes, training)
     return {
         "parameters": lay.num_parameters,
         "checkpoint_bytes": lay.total_bytes,

@@ -24,7 +24,9 @@ from pydantic import (
 )
 from pydantic.fields import FieldInfo
 
+from studyctl.definition.calibration_spec import CalibrationSetting, CalibrationSpec
 from studyctl.definition.catalog import CATALOG, DIMENSIONS, DTYPE_BYTES, MlpKind, ModelSpec, lookup
+from studyctl.definition.ceilings_spec import CeilingsSetting
 from studyctl.definition.filesystems import FILESYSTEM_KINDS, FilesystemSpec
 from studyctl.definition.names import plain_name
 from studyctl.definition.options import LocalOptions, SlurmOptions
@@ -32,16 +34,6 @@ from studyctl.definition.points import CHECKPOINT_AXES, CheckpointOptions, IoMod
 from studyctl.definition.training import TrainingSpec
 from studyctl.definition.yamlpos import Loc, line_of, load_yaml_with_lines
 from studyctl.errors import UserError
-
-# A ceiling point per resource shape (issue 18): auto (for a study of a few shapes), on, off, or shared (another
-# study's ceiling of the same shape, filesystem path and nodes is reused): studyctl.definition.ceilings.
-CeilingsMode = Literal["auto", "on", "off", "shared"]
-
-
-def _on_off(value: Any) -> Any:
-    """YAML reads a bare on / off as true / false."""
-    return {True: "on", False: "off"}.get(value, value) if isinstance(value, bool) else value
-
 
 ZERO_ALIASES = {"ddp": 0, "fsdp": 3, "zero0": 0, "zero1": 1, "zero2": 2, "zero3": 3}
 DEFAULT_MAX_POINTS = 1_000_000
@@ -200,6 +192,10 @@ class Estimate(_Strict):
     host_memory_gib: float | None = Field(None, gt=0, description="memory of one node: async points whose "
                                           "host-memory snapshots do not fit are excluded as infeasible")
 
+    def run_seconds(self, moved_bytes: int, nodes: int, training_s: float = 0.0) -> float:
+        """A point's estimated run time: overhead, its bytes at the assumed rate, its simulated training."""
+        return self.overhead_s + moved_bytes / (nodes * self.GiBps_per_node * (1 << 30)) + training_s
+
 
 def _zip_group(group: dict[str, list[Any]]) -> dict[str, list[Any]]:
     for key in group:
@@ -225,7 +221,8 @@ class SweepFile(_Strict):
     checkpoint: CheckpointOptions = CheckpointOptions()
     estimate: Estimate = Estimate()
     training: TrainingSpec = TrainingSpec()
-    ceilings: Annotated[CeilingsMode, BeforeValidator(_on_off)] = "auto"  # issue 18: definition.ceilings
+    ceilings: CeilingsSetting = "auto"  # a ceiling point per resource shape (issue 18): definition.ceilings
+    calibration: CalibrationSetting = CalibrationSpec()  # larger-scale runs projections are fitted from (issue 21)
     local: LocalOptions = LocalOptions()
     slurm: SlurmOptions = SlurmOptions()
 

@@ -31,6 +31,7 @@ filesystems:
   beside: {{path: {beside}}}
 checkpoint: {{scale: 0.0001, writes: 10, reads: 10, buffer_mib: 4, block_mib: 1}}
 local: {{timeout_s: 600}}
+calibration: {{enabled: false}}  # the four MLPerf-shaped points only
 """
 
 

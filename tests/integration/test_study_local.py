@@ -37,6 +37,7 @@ repetitions: {reps}
 checkpoint: {{scale: {scale}, writes: {writes}, reads: 2, buffer_mib: 4, block_mib: 4}}
 local: {{max_concurrent: 1, timeout_s: {timeout}}}
 estimate: {{overhead_s: 0, GiBps_per_node: 1000}}  # these points take seconds: a short timeout is not refused
+calibration: {{enabled: false}}  # counts of points below are the measure points
 """
 
 

@@ -16,6 +16,7 @@ filesystems:
   shared: {{path: {fs}}}
   tier: {{path: {tier}, kind: local}}
 checkpoint: {{scale: 0.002, writes: 2, reads: 1, buffer_mib: 4, block_mib: 4, tier: tier}}
+calibration: {{enabled: false}}  # the plain-scaling arithmetic: no second scale to fit from
 training: {{step_s: 0.02, simulated_step: {{compute_s: 0.02}}, interval_steps: 3000, node_mtbf_h: 2000, nodes: 64}}
 """
 

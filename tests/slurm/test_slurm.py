@@ -48,6 +48,7 @@ def sweep_file(tmp_path: Path, name: str, body: str, fs: Path | None = None) -> 
     path.write_text(f"""\
 study: {name}
 models: [gpt2-125m]
+calibration: {{enabled: false}}
 filesystems:
   shared: {{path: {fs}}}
 {default}{body}""")

@@ -32,6 +32,7 @@ filesystems:
 checkpoint: {{scale: 0.01, writes: {writes}, reads: 1, buffer_mib: 4, block_mib: 4, tier: nodetmp, tier_keep: 2}}
 training: {{simulated_step: {{compute_s: 0.05}}}}
 slurm: {{partition: debug, time_limit_min: {minutes}}}
+calibration: {{enabled: false}}
 estimate: {{overhead_s: 0, GiBps_per_node: 1000}}  # seconds of I/O: the limit is not refused up front
 ceilings: off
 """

@@ -43,6 +43,7 @@ checkpoint: {{scale: 0.002, writes: 2, reads: 1, buffer_mib: 4, block_mib: 4, ti
 training: {{simulated_step: {{compute_s: 0.05}}, interval_min: 10, node_mtbf_h: 10000}}
 slurm: {{partition: debug, time_limit_min: 3}}
 ceilings: off
+calibration: {{enabled: false}}
 """)
     proc = cli(tmp_path, "sweep", "submit", str(sweep), "--backend", "slurm")
     assert proc.returncode == 0, proc.stderr

@@ -29,6 +29,7 @@ filesystems:
 checkpoint: {{scale: 0.001, writes: 1, reads: 1, buffer_mib: 4, block_mib: 4}}
 local: {{timeout_s: {timeout}}}
 ceilings: {ceilings}
+calibration: {{enabled: false}}
 """
 
 

@@ -10,7 +10,8 @@ from typing import Any
 import pytest
 
 from studyctl import api
-from studyctl.definition.ceilings import AUTO_MAX_SHAPES, MEMCPY_MAX_BYTES, ceiling_points, probe_bytes, with_ceilings
+from studyctl.definition.auxiliary import auxiliary_points, with_auxiliary
+from studyctl.definition.ceilings import AUTO_MAX_SHAPES, MEMCPY_MAX_BYTES, probe_bytes
 from studyctl.definition.expand import expand, iter_points
 from studyctl.definition.plan import plan_rows, summarize_plan
 from studyctl.definition.shapes import shape_of
@@ -59,9 +60,10 @@ def test_the_ceilings_setting(mode: str, shapes: int, expected: int) -> None:
     sweep = _sweep(ceilings=mode, matrix={"nodes": list(range(1, shapes + 1))})
     planned = expand(sweep)
     assert sum(pp.point.role == "ceiling" for pp in planned) == expected
-    streamed = list(with_ceilings(sweep, iter_points(sweep)))  # plan's streamed rows hold the same points
+    streamed = list(with_auxiliary(sweep, iter_points(sweep)))  # plan's streamed rows hold the same points
     assert [pp.point.point_id for pp in streamed] == [pp.point.point_id for pp in planned]
-    assert ceiling_points(sweep, [pp for pp in planned if pp.point.role == "measure"]) == \
+    measure = [pp for pp in planned if pp.point.role == "measure"]
+    assert [pp for pp in auxiliary_points(sweep, measure) if pp.point.role == "ceiling"] == \
         [pp for pp in planned if pp.point.role == "ceiling"]
 
 

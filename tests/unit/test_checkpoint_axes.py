@@ -69,7 +69,7 @@ def test_checkpoint_axes_cross_zip_and_exclude() -> None:
     data = {**SWEEP, "matrix": {"block_mib": [4, 8], "fsync": [True, False]},
             "zip": [{"restore": ["rank", "full"], "rank_shift": [0, 1]}],
             "exclude": [{"block_mib": 8, "fsync": False}]}
-    points = expand(parse_sweep(data, Path("s.yaml")))
+    points = [pp for pp in expand(parse_sweep(data, Path("s.yaml"))) if pp.point.role == "measure"]
     seen = {(p.point.checkpoint.block_mib, p.point.checkpoint.fsync, p.point.checkpoint.restore,
              p.point.checkpoint.rank_shift, p.excluded) for p in points}
     assert len(points) == 8 and len(seen) == 8

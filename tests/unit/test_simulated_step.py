@@ -31,7 +31,7 @@ def points(tmp_path: Path, **changes: Any) -> list[Point]:
         data[key] = {**data.get(key, {}), **value}
     path = tmp_path / "s.yaml"
     path.write_text(yaml.safe_dump(data))
-    return [pp.point for pp in expand(load_sweep(path))]
+    return [pp.point for pp in expand(load_sweep(path)) if pp.point.role == "measure"]
 
 
 def test_the_simulated_step_and_not_the_real_step_reaches_background_points(tmp_path) -> None:

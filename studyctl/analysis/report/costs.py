@@ -12,6 +12,7 @@ import pandas as pd
 
 from studyctl.analysis.tables import Tables
 from studyctl.analysis.training_cells import display_axes, strategy_rankings
+from studyctl.analysis.training_cost import PLAIN
 from studyctl.units import format_bytes
 
 
@@ -55,11 +56,26 @@ def _scale(t: pd.DataFrame) -> list[tuple[str, str]]:
     written = ", ".join(dict.fromkeys(format_bytes(b) for b in _distinct(t, "checkpoint_bytes")[:4]))
     rows.append(("bytes", f"scale {scales}: nominal (full-size) checkpoint {nominal}; written {written}"))
     if bool(t["projected"].any()):
-        rows.append(("projections", "seconds at the full-size checkpoint at the bandwidth measured, each phase "
-                     "with its own bytes: blocked, interference, background and durable lag × nominal / written "
-                     "checkpoint bytes; the restore × its nominal / measured bytes (file reads and broadcasts "
-                     "each by their own). Every figure is then computed per repetition and pooled (95% CI)."))
+        rows.append(("projections", _projections(t)))
     return rows
+
+
+def _projections(t: pd.DataFrame) -> str:
+    """How the seconds were brought to full size: the fit where the study's runs give one, else plain scaling."""
+    fitted = "projection_basis" in t and bool((t["projection_basis"] != PLAIN).any())
+    plain = "projection_basis" not in t or bool((t["projection_basis"] == PLAIN).any())
+    parts = []
+    if fitted:
+        parts.append("fitted (fixed + per file + bytes / bandwidth, per resource shape, from runs at two or more "
+                     "scales, calibration points included): blocked, interference, background and durable lag, and "
+                     "the restore, × fitted full-size time / fitted time at the run's size; the figures' `_lo`/`_hi` "
+                     "columns are the fit's 95% band")
+    if plain:
+        parts.append("plain scaling where no fit exists (time assumed ∝ bytes, pessimistic where fixed costs "
+                     "dominate the small run): the same seconds × nominal / written checkpoint bytes, the restore × "
+                     "its nominal / measured bytes")
+    return ("; ".join(parts) + "; file reads and broadcasts each by their own bytes. Every figure is then "
+            "computed per repetition and pooled (95% CI).")
 
 
 def _steps(t: pd.DataFrame) -> str:

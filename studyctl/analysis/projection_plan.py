@@ -1,0 +1,48 @@
+"""What `plan` says about projections to full size, per resource shape: the fit an earlier run of the same study
+gives (predicted full-size time with its band, and the scale it rests on), else what calibration will measure.
+
+Reads the study's `tables/checkpoints.parquet` from an earlier `collect`; only then is the analysis stack loaded.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from studyctl.definition.calibration import ShapeCalibration
+
+if TYPE_CHECKING:
+    from studyctl.analysis.projection import Fit
+    from studyctl.analysis.projection_table import FitKey
+
+
+def projection_lines(shapes: list[ShapeCalibration], checkpoints_table: Path | None) -> list[str]:
+    fits = _earlier_fits(checkpoints_table)
+    lines = []
+    for s in shapes:
+        found = sorted(((k, f) for k, f in fits.items() if k[0] == s.shape and k[2] in ("studyctl", None)),
+                       key=lambda kf: str(kf[0][1:]))
+        if found:
+            for key, f in found:
+                p = f.predict(s.files_per_rank, s.full_bytes_per_rank)
+                flag = " (flagged: far beyond what was measured)" if p.beyond_reach else ""
+                strategy = "" if key[3] in ("sync", None) else f", {key[3]}"
+                lines.append(f"{s.shape} {key[1]}{strategy}: {s.source} at full size ~{p.seconds:.1f} s "
+                             f"[{p.low_s:.1f}, {p.high_s:.1f}] (95%), from an earlier run: {p.basis}{flag}")
+        elif s.scales:
+            lines.append(f"{s.shape}: measured up to scale {s.measured_scale:g}; calibration adds {s.points} "
+                         f"points of {s.source} at scales {', '.join(f'{x:g}' for x in s.scales)} to fit from")
+        else:
+            lines.append(f"{s.shape}: measured up to scale {s.measured_scale:g}; no calibration points "
+                         "(calibration off, at or above calibration.below_scale, or over its bounds)")
+    return lines
+
+
+def _earlier_fits(path: Path | None) -> dict[FitKey, Fit]:
+    if path is None or not path.is_file():
+        return {}
+    import pandas as pd
+
+    from studyctl.analysis.projection_table import fit_all
+
+    return fit_all(pd.read_parquet(path))

@@ -1,0 +1,161 @@
+"""Calibration points: a few runs at larger scales, per resource shape, that projections to full size are fitted
+from (issue 21; the fit is `studyctl.analysis.projection`).
+
+A small checkpoint's time is mostly fixed costs, so bytes over a scaled-down run's bandwidth overstates the
+full-size time. A shape whose largest measured scale is below `calibration.below_scale` gets, from its largest
+checkpoint (its biggest measure point), `calibration.scales` extra scales up to `calibration.max_scale`, evenly
+spaced on a log axis, each run `calibration.repetitions` times (at most the study's). Each is bounded: its disk
+need by `max_disk_gib` (its scale lowered to fit), its workers by `estimate.host_memory_gib`, and all of them
+together by a time budget, `budget_share` of the measure points' estimated run time or `budget_s` seconds
+(`Estimate.run_seconds`), spent first on every shape's largest scale that fits, then on the others. Shapes with
+measure points at or above the threshold already have their calibration and get none.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from studyctl.definition.calibration_spec import CalibrationSpec
+from studyctl.definition.planned import PlannedPoint
+from studyctl.definition.points import Point, restore_bytes
+from studyctl.definition.shapes import Shape, shape_of
+from studyctl.definition.strategies import host_snapshot_bytes, memory_per_host_bytes
+from studyctl.units import GIB
+
+if TYPE_CHECKING:
+    from studyctl.definition.sweep import SweepFile
+
+# A lowered scale must still be this many times the largest measured one to tell the fit anything new.
+MIN_SPREAD = 1.5
+
+
+class CalibrationSources:
+    """An auxiliary kind (`definition.auxiliary`): what calibration needs of the measure points, gathered as they
+    stream past: per shape its largest scale and its largest checkpoint, and the measure points' estimated run time
+    (for `budget_share`)."""
+
+    def __init__(self, sweep: SweepFile) -> None:
+        self.sweep = sweep
+        self.top: dict[Shape, float] = {}
+        self.source: dict[Shape, tuple[int, Point]] = {}
+        self.seconds = 0.0
+
+    def add(self, pp: PlannedPoint) -> None:
+        point = pp.point
+        if pp.excluded or point.role != "measure":
+            return
+        shape = shape_of(point)
+        self.top[shape] = max(self.top.get(shape, 0.0), point.checkpoint.scale)
+        size = point.layout().total_bytes
+        if shape not in self.source or size > self.source[shape][0]:
+            self.source[shape] = (size, point)
+        self.seconds += _seconds(point, self.sweep)
+
+    def points(self, first_order: int) -> list[PlannedPoint]:
+        """Within the budget, first every shape's largest scale that fits it (the one that reaches furthest), then
+        the shapes' other scales; points in shape order, scales ascending, `order` after the measure points."""
+        spec = self.sweep.calibration
+        if not spec.enabled:
+            return []
+        budget = spec.budget_s or spec.budget_share * self.seconds
+        options = {shape: self._options(shape) for shape in sorted(self.source)}
+        chosen: dict[Shape, list[list[Point]]] = {shape: [] for shape in options}
+        for first_pass in (True, False):
+            for shape, runs in options.items():
+                for copies in reversed(runs):
+                    cost = sum(_seconds(p, self.sweep) for p in copies)
+                    if copies in chosen[shape] or cost > budget:
+                        continue
+                    chosen[shape].append(copies)
+                    budget -= cost
+                    if first_pass:
+                        break
+        made = [p for shape in chosen for copies in sorted(chosen[shape], key=lambda c: c[0].checkpoint.scale)
+                for p in copies]
+        return [PlannedPoint(p, first_order + i) for i, p in enumerate(made)]
+
+    def _options(self, shape: Shape) -> list[list[Point]]:
+        """The shape's calibration runs (each scale's repetitions), within disk and memory, scales ascending."""
+        spec, top, source = self.sweep.calibration, self.top[shape], self.source[shape][1]
+        if top >= spec.below_scale:
+            return []  # measured at a large enough scale already: its own points are its calibration
+        runs = []
+        for scale in ladder(top, spec):
+            fitted = _bounded(source, scale, spec, self.sweep)
+            if fitted is not None and fitted >= MIN_SPREAD * top:
+                reps = min(spec.repetitions, self.sweep.repetitions)
+                runs.append([calibration_copy(source, fitted, rep) for rep in range(reps)])
+        return runs
+
+    def shapes(self, made: list[PlannedPoint]) -> list[ShapeCalibration]:
+        """Per shape: what its projections to full size will rest on."""
+        out = []
+        for shape in sorted(self.source):
+            source = self.source[shape][1]
+            mine = [pp.point.checkpoint.scale for pp in made if shape_of(pp.point) == shape]
+            full = source.nominal_layout()
+            writers = max(1, full.writer_ranks)
+            out.append(ShapeCalibration(shape.key, self.top[shape], tuple(sorted(set(mine))), len(mine),
+                                        f"{source.model.name} ZeRO-{source.zero_stage}", full.total_bytes / writers,
+                                        full.files_per_checkpoint / writers))
+        return out
+
+
+@dataclass(frozen=True)
+class ShapeCalibration:
+    """What a shape's projections rest on: its largest measured scale and the calibration scales it adds; and its
+    largest checkpoint at full size per writing rank (what `plan` projects, where an earlier run gives a fit)."""
+
+    shape: str  # Shape.key
+    measured_scale: float
+    scales: tuple[float, ...]  # calibration scales (empty: none)
+    points: int  # calibration points, repetitions included
+    source: str  # the checkpoint they run: model and ZeRO stage
+    full_bytes_per_rank: float
+    files_per_rank: float
+
+
+def shape_calibrations(sweep: SweepFile, planned: Iterable[PlannedPoint]) -> list[ShapeCalibration]:
+    sources = CalibrationSources(sweep)
+    for pp in planned:
+        sources.add(pp)
+    return sources.shapes(sources.points(0))
+
+
+def ladder(top: float, spec: CalibrationSpec) -> list[float]:
+    """`spec.scales` scales from above `top` to `max_scale`, evenly spaced on a log axis (3 significant digits)."""
+    if spec.max_scale <= top:
+        return []
+    ratio = spec.max_scale / top
+    return sorted({float(f"{top * ratio ** (k / spec.scales):.3g}") for k in range(1, spec.scales + 1)})
+
+
+def calibration_copy(source: Point, scale: float, repetition: int) -> Point:
+    return source.model_copy(update={"checkpoint": source.checkpoint.model_copy(update={"scale": scale}),
+                                     "role": "calibration", "repetition": repetition})
+
+
+def _bounded(source: Point, scale: float, spec: CalibrationSpec, sweep: SweepFile) -> float | None:
+    """`scale`, lowered until the point's disk need fits `max_disk_gib`; None where its workers would not fit the
+    host memory the sweep states."""
+    point = calibration_copy(source, scale, 0)
+    need = point.checkpoint.disk_bytes_required(point.layout().total_bytes)
+    limit = spec.max_disk_gib * GIB
+    if need > limit:
+        scale = float(f"{scale * limit / need * 0.99:.3g}")
+        point = calibration_copy(source, scale, 0)
+    memory = sweep.estimate.host_memory_gib
+    if memory is not None:
+        snapshot = host_snapshot_bytes(point.model, point.parallelism, point.ranks_per_node, scale)
+        if memory_per_host_bytes(point.checkpoint, point.ranks_per_node, snapshot) > memory * GIB:
+            return None
+    return scale
+
+
+def _seconds(point: Point, sweep: SweepFile) -> float:
+    opts = point.checkpoint
+    moved = (point.layout().total_bytes * opts.writes
+             + restore_bytes(point.model, point.parallelism, opts) * opts.reads)
+    return sweep.estimate.run_seconds(moved, point.nodes, opts.simulated_training_s())

@@ -1,0 +1,90 @@
+"""The fit behind projections to full size: known fixed, per-file and per-byte parts come back, and its band covers."""
+
+from __future__ import annotations
+
+import math
+import random
+
+import pytest
+
+from studyctl.analysis.projection import MAX_REACH, Observation, fit, plain_projection
+from studyctl.units import GIB
+
+FIXED, PER_FILE, S_PER_GIB = 0.030, 0.004, 0.5  # 30 ms, 4 ms a file, 2 GiB/s per rank
+SCALES = (0.001, 0.01, 0.1)
+FULL_BYTES = 10 * GIB  # per rank at scale 1
+
+
+def truth(files: float, nbytes: float) -> float:
+    return FIXED + PER_FILE * files + S_PER_GIB * nbytes / GIB
+
+
+def runs(files: float, noise: float = 0.0, rng: random.Random | None = None, reps: int = 2) -> list[Observation]:
+    rng = rng or random.Random(0)
+    return [Observation(files, s * FULL_BYTES, truth(files, s * FULL_BYTES) * (1 + rng.gauss(0, noise)), s)
+            for s in SCALES for _ in range(reps)]
+
+
+def test_one_layout_recovers_the_bandwidth_and_one_intercept_for_fixed_and_per_file_parts() -> None:
+    f = fit(runs(files=3))
+    assert f is not None and not f.separable  # one file count: fixed and per-file parts cannot be told apart
+    assert f.coef[0] == pytest.approx(FIXED + 3 * PER_FILE)
+    assert f.coef[1] == 0.0
+    assert f.bandwidth_GiBps == pytest.approx(1 / S_PER_GIB)
+    p = f.predict(3, FULL_BYTES)
+    assert p.seconds == pytest.approx(truth(3, FULL_BYTES))
+    assert "one intercept" in p.basis and "0.001, 0.01, 0.1" in p.basis
+    assert p.largest_scale == 0.1 and p.reach == pytest.approx(10)
+
+
+def test_layouts_of_other_file_counts_separate_the_fixed_and_per_file_parts() -> None:
+    f = fit(runs(files=2) + runs(files=40))
+    assert f is not None and f.separable
+    assert f.coef == pytest.approx((FIXED, PER_FILE, S_PER_GIB))
+    assert f.predict(17, FULL_BYTES).seconds == pytest.approx(truth(17, FULL_BYTES))
+
+
+def test_the_fit_differs_from_plain_scaling_where_fixed_costs_dominate_the_small_run() -> None:
+    """Plain scaling (bytes over the smallest run's bandwidth) overstates the full-size time; the fit does not."""
+    small = SCALES[0] * FULL_BYTES
+    plain = plain_projection(FULL_BYTES, small / GIB / truth(3, small), SCALES[0])
+    f = fit(runs(files=3))
+    assert plain is not None and f is not None
+    exact = truth(3, FULL_BYTES)
+    assert plain.seconds > 1.5 * exact
+    assert f.predict(3, FULL_BYTES).seconds == pytest.approx(exact)
+    assert math.isnan(plain.low_s) and "plain scaling" in plain.basis and plain.beyond_reach
+
+
+def test_the_band_covers_the_truth_under_noise() -> None:
+    """5% noise per run: the 95% prediction band at full size holds the true time in about 95% of fits, and a fit
+    from more repetitions has a narrower band."""
+    rng = random.Random(21)
+    covered, widths = 0, {2: [], 6: []}  # type: ignore[var-annotated]
+    trials = 300
+    for i in range(trials):
+        reps = 2 if i % 2 else 6
+        f = fit(runs(files=3, noise=0.05, rng=rng, reps=reps))
+        assert f is not None
+        p = f.predict(3, FULL_BYTES)
+        # one more run at full size, noisy as the others: what a prediction interval is about
+        actual = truth(3, FULL_BYTES) * (1 + rng.gauss(0, 0.05))
+        covered += p.low_s <= actual <= p.high_s
+        widths[reps].append(p.high_s - p.low_s)
+    assert 0.88 <= covered / trials <= 0.995
+    assert sum(widths[6]) / len(widths[6]) < sum(widths[2]) / len(widths[2])
+
+
+def test_no_fit_from_one_size_or_without_a_residual() -> None:
+    one_size = [Observation(3, GIB, 1.0, 0.1), Observation(3, GIB, 1.1, 0.1)]
+    assert fit(one_size) is None
+    exact_two = [Observation(3, GIB, 1.0, 0.1), Observation(3, 2 * GIB, 1.5, 0.2)]
+    assert fit(exact_two) is None  # two runs, two terms: no degree of freedom for a band
+    assert fit([*exact_two, Observation(3, 2 * GIB, 1.6, 0.2)]) is not None
+
+
+def test_a_projection_far_beyond_the_largest_measured_size_is_flagged() -> None:
+    f = fit(runs(files=3))
+    assert f is not None
+    assert not f.predict(3, MAX_REACH * 0.1 * FULL_BYTES).beyond_reach
+    assert f.predict(3, MAX_REACH * 0.2 * FULL_BYTES).beyond_reach
