@@ -8,13 +8,15 @@ job on the same files (fio invalidates the page cache first; direct=1 for the di
 The worker writes one checkpoint of a ZeRO-3 layout (two files per rank, model + optimizer shard)
 scaled so each rank writes `--gib-per-rank` GiB, then restores it cold (fadvise or O_DIRECT).
 
-Like for like on this VM (issue 18): memory freed for more than ~2 s is handed back to the host (virtio-balloon
-free page reporting), and a buffered write into it runs at a third of the rate (benchmarks/page_gap.py). fio
-used to start within milliseconds of the last files' deletion, the worker seconds later (MPI launch, imports):
-fio wrote into memory the host still backed, the worker into memory it had to take back. Every measured run
-(fio before, the worker, fio after) now starts `--settle-s` after the last deletion, so all three write into
-the same state. `--loads 0,2`: each pattern quiet, then beside N busy processes the benchmark starts and ends.
-The worker's slowest write rank's split (issue 18: open, transfer, fsync, close, other) is printed beside.
+Like for like on this VM (issue 18): memory freed is handed back to the host bit by bit from ~2 s on
+(virtio-balloon free page reporting), and a buffered write into memory the host must back again runs at a third
+of the rate or less, the longer the memory sat free the slower (benchmarks/page_gap.py). fio used to start
+within milliseconds of the last files' deletion, the worker 1-3 s later (MPI launch, imports, its buffer): fio
+wrote into memory the host still backed, the worker into memory it had to take back. Now each fio run starts
+its write as long after the last deletion as the worker's did (the worker's gap, from the deletion to its
+write's step directory appearing, measured on every run; a first unmeasured worker run calibrates it), so all
+three write into the same state. `--loads 0,2`: each pattern quiet, then beside N busy processes the benchmark
+starts and ends. The worker's slowest write rank's split (issue 18) is printed beside.
 """
 
 from __future__ import annotations
@@ -53,14 +55,15 @@ def fio(directory: Path, rw: str, ranks: int, size: int, block: int, direct: boo
     return float(job["read" if rw == "read" else "write"]["bw_bytes"])
 
 
-SETTLE_S = 3.0  # > the 2 s after which this VM reports freed memory to the host (page_reporting_delay)
+POLL_S = 0.002  # how often the benchmark looks for the worker's first step directory
 
 
-def fio_pair(directory: Path, ranks: int, size: int, block: int, direct: bool, settle_s: float = 0.0
+def fio_pair(directory: Path, ranks: int, size: int, block: int, direct: bool, gap_s: float = 0.0
              ) -> tuple[float, float]:
+    """fio's write `gap_s` after the caller's last deletion, then its cold read; its files deleted after."""
     shutil.rmtree(directory, ignore_errors=True)
     directory.mkdir(parents=True)
-    time.sleep(settle_s)
+    time.sleep(gap_s)
     write = fio(directory, "write", ranks, size, block, direct)
     read = fio(directory, "read", ranks, size, block, direct)
     shutil.rmtree(directory, ignore_errors=True)
@@ -89,18 +92,27 @@ def worker_task(root: Path, ranks: int, gib_per_rank: float, block_mib: int, io_
 Split = dict[str, float]
 
 
-def worker_pair(task: Path, ranks: int, settle_s: float = 0.0) -> tuple[float, float, Split]:
-    """(write B/s, read B/s, the slowest write rank's split)."""
-    time.sleep(settle_s)
-    proc = subprocess.run([MPIEXEC, "-n", str(ranks), sys.executable, "-m", "worker", str(task)], capture_output=True,
-                          text=True)
+def worker_pair(task: Path, ranks: int) -> tuple[float, float, Split, float]:
+    """(write B/s, read B/s, the slowest write rank's split, gap): gap is the time from this call (right after the
+    caller's last deletion) to the worker's first step directory: when its write starts, give or take the
+    off-clock stamping of its buffer."""
+    began = time.monotonic()
+    proc = subprocess.Popen([MPIEXEC, "-n", str(ranks), sys.executable, "-m", "worker", str(task)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    gap = 0.0
+    while not gap and proc.poll() is None:
+        if any((task.parent / "data").glob("*/*/global_epoch1_step1")):
+            gap = time.monotonic() - began
+        time.sleep(POLL_S)
+    _, err = proc.communicate()
     if proc.returncode:
-        raise RuntimeError(proc.stderr[-2000:])
+        raise RuntimeError(err[-2000:])
     result = json.loads((task.parent / "out" / "result.json").read_text())
     by_phase = {c["phase"]: c["aggregate_GiBps"] * GIB for c in result["checkpoints"]}
     write = next(c for c in result["checkpoints"] if c["phase"] == "write")
     slowest = max(write["ranks"], key=lambda r: r["duration_s"])
-    return by_phase["write"], by_phase["read"], {"duration_s": slowest["duration_s"], **(slowest["split"] or {})}
+    return (by_phase["write"], by_phase["read"], {"duration_s": slowest["duration_s"], **(slowest["split"] or {})},
+            gap)
 
 
 @contextlib.contextmanager
@@ -119,22 +131,23 @@ Run = tuple[float, float, float, Split]  # (ratio, worker B/s, fio B/s, worker's
 
 
 def measure(root: Path, mode: str, ranks: int, gib_per_rank: float, block_mib: int, repeat: int,
-            settle_s: float = SETTLE_S, buffer_mib: int = 64, max_spread: float = 0.15) -> dict[str, list[Run]]:
-    """(ratio, worker B/s, fio B/s, split) per valid run, per phase."""
+            buffer_mib: int = 64, max_spread: float = 0.15) -> dict[str, list[Run]]:
+    """(ratio, worker B/s, fio B/s, split with the gap) per valid run, per phase; fio gets the worker's gap."""
     task, per_rank = worker_task(root / f"{mode}-{ranks}", ranks, gib_per_rank, block_mib, mode, buffer_mib)
     fio_dir = root / "fio"
     out: dict[str, list[Run]] = {"write": [], "read": []}
+    gap = worker_pair(task, ranks)[3]  # calibration: the worker's gap as it runs now
     tries = 0
     while min(len(v) for v in out.values()) < repeat and tries < repeat * 3:
         tries += 1
-        before = fio_pair(fio_dir, ranks, per_rank, block_mib * MIB, mode == "direct", settle_s)
-        *mine, split = worker_pair(task, ranks, settle_s)
-        after = fio_pair(fio_dir, ranks, per_rank, block_mib * MIB, mode == "direct", settle_s)
+        before = fio_pair(fio_dir, ranks, per_rank, block_mib * MIB, mode == "direct", gap)
+        *mine, split, gap = worker_pair(task, ranks)
+        after = fio_pair(fio_dir, ranks, per_rank, block_mib * MIB, mode == "direct", gap)
         for i, phase in enumerate(("write", "read")):
             ref = (before[i] + after[i]) / 2
             if abs(before[i] - after[i]) / ref > max_spread or len(out[phase]) >= repeat:
                 continue  # the disk changed under us: this run says nothing
-            out[phase].append((mine[i] / ref, mine[i], ref, split))
+            out[phase].append((mine[i] / ref, mine[i], ref, {**split, "gap_s": gap}))
     return out
 
 
@@ -148,8 +161,6 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--modes", default="buffered,direct")
     ap.add_argument("--ranks", default="2")
     ap.add_argument("--loads", default="0,2", help="busy processes beside each pattern, one pass per value")
-    ap.add_argument("--settle-s", type=float, default=SETTLE_S,
-                    help="idle time after the last deletion before every measured run (0: the old way)")
     args = ap.parse_args(argv)
     if not shutil.which("fio"):
         print("fio is not installed (apt-get install fio)", file=sys.stderr)
@@ -163,7 +174,7 @@ def main(argv: list[str] | None = None) -> int:
                     with busy(load):
                         start_load = os.getloadavg()[0]
                         res = measure(root, mode, ranks, args.gib_per_rank, args.block_mib, args.repeat,
-                                      args.settle_s, args.buffer_mib)
+                                      args.buffer_mib)
                     for phase in ("write", "read"):
                         rows.append((mode, phase, ranks, load, start_load, _stats(res[phase])))
                         print(_row(rows[-1]), flush=True)
@@ -193,8 +204,8 @@ def _row(row: tuple) -> str:
             f"(n={n}; worker {worker:.2f} GiB/s, fio {ref:.2f} GiB/s)")
     if phase == "write" and "transfer_s" in split:
         line += ("  slowest write rank s: " + " ".join(f"{k.removesuffix('_s')} {split[k]:.3f}" for k in
-                                                      ("duration_s", "open_s", "transfer_s", "fsync_s", "close_s",
-                                                       "other_s")))
+                                                      ("gap_s", "duration_s", "open_s", "transfer_s", "fsync_s",
+                                                       "close_s", "other_s")))
     return line
 
 

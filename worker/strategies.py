@@ -169,8 +169,9 @@ class WriteStrategy:
         """The timed checkpoint between idle steps; sets ph.start, ph.bytes, ph.files, ph.error, ph.end_at and
         ph.extra (a RankWrite). The idle steps' all-reduces line the ranks up, as the phase's barrier did.
         ph.split sums this rank's own files from start to its end stamp: the tier write (blocking) and the drain
-        (tiered), or the persist thread's writes (async; the snapshot copy is in `other_s`). The background part
-        runs after the blocking part on one thread at a time, so the parts stay within the rank's duration."""
+        (tiered; with drain: node the drainer's holds every file of its node it drains), or the persist thread's
+        writes (async; the snapshot copy is in `other_s`). The background part runs after the blocking part on
+        one thread at a time, so the parts stay within the rank's duration."""
         before = self.trainer.run(IDLE_STEPS)
         ph.split = io.Split()
         ph.start = self.wtime()

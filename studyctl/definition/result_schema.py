@@ -55,7 +55,7 @@ class RankTiming(_Strict):
     files: Count  # files this rank wrote or read
     duration_s: Seconds  # end_s - start_s
     bandwidth_GiBps: Rate  # this rank's own bytes / duration_s / 2^30; 0 for a rank that moved no bytes
-    split: RankSplit | None = None  # where duration_s went (None in older results and for collective phases)
+    split: RankSplit | None = None  # where duration_s went (None in older results); see worker.io.Split
 
 
 class CheckpointTiming(_Strict):
