@@ -18,7 +18,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from studyctl.definition.ceilings import PROBES, REPEATS, probe_bytes
+from studyctl.definition.ceilings import PROBES, REPEATS, probe_bytes, probes_run
 from studyctl.definition.result_schema import CeilingInfo, CheckpointTiming
 from studyctl.definition.shapes import shape_of
 from studyctl.states import FailureClass
@@ -82,7 +82,7 @@ def _measure(run: Run, setup: Setup, largest: int, even: int) -> tuple[Timings, 
     try:
         timings: Timings = {}
         for r in range(REPEATS):
-            for probe, nbytes in zip(PROBES, (largest, even), strict=True):
+            for probe, nbytes in probes_run(run.point).items():
                 for phase, timing in zip(("write", "read"), _storage(run, setup, clock, buf, r, probe, nbytes),
                                          strict=True):
                     timings.setdefault(f"{probe}-{phase}", []).append(timing)
@@ -92,6 +92,8 @@ def _measure(run: Run, setup: Setup, largest: int, even: int) -> tuple[Timings, 
     finally:
         buf.close()
     rate = {k: statistics.median(t.aggregate_GiBps for t in v) for k, v in timings.items()}
+    for phase in ("write", "read"):  # an even share equal to the largest shard was not measured twice
+        rate.setdefault(f"even-{phase}", rate[f"largest-{phase}"])
     info = CeilingInfo(shape=shape_of(run.point).key, largest_shard_bytes=largest, even_bytes=even, repeats=REPEATS,
                        storage_write_GiBps=rate["largest-write"], storage_read_GiBps=rate["largest-read"],
                        even_write_GiBps=rate["even-write"], even_read_GiBps=rate["even-read"],

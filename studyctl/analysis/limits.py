@@ -77,7 +77,7 @@ class CellFacts:
 
 @dataclass(frozen=True)
 class Verdict:
-    limit: str  # storage | imbalance | metadata | page cache | network | memory | none | unknown
+    limit: str  # storage | tier and drain | imbalance | metadata | page cache | network | memory | none | unknown
     evidence: str
 
     @property
@@ -104,7 +104,7 @@ def page_cache(c: CellFacts) -> Verdict | None:
             return Verdict("page cache", "buffered write without fsync: in memory, not durable yet")
         if over > PAGE_CACHE_MARGIN:
             return Verdict("page cache", f"buffered write at {over:.2f}× {which} ceiling, not durable yet")
-    if c.phase == "read":
+    if c.phase == "read" and c.cold_read_method != "direct":  # O_DIRECT reads never come from the page cache
         if c.cold_read_method == "none":
             return Verdict("page cache", "warm restore (no cold read): served from memory, not storage")
         if over > PAGE_CACHE_MARGIN:
@@ -116,8 +116,20 @@ def page_cache(c: CellFacts) -> Verdict | None:
 def storage(c: CellFacts) -> Verdict | None:
     s = share(c.GiBps, c.ceiling_GiBps)
     if s >= STORAGE_BOUND:
-        return Verdict("storage", f"{s:.0%} of this shape's streaming ceiling")
+        above = " (above the one-file-per-rank probe: the checkpoint's own files stream faster here)" if s > 1 else ""
+        return Verdict("storage", f"{s:.0%} of this shape's streaming ceiling{above}")
     return None
+
+
+def tier_and_drain(c: CellFacts) -> Verdict | None:
+    """A tiered checkpoint is durable only when the drain has copied it: every byte is written twice (the tier,
+    then shared storage), read once between, so its rate to durable is at most about half the streaming ceiling
+    where tier and shared storage share a device (as on one machine)."""
+    if c.phase != "write" or c.strategy != "tiered":
+        return None
+    s = share(c.GiBps, c.ceiling_GiBps)
+    return Verdict("tier and drain", f"{s:.0%} of this shape's streaming ceiling to durable: every byte written to "
+                                     "the node-local tier, read back and written again to shared storage")
 
 
 def imbalance(c: CellFacts) -> Verdict | None:
@@ -177,8 +189,8 @@ def memory(c: CellFacts) -> Verdict | None:
     return None
 
 
-RULES: tuple[Callable[[CellFacts], Verdict | None], ...] = (page_cache, storage, imbalance, metadata, network,
-                                                          memory)
+RULES: tuple[Callable[[CellFacts], Verdict | None], ...] = (page_cache, storage, tier_and_drain, imbalance,
+                                                          metadata, network, memory)
 
 
 def _nothing(c: CellFacts) -> Verdict:

@@ -30,8 +30,10 @@ def projection_lines(shapes: list[ShapeCalibration], checkpoints_table: Path | N
                 lines.append(f"{s.shape} {key[1]}{strategy}: {s.source} at full size ~{p.seconds:.1f} s "
                              f"[{p.low_s:.1f}, {p.high_s:.1f}] (95%), from an earlier run: {p.basis}{flag}")
         elif s.scales:
+            plural = "s" if len(s.scales) > 1 else ""
             lines.append(f"{s.shape}: measured up to scale {s.measured_scale:g}; calibration adds {s.points} "
-                         f"points of {s.source} at scales {', '.join(f'{x:g}' for x in s.scales)} to fit from")
+                         f"point{'s' if s.points != 1 else ''} of {s.source} at scale{plural} "
+                         f"{', '.join(f'{x:g}' for x in s.scales)} to fit from")
         else:
             lines.append(f"{s.shape}: measured up to scale {s.measured_scale:g}; no calibration points "
                          "(calibration off, at or above calibration.below_scale, or over its bounds)")

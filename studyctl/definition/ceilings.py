@@ -49,6 +49,15 @@ REPEATS = 3
 MEMCPY_MAX_BYTES = 256 * MIB
 # Storage probes move these bytes per rank, REPEATS times, written and read: largest shard, then the even share.
 PROBES = ("largest", "even")
+# The even share within this fraction of the largest shard is the same measurement (a layout already even, e.g.
+# ZeRO-3): the even probe is not run again, its figures are the largest's (half the probe's bytes saved).
+EVEN_SAME = 0.05
+
+
+def probes_run(point: Point) -> dict[str, int]:
+    """The storage probes a ceiling point runs, with their bytes per rank (the even one only where it differs)."""
+    largest, even = probe_bytes(point)
+    return {"largest": largest} if even >= largest * (1 - EVEN_SAME) else {"largest": largest, "even": even}
 
 
 class CeilingSources:
@@ -91,12 +100,12 @@ def ceiling_sized(point: Point, estimate: Estimate) -> dict[str, Any]:
     is a round of every storage probe (every rank its largest shard, then its even share), REPEATS of them."""
     largest, even = probe_bytes(point)
     world = point.world_size
-    per_round = (largest + even) * world
+    per_round = sum(probes_run(point).values()) * world
     seconds = estimate.overhead_s + ceiling_moved_bytes(point) / (point.nodes * estimate.GiBps_per_node * GIB)
     return {"checkpoint_bytes": per_round, "read_bytes_per_restore": per_round,
             "storage_read_bytes_per_restore": per_round, "broadcast_bytes_per_restore": 0,
             "writes": REPEATS, "reads": REPEATS, "bytes_per_rank_max": largest, "bytes_per_rank_min": even,
-            "files_per_checkpoint": 2 * world, "disk_bytes_needed": max(largest, even) * world,
+            "files_per_checkpoint": len(probes_run(point)) * world, "disk_bytes_needed": max(largest, even) * world,
             "disk_bytes_required": int(max(largest, even) * world * (1 + point.checkpoint.free_space_margin)),
             "worker_memory_per_host_bytes": ceiling_memory_bytes(point, point.ranks_per_node),
             "worker_memory_per_point_bytes": ceiling_memory_bytes(point, world), "simulated_training_s": 0.0,
@@ -105,9 +114,9 @@ def ceiling_sized(point: Point, estimate: Estimate) -> dict[str, Any]:
 
 
 def ceiling_moved_bytes(point: Point) -> int:
-    """Bytes a ceiling point's storage probes write and read: every rank its largest shard and its even share,
-    REPEATS rounds (what its run time is estimated from)."""
-    return 2 * sum(probe_bytes(point)) * point.world_size * REPEATS
+    """Bytes a ceiling point's storage probes write and read: every rank its largest shard and (where it differs)
+    its even share, REPEATS rounds (what its run time is estimated from)."""
+    return 2 * sum(probes_run(point).values()) * point.world_size * REPEATS
 
 
 def copy_piece(largest: int) -> int:

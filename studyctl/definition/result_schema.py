@@ -221,7 +221,7 @@ class CeilingInfo(_Strict):
     repeats: Count  # measurements per probe
     storage_write_GiBps: Rate  # one file of largest_shard_bytes per rank, written and fsynced
     storage_read_GiBps: Rate  # the same files read back cold
-    even_write_GiBps: Rate  # one file of even_bytes per rank
+    even_write_GiBps: Rate  # one file of even_bytes per rank (the largest's figure where even is within EVEN_SAME)
     even_read_GiBps: Rate
     # MPI point-to-point between ranks on different nodes (None: one node); on simulated nodes (the local backend,
     # provenance.simulated_nodes) this and the broadcast are the machine's shared memory through MPI, not a network

@@ -11,7 +11,7 @@ import pytest
 
 from studyctl import api
 from studyctl.definition.auxiliary import auxiliary_points, with_auxiliary
-from studyctl.definition.ceilings import AUTO_MAX_SHAPES, MEMCPY_MAX_BYTES, probe_bytes
+from studyctl.definition.ceilings import AUTO_MAX_SHAPES, EVEN_SAME, MEMCPY_MAX_BYTES, probe_bytes
 from studyctl.definition.expand import expand, iter_points
 from studyctl.definition.plan import plan_rows, summarize_plan
 from studyctl.definition.shapes import shape_of
@@ -86,9 +86,10 @@ def test_plan_counts_ceiling_points_on_their_own_lines(tmp_path: Path) -> None:
     ceilings = [r for r in rows if r["role"] == "ceiling"]
     aux = summary.auxiliary["ceiling"]
     assert aux["points"] == len(ceilings) == 4 and summary.runnable == len(rows) - 2 * 2  # the rule's 2 per rep
-    for r in ceilings:  # what the probes move: every rank its largest shard and its even share, per round
+    for r in ceilings:  # what the probes move: every rank its largest shard and (where it differs) its even share
         largest, even = r["bytes_per_rank_max"], r["bytes_per_rank_min"]
-        assert r["checkpoint_bytes"] == (largest + even) * r["world_size"] and r["writes"] == r["reads"] == 3
+        probed = largest + (even if even < largest * (1 - EVEN_SAME) else 0)
+        assert r["checkpoint_bytes"] == probed * r["world_size"] and r["writes"] == r["reads"] == 3
     assert aux["bytes"] == sum(2 * r["checkpoint_bytes"] * 3 for r in ceilings)
     assert aux["node_hours"] == pytest.approx(sum(r["node_hours"] for r in ceilings))
     path = tmp_path / "c.yaml"
@@ -153,3 +154,13 @@ def test_a_ceilings_time_limit_counts_what_its_probes_move() -> None:
     assert ceiling_moved_bytes(ceiling) > moved  # more than its source point's one write and one read
     assert point_time_limit_min(options, ceiling) > point_time_limit_min(options, ceiling.model_copy(
         update={"role": "measure"}))
+
+
+def test_the_even_probe_runs_only_where_the_layout_is_uneven() -> None:
+    """ZeRO-3 spreads a checkpoint evenly: its even share is its largest shard, measured once; ZeRO-1's is not."""
+    from studyctl.definition.ceilings import probes_run
+
+    for zero, probes in ((3, {"largest"}), (1, {"largest", "even"})):
+        sweep = _sweep(matrix={"zero_stage": [zero], "ranks_per_node": [4]})
+        ceiling = next(pp.point for pp in expand(sweep) if pp.point.role == "ceiling")
+        assert set(probes_run(ceiling)) == probes

@@ -89,7 +89,19 @@ def test_page_cache_named_for_writes_not_durable_and_reads_not_cold() -> None:
     v = name_limit(above)
     assert v.limit == "page cache" and "direct ceiling, not durable yet" in v.evidence
     assert name_limit(facts(phase="read", cold_read_method="none")).limit == "page cache"
-    assert name_limit(facts(phase="read", GiBps=3 * CEILING)).limit == "page cache"
+    assert name_limit(facts(phase="read", GiBps=3 * CEILING, cold_read_method="fadvise")).limit == "page cache"
+
+
+def test_a_direct_read_above_the_probe_is_never_the_page_cache() -> None:
+    """O_DIRECT reads bypass the page cache: above the one-file probe they are still storage."""
+    v = name_limit(facts(phase="read", GiBps=1.3 * CEILING, cold_read_method="direct"))
+    assert v.limit == "storage" and "above the one-file-per-rank probe" in v.evidence
+
+
+def test_a_tiered_write_below_the_ceiling_is_its_two_writes() -> None:
+    v = name_limit(facts(strategy="tiered", GiBps=0.4 * CEILING))
+    assert v.limit == "tier and drain" and v.evidence.startswith("40% of")
+    assert name_limit(facts(strategy="tiered", phase="read", GiBps=0.4 * CEILING)).limit != "tier and drain"
 
 
 def test_storage_named_at_the_ceiling_before_anything_else() -> None:
