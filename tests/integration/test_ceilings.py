@@ -17,6 +17,7 @@ matrix: {{zero_stage: {zero}, nodes: {nodes}, ranks_per_node: 1}}
 filesystems: {{scratch: {{path: {fs}}}}}
 checkpoint: {{scale: 0.004, writes: 1, reads: 1, buffer_mib: 4, block_mib: 4}}
 ceilings: {ceilings}
+calibration: off  # the measure and ceiling points alone
 local: {{max_concurrent: 1, timeout_s: 120}}
 """
 
