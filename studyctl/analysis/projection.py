@@ -92,12 +92,17 @@ class Fit:
         return Projection(seconds, max(0.0, seconds - half), seconds + half, self.largest_scale, reach, basis)
 
 
+# Sizes per rank closer than this are one size: layouts of one scale differ by fractions of a byte in their mean
+# bytes per rank (ZeRO-1 vs ZeRO-3 of one model), which tells a bandwidth nothing and made the system singular.
+MIN_SIZE_SPREAD = 0.01
+
+
 def fit(observations: Sequence[Observation]) -> Fit | None:
     """The least-squares fit, or None where it cannot be made: fewer than two distinct sizes, or no degree of
     freedom left for a band (a fit with no residual would state no uncertainty)."""
     obs = [o for o in observations if o.seconds > 0 and math.isfinite(o.seconds)]
-    sizes = {o.bytes_per_rank for o in obs}
-    if len(sizes) < 2:
+    sizes = [o.bytes_per_rank for o in obs]
+    if not sizes or max(sizes) <= min(sizes) * (1 + MIN_SIZE_SPREAD):
         return None
     files = {o.files_per_rank for o in obs}
     used = (True, len(files) > 1, True)
@@ -114,7 +119,7 @@ def fit(observations: Sequence[Observation]) -> Fit | None:
     full = iter(coef.tolist())
     largest = max(obs, key=lambda o: o.bytes_per_rank)
     return Fit(coef=tuple(next(full) if u else 0.0 for u in used),  # type: ignore[arg-type]
-               used=used, xtx_inv=tuple(map(tuple, np.linalg.inv(x.T @ x).tolist())),
+               used=used, xtx_inv=tuple(map(tuple, np.linalg.pinv(x.T @ x).tolist())),  # pinv: near-singular is fine
                residual_sd=float(math.sqrt(float(residuals @ residuals) / dof)), n=len(obs),
                largest_scale=max(o.scale for o in obs), largest_bytes_per_rank=largest.bytes_per_rank,
                scales=tuple(sorted({o.scale for o in obs})))

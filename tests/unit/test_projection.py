@@ -88,3 +88,13 @@ def test_a_projection_far_beyond_the_largest_measured_size_is_flagged() -> None:
     assert f is not None
     assert not f.predict(3, MAX_REACH * 0.1 * FULL_BYTES).beyond_reach
     assert f.predict(3, MAX_REACH * 0.2 * FULL_BYTES).beyond_reach
+
+
+def test_layouts_of_one_scale_are_one_size_not_a_fit() -> None:
+    """ZeRO-1 and ZeRO-3 of one model at one scale (a real Slurm study): mean bytes per rank 0.25 B apart are
+    one size; no fit is made from them (it was a singular system)."""
+    from studyctl.analysis.projection import Observation, fit
+
+    runs = [(2.0, 43558540.0, 0.194477), (1.25, 43558540.25, 0.129538), (2.0, 43558540.0, 0.204629),
+            (1.25, 43558540.25, 0.132575)]
+    assert fit([Observation(f, b, s, 0.1) for f, b, s in runs]) is None
