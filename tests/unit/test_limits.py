@@ -140,3 +140,12 @@ def test_thresholds_hold_their_meaning() -> None:
     meta = facts(slowest_open_share=share, slowest_fsync_share=share, slowest_close_share=share - 0.001)
     assert name_limit(meta).limit != "metadata"
     assert name_limit(replace(meta, slowest_close_share=share + 0.001)).limit == "metadata"
+
+
+def test_the_report_states_every_rule_in_its_order() -> None:
+    from studyctl.analysis.limits import RULES
+    from studyctl.analysis.report.hardware import rules_text
+
+    text = rules_text()
+    assert len(text) == len(RULES) + 1 and text[-1].startswith("otherwise")
+    assert [t.split(":")[0].replace(" ", "_") for t in text[:-1]] == [rule.__name__ for rule in RULES]
