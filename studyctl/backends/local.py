@@ -80,19 +80,42 @@ def pid_runs_task(pid: int, task_file: Path) -> bool:
     return str(task_file).encode() in cmdline
 
 
+def task_processes(task_file: Path) -> list[int]:
+    """Every process whose command line names `task_file`: our mpiexec, and the ranks its proxies start (each
+    rank and proxy in a session of its own, so ending mpiexec's process group does not reach them)."""
+    needle = str(task_file).encode()
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit() and int(entry.name) != os.getpid():
+            try:
+                if needle in (entry / "cmdline").read_bytes().split(b"\0"):
+                    found.append(int(entry.name))
+            except OSError:
+                continue
+    return found
+
+
 def find_task_process(task_file: Path) -> int | None:
     """The session leader (our mpiexec) whose command line names `task_file`, if one runs."""
-    needle = str(task_file).encode()
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        pid = int(entry.name)
-        try:
-            if needle in (entry / "cmdline").read_bytes().split(b"\0") and os.getsid(pid) == pid:
+    for pid in task_processes(task_file):
+        with contextlib.suppress(OSError):
+            if os.getsid(pid) == pid:
                 return pid
-        except OSError:
-            continue
     return None
+
+
+def end_stragglers(task_file: Path) -> None:
+    """After mpiexec is gone: ranks that outlive it (hung, or stopped: a stopped rank never acts on the SIGTERM
+    mpiexec passed on) get the grace period to go, then SIGKILL, so their point's data can be removed now."""
+    deadline = time.monotonic() + KILL_GRACE_S
+    while (left := task_processes(task_file)) and time.monotonic() < deadline:
+        time.sleep(POLL_S)
+    for pid in left:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, signal.SIGKILL)
+    deadline = time.monotonic() + KILL_GRACE_S
+    while task_processes(task_file) and time.monotonic() < deadline:
+        time.sleep(POLL_S)
 
 
 def end_process_group(pid: int, proc: subprocess.Popen[bytes] | None = None) -> None:
@@ -209,6 +232,7 @@ class LocalBackend(Backend):
 
     def _timeout(self, run: _Running) -> Update:
         end_process_group(run.pid, run.proc)
+        end_stragglers(run.launch.paths.task)
         limit = run.launch.time_limit_s
         return Update(run.launch.point_id, run.launch.attempt, State.TIMEOUT, FailureClass.TIMEOUT,
                       f"exceeded the per-point timeout of {limit} s; its process group was ended",
@@ -253,6 +277,8 @@ class LocalBackend(Backend):
         try:
             for run in running:
                 end_process_group(run.pid, run.proc)
+            for run in running:
+                end_stragglers(run.launch.paths.task)
         except BaseException:
             for run in running:
                 with contextlib.suppress(ProcessLookupError):
@@ -326,3 +352,4 @@ class LocalBackend(Backend):
             pid = a.handle.pid if a.handle.pid and pid_runs_task(a.handle.pid, task) else find_task_process(task)
             if pid is not None:
                 end_process_group(pid)
+            end_stragglers(task)
