@@ -7,7 +7,7 @@ view judged nearest CLOSED):
       .studyctl-mlperf-tree                       marks a tree studyctl wrote (only such a DIR is replaced)
       closed/<submitter>/
         systems/<system>.yaml                     system description: null with a note where studyctl cannot know
-        results/<system>/checkpointing/<model>/
+        results/<system>/checkpointing/<model>/   <system> = <study>-<filesystem> of the model's chosen point
           studyctl_verdicts.json                  studyctl's own: each rule's verdict, why and source; the point
                                                   chosen; the blank description fields; what a submission has
                                                   that studyctl cannot make
@@ -17,7 +17,8 @@ view judged nearest CLOSED):
             checkpointing_<YYYYMMDD_HHmmss>_metadata.json
             provenance.json                       rules edition, tool, storage library ("unknown" where unknown)
 
-`<submitter>` is a placeholder (studyctl does not know the organisation); `<system>` is the study's name.
+`<submitter>` is a placeholder (studyctl does not know the organisation); a system is one filesystem of the
+study (a submission's system name groups the results of one storage configuration, Rules.md §2.1.8-2.1.9).
 The tree is built beside DIR and renamed into place, every file written atomically: a reader sees the old
 tree or the new one. An existing DIR is replaced only when empty or marked as studyctl's.
 """
@@ -36,6 +37,7 @@ from studyctl.analysis.mlperf import ModelVerdict, PointVerdict, Where
 from studyctl.analysis.mlperf_rules import RuleSet
 from studyctl.analysis.mlperf_summary import metadata_json, provenance_json, rank_stats, run_datetime, summary_json
 from studyctl.analysis.mlperf_sysdesc import blanks, system_description, to_yaml
+from studyctl.definition.result_schema import Result
 from studyctl.errors import UserError
 from studyctl.fsutil import atomic_write_json, atomic_write_text
 
@@ -58,24 +60,26 @@ class TreePaths:
     """Every path of the tree, named once."""
 
     root: Path
-    system: str
 
     @property
     def org(self) -> Path:
         return self.root / "closed" / SUBMITTER
 
-    @property
-    def description(self) -> Path:
-        return self.org / "systems" / f"{self.system}.yaml"
+    def description(self, system: str) -> Path:
+        return self.org / "systems" / f"{system}.yaml"
 
-    def workload(self, model: str) -> Path:
-        return self.org / "results" / self.system / "checkpointing" / safe_name(model)
+    def workload(self, system: str, model: str) -> Path:
+        return self.org / "results" / system / "checkpointing" / safe_name(model)
 
-    def verdicts(self, model: str) -> Path:
-        return self.workload(model) / "studyctl_verdicts.json"
+    def verdicts(self, system: str, model: str) -> Path:
+        return self.workload(system, model) / "studyctl_verdicts.json"
 
-    def leaf(self, model: str, stamp: str) -> Path:
-        return self.workload(model) / stamp
+    def leaf(self, system: str, model: str, stamp: str) -> Path:
+        return self.workload(system, model) / stamp
+
+
+def system_name(study: str, r: Result) -> str:
+    return safe_name(f"{study}-{r.point.filesystem}")
 
 
 def verdicts_json(v: ModelVerdict, best: PointVerdict, rules: RuleSet, study: str, description: Any
@@ -93,23 +97,23 @@ def verdicts_json(v: ModelVerdict, best: PointVerdict, rules: RuleSet, study: st
     }
 
 
-def _write_model(paths: TreePaths, v: ModelVerdict, rules: RuleSet, where: Where, study: str) -> Any:
-    """One model's leaf and verdicts; returns its system description (the tree's is the first model's)."""
+def _write_model(paths: TreePaths, v: ModelVerdict, rules: RuleSet, where: Where, study: str) -> None:
+    """One model's leaf and verdicts, and the description of its system."""
     best = v.best
     r = best.result
     assert r is not None, "judged points carry their result"
-    api = where.api(r)
-    stamp = run_datetime(r)
-    leaf = paths.leaf(v.model, stamp)
+    api, stamp, system = where.api(r), run_datetime(r), system_name(study, r)
+    leaf = paths.leaf(system, v.model, stamp)
     leaf.mkdir(parents=True)
     atomic_write_json(leaf / "summary.json", summary_json(r, api))
     for rank, stats in rank_stats(r).items():
         atomic_write_json(leaf / f"{rank}_per_epoch_stats.json", stats)
     atomic_write_json(leaf / f"checkpointing_{stamp}_metadata.json", metadata_json(r, api))
     atomic_write_json(leaf / "provenance.json", provenance_json(r, rules.number, api))
-    description = system_description(r, api, where.spec(r), paths.system)
-    atomic_write_json(paths.verdicts(v.model), verdicts_json(v, best, rules, study, description))
-    return description
+    description = system_description(r, api, where.spec(r), system)
+    atomic_write_json(paths.verdicts(system, v.model), verdicts_json(v, best, rules, study, description))
+    paths.description(system).parent.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(paths.description(system), "\n".join(to_yaml(description)) + "\n")
 
 
 def _check_out(out: Path) -> None:
@@ -126,13 +130,11 @@ def write_tree(out: Path, study: str, verdicts: list[ModelVerdict], rules: RuleS
     out.parent.mkdir(parents=True, exist_ok=True)
     build = out.parent / f".{out.name}.{uuid.uuid4().hex[:8]}.tmp"
     try:
-        paths = TreePaths(build, safe_name(study))
         build.mkdir()
         atomic_write_text(build / MARKER, f"written by studyctl mlperf --rules {rules.edition}\n")
-        descriptions = [_write_model(paths, v, rules, where, study) for v in verdicts if v.points]
-        if descriptions:
-            paths.description.parent.mkdir(parents=True, exist_ok=True)
-            atomic_write_text(paths.description, "\n".join(to_yaml(descriptions[0])) + "\n")
+        for v in verdicts:
+            if v.points:
+                _write_model(TreePaths(build), v, rules, where, study)
         _swap(build, out)
     finally:
         shutil.rmtree(build, ignore_errors=True)
