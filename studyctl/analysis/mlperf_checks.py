@@ -2,9 +2,9 @@
 study's files live, and the rule's parameters, each returning a verdict (pass, fail or unknown) and why.
 
 An object-storage point is one whose filesystem the study's sweep copy declares `kind: s3`, or whose result
-names an `s3://` path (results are read, never the code that writes them). For objects there is no client
-page cache (studyctl's client keeps none: every GET reaches the server) and no results directory on the
-storage under test (results go to a local path, checkpoints to a bucket).
+records an `s3://` path or mount or fstype `s3` (results are read, never the code that writes them). For
+objects there is no client page cache (studyctl's client keeps none: every GET reaches the server) and no
+results directory on the storage under test (results go to a local path, checkpoints to a bucket).
 """
 
 from __future__ import annotations
@@ -36,8 +36,9 @@ class Where:
 
     def api(self, r: Result) -> str:
         """"object" for an object-storage point, else "posix"."""
-        declared = self.spec(r).get("kind") in OBJECT_KINDS
-        return "object" if declared or r.filesystem.path.startswith("s3://") else "posix"
+        fs = r.filesystem
+        recorded = fs.fstype in OBJECT_KINDS or fs.path.startswith("s3://") or fs.mount_point.startswith("s3://")
+        return "object" if self.spec(r).get("kind") in OBJECT_KINDS or recorded else "posix"
 
 
 def mlperf_name(model: str) -> str | None:

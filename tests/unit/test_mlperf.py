@@ -110,6 +110,7 @@ def test_object_storage_found_from_the_result_path_and_its_endpoint_must_be_decl
     assert verdicts(r, V3)["backend settings declared"] == "unknown"
     assert "not the sweep" in why(r, "backend settings declared", V3)
     assert "backend settings declared" not in verdicts(result(), V3)  # POSIX: nothing to declare
+    assert verdicts(result(filesystem__fstype="s3"), V2)["storage API"] == "fail"
 
 
 def test_accelerator_memory_fails_only_where_no_accelerator_could_hold_the_checkpoint() -> None:
