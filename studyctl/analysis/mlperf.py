@@ -97,13 +97,20 @@ class ModelVerdict:
         """Rules no point met, where some point's verdict is unknown."""
         return [r for r in self._rules(("fail", "unknown")) if r not in self.unmet()]
 
-    def summary(self) -> str:
-        """One line: the verdict and what stands between the study and CLOSED."""
+    def headline(self) -> str:
         said = {"pass": "meets CLOSED", "unknown": "meets CLOSED as far as studyctl can tell",
                 "fail": "does not meet CLOSED"}[self.status]
+        return f"{said} {self.edition}".rstrip()
+
+    def reasons(self) -> str:
+        """What stands between the study and CLOSED: " (no point met: ...; unknown: ...)", or ""."""
         why = [f"no point met: {', '.join(self.unmet())}"] if self.unmet() else []
         why += [f"unknown: {', '.join(self.unknown())}"] if self.unknown() else []
-        return f"{said} {self.edition}".rstrip() + (f" ({'; '.join(why)})" if why else "")
+        return f" ({'; '.join(why)})" if why else ""
+
+    def summary(self) -> str:
+        """One line: the verdict and what stands between the study and CLOSED."""
+        return self.headline() + self.reasons()
 
 
 def figures(r: Result) -> Figures:

@@ -24,9 +24,7 @@ def mlperf(study_ref: Annotated[str, typer.Argument(metavar="STUDY")], results: 
     def run() -> None:
         verdicts, html, md = api.mlperf_report(study_ref, results, rules=rules, out=out_dir)
         for v in verdicts:
-            line = v.summary()
-            said = line.split(" (")[0]
-            out.print(styled(f"{v.model}: ", (said, STYLE[v.status]), line[len(said):]))
+            out.print(styled(f"{v.model}: ", (v.headline(), STYLE[v.status]), v.reasons()))
         if not verdicts:
             out.print("no results yet")
         out.print(f"MLPerf view: {html}")
