@@ -52,7 +52,8 @@ class RuleSet:
         return self.edition.removeprefix("v")
 
 
-COMMON: tuple[tuple[str, str, dict[str, Any]], ...] = (  # (name, check, parameters): stated alike by both editions; each edition gives the sources
+# The rules both editions state alike, as (name, check, parameters); each edition gives their sources.
+COMMON: tuple[tuple[str, str, dict[str, Any]], ...] = (
     ("processes", "processes", {}),
     ("layout", "layout", {}),
     ("full size", "full_size", {}),
