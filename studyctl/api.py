@@ -159,9 +159,13 @@ def compare(study_a: str | Path, study_b: str | Path, results: Path = Path("resu
     return compare_dirs(a.root, b.root, limit)
 
 
-def mlperf_report(study_ref: str | Path, results: Path = Path("results")) -> tuple[list[ModelVerdict], Path, Path]:
-    """The MLPerf Storage view of a study: (per-model verdicts, html path, markdown path)."""
+def mlperf_report(study_ref: str | Path, results: Path = Path("results"), rules: str = "v3.0",
+                  out: Path | None = None) -> tuple[list[ModelVerdict], Path, Path]:
+    """The MLPerf Storage view of a study under `rules` (v2.0 or v3.0; anything else: UserError, exit 2):
+    (per-model verdicts, html path, markdown path); with `out`, the v3.0-shaped results tree there too."""
     from studyctl.analysis.mlperf_report import mlperf_for_study
+    from studyctl.analysis.mlperf_rules import rule_set
 
+    rule_set(rules)  # a bad --rules is refused before the study is looked up
     study = find_study(study_ref, results)
-    return mlperf_for_study(study.root, study.name)
+    return mlperf_for_study(study.root, study.name, rules, out)
