@@ -57,7 +57,9 @@ def relaunch(task_path: str, launcher: str, prefix: list[str]) -> int:
     new = world_command(launcher, prefix, restart_world(point.world_size, point.recovery), point.ranks_per_node)
     env = {**os.environ, LAUNCH_HOST_ENV: socket.gethostname()}
     env[LAUNCH_T0_ENV] = repr(time.time())  # the last thing before the launcher starts
-    return subprocess.call([*new, *python, "worker.restart", str(path)], env=env)
+    code = subprocess.call([*new, *python, "worker.restart", str(path)], env=env)
+    copy.unlink(missing_ok=True)
+    return code
 
 
 def relaunch_srun(task_path: str, srun_args: list[str]) -> None:

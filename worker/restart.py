@@ -151,13 +151,13 @@ def _restore(task: WorkerTask, comm: Any, clock: Clock, nodes: NodeMap, buf: io.
 
     def work(ph: Phase) -> None:
         ph.split = split = io.Split()
-        started = clock.wtime()
         try:
-            ph.bytes, ph.files, _ = read_resharded(comm, point, point.parallelism, new, step_dir, buf, block,
-                                                   cold == "direct", split)
+            got = read_resharded(comm, point, point.parallelism, new, step_dir, buf, block, cold == "direct", split)
         except OSError as exc:
             ph.error = describe_oserror(exc, exc.filename or str(step_dir))
-        ph.extra = (0, ph.bytes, clock.wtime() - started, 0.0, 0)
+            return
+        ph.bytes, ph.files = got.bytes_read + got.received_bytes, got.files_opened
+        ph.extra = (0, got.bytes_read, got.read_s, got.broadcast_s, got.received_bytes)
 
     timing = clock.phase("read", 0, step, host, _evict_resharded(task, new, comm.Get_rank(), cold), work,
                          collective=True)
