@@ -24,19 +24,24 @@ def _col(t: pd.DataFrame, name: str) -> np.ndarray:
     return pd.to_numeric(t[name], errors="coerce").to_numpy(dtype=float)
 
 
+def scenario_labels(t: pd.DataFrame) -> list[str]:
+    """Each row's recovery scenario as the sweep says it ("none" for a point that did not restart)."""
+    values = t["recovery"].tolist() if "recovery" in t else [None] * len(t)
+    return [v if isinstance(v, str) else "none" for v in values]
+
+
 def _donors(t: pd.DataFrame) -> tuple[pd.Series, dict[object, tuple[float, float, float, str]]]:
     """(each row's key without `recovery`, key → mean (launch, restore, ready, scenario) of its preferred
     same-shape restart)."""
     cols = [c for c in identity_columns(t) if c != "recovery"]
     keys = pd.util.hash_pandas_object(t[cols].astype(str), index=False)
-    labels = t["recovery"].astype(str) if "recovery" in t else pd.Series("None", index=t.index)
-    same_shape = (labels == "same") | labels.str.startswith("lost_nodes")
-    have = same_shape.to_numpy() & ~np.isnan(_col(t, "restart_time_to_first_step_s"))
+    labels = np.array(scenario_labels(t), dtype=object)
+    lost = np.array([s.startswith("lost_nodes") for s in labels], dtype=bool)
+    have = (lost | (labels == "same")) & ~np.isnan(_col(t, "restart_time_to_first_step_s"))
     if not have.any():
         return keys, {}
-    # lost_nodes (smallest first) before same: a failure's restart replaces a node
-    rank = labels.map(lambda s: (0, s) if s.startswith("lost_nodes") else (1, s))
-    frame = pd.DataFrame({"key": keys[have], "rank": rank[have], "label": labels[have],
+    # lost_nodes (fewest first) before same: a failure's restart replaces a node
+    frame = pd.DataFrame({"key": keys[have], "rank": np.where(lost, 0, 1)[have], "label": labels[have],
                           LAUNCH: _col(t, LAUNCH)[have], RESTORE: _col(t, RESTORE)[have], READY: _col(t, READY)[have]})
     means = frame.groupby(["key", "rank", "label"], sort=True)[[LAUNCH, RESTORE, READY]].mean().reset_index()
     best = means.drop_duplicates("key")
@@ -54,7 +59,7 @@ def measured_restart(t: pd.DataFrame, spec: TrainingSpec, relaunch: np.ndarray, 
     relaunch, restore = relaunch.copy(), restore.copy()
     factor = _col(t, "restore_projection_factor")
     relaunch_src, restore_src = t["relaunch_source"].to_numpy(dtype=object), t["restore_source"].to_numpy(dtype=object)
-    labels = t["recovery"].astype(str).to_numpy() if "recovery" in t else np.full(len(t), "None")
+    labels = scenario_labels(t)
     for i, key in enumerate(keys):
         if own[i]:
             launch, phase, ready, where = _col(t, LAUNCH)[i], _col(t, RESTORE)[i], _col(t, READY)[i], "its own"
