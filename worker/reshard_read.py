@@ -58,9 +58,13 @@ def _by_file(ranges: list[ByteRange]) -> list[list[ByteRange]]:
     return list(groups.values())
 
 
+Deliver = Callable[[ByteRange, int, memoryview], None]  # (range, file offset of the bytes, the bytes)
+
+
 def _read_file(path: str, ranges: list[ByteRange], buf: io.Buffer, block: int, direct: bool,
-               split: io.Split, out: ReshardRead, send: Callable[[int, int], None] | None = None) -> None:
-    """Read one file's ranges into the reused buffer; `send(lo, hi)` after each chunk passes its kept bytes on."""
+               split: io.Split, out: ReshardRead, each: Deliver | None = None) -> None:
+    """Read one file's ranges into the reused buffer, chunk by chunk; `each` gets every chunk's requested bytes
+    (the restore's use of them: here a broadcast, or a test's check)."""
     fd = split.open(path, os.O_RDONLY, direct=direct)
     out.files_opened += 1
     try:
@@ -72,9 +76,9 @@ def _read_file(path: str, ranges: list[ByteRange], buf: io.Buffer, block: int, d
                 out.transferred_bytes += got
                 if got < hi:
                     raise OSError(f"{path}: short read at byte {off + got} of a range ending at {r.end}")
-                if send is not None:
+                if each is not None:
                     split.transferred(began)
-                    send(lo, hi)
+                    each(r, off + lo, view[lo:hi])
                     began = perf_counter_ns()
             split.transferred(began)
             out.bytes_read += r.length
@@ -84,39 +88,46 @@ def _read_file(path: str, ranges: list[ByteRange], buf: io.Buffer, block: int, d
 
 
 def _broadcast(group: Any, step_dir: Path, shared: list[ByteRange], buf: io.Buffer, block: int, direct: bool,
-               split: io.Split, out: ReshardRead) -> OSError | None:
+               split: io.Split, out: ReshardRead, deliver: Deliver | None) -> OSError | None:
     """Root reads and sends each chunk of the shared ranges; the others receive the same sequence."""
     from mpi4py import MPI
 
     view = buf.view
     root = group.Get_rank() == 0
     failed: OSError | None = None
+    sent = 0
 
-    def send(lo: int, hi: int) -> None:
+    def send(r: ByteRange, offset: int, data: memoryview) -> None:
+        nonlocal sent
         start = perf_counter()
-        group.Bcast([view[lo:hi], MPI.BYTE], root=0)
+        group.Bcast([data, MPI.BYTE], root=0)
         out.broadcast_s += perf_counter() - start
+        out.received_bytes += 0 if root else len(data)
+        sent += 1
+        if deliver is not None:
+            deliver(r, offset, data)
 
     for ranges in _by_file(shared):
+        before = sent
         if root and failed is None:
             try:
                 _read_file(str(step_dir / ranges[0].name), ranges, buf, block, direct, split, out, send)
                 continue
             except OSError as exc:
                 failed = exc  # the rest of the sequence is still sent, from whatever the buffer holds
-        for r in ranges:
-            for _, _, lo, hi in _pieces(r, block, direct):
-                send(lo, hi)
-                out.received_bytes += 0 if root else hi - lo
+        chunks = [(r, off + lo, lo, hi) for r in ranges for off, _, lo, hi in _pieces(r, block, direct)]
+        for r, offset, lo, hi in chunks[sent - before:]:
+            send(r, offset, view[lo:hi])
     return failed
 
 
 def read_resharded(comm: Any, point: Point, old: Parallelism, new: Parallelism, step_dir: Path, buf: io.Buffer,
-                   block: int, direct: bool, split: io.Split) -> ReshardRead:
+                   block: int, direct: bool, split: io.Split, deliver: Deliver | None = None) -> ReshardRead:
     """Collective over the restarted world `comm` (new.world_size ranks): this rank's part of one restore of the
     checkpoint in `step_dir`, written with layout `old`, onto `new`; per the point's restore mode (`full`: every
     rank reads all it needs; `broadcast`: shared bytes once per group; `rank`: what the rank would write).
-    Files are read as they are (make them cold before). Raises OSError after the collective part."""
+    Files are read as they are (make them cold before); `deliver` gets every requested chunk, read or received.
+    Raises OSError after the collective part."""
     opts = point.checkpoint
     rank = comm.Get_rank()
     colour, own, shared = reshard_split(point.model, old, new, rank, opts.scale, opts.naming)
@@ -126,14 +137,14 @@ def read_resharded(comm: Any, point: Point, old: Parallelism, new: Parallelism, 
     if opts.restore == "broadcast" and new.zero_stage < 3:  # the same on every rank: Split is collective
         group = comm.Split(color=colour, key=rank)
         try:
-            failed = _broadcast(group, step_dir, shared, buf, block, direct, split, out)
+            failed = _broadcast(group, step_dir, shared, buf, block, direct, split, out, deliver)
         finally:
             group.Free()
         reads = own
     else:
         reads = rank_reads(own, shared, rank < new.model_parallel, opts.restore)
     for ranges in _by_file(reads) if failed is None else []:
-        _read_file(str(step_dir / ranges[0].name), ranges, buf, block, direct, split, out)
+        _read_file(str(step_dir / ranges[0].name), ranges, buf, block, direct, split, out, deliver)
     out.read_s = perf_counter() - start - out.broadcast_s
     if failed is not None:
         raise failed

@@ -22,6 +22,7 @@ from studyctl.definition.catalog import ModelSpec
 from studyctl.definition.layout import Naming, Parallelism, layer_tensors, layout_problems, stage_layers
 from studyctl.definition.tensor_layout import (
     cuts,
+    file_of,
     held,
     model_shards,
     optimizer_groups,
@@ -29,7 +30,6 @@ from studyctl.definition.tensor_layout import (
     optimizer_sizes,
     optimizer_writer,
     optimizer_writers,
-    rank_file_pairs,
     scaled_offset,
     stage_of,
     tensor_starts,
@@ -139,7 +139,7 @@ def _to_ranges(m: ModelSpec, old: Parallelism, pieces: list[Piece], scale: float
     for rank, kind, slot, element, count in sorted(pieces, key=lambda p: (p[0], KINDS.index(p[1]), p[2], p[3])):
         if count <= 0:
             continue
-        f, nominal = [pair for pair in rank_file_pairs(m, old, rank, scale, naming) if pair[0].kind == kind][slot]
+        f, nominal = file_of(m, old, rank, scale, naming, kind, slot)
         start = scaled_offset(element * size[kind], nominal, f.nbytes)
         end = scaled_offset((element + count) * size[kind], nominal, f.nbytes)
         if end <= start:
@@ -169,20 +169,7 @@ def reshard_reads(model: ModelSpec, old: Parallelism, new: Parallelism, new_rank
                   naming: Naming = "dlio") -> list[ByteRange]:
     """Exactly the bytes of old files `new_rank` needs (its weights and its optimizer piece), ranges merged."""
     _, own, shared = reshard_split(model, old, new, new_rank, scale, naming)
-    return merge(own + shared)
-
-
-def merge(ranges: list[ByteRange]) -> list[ByteRange]:
-    """Ranges of each file in order of first appearance, sorted by offset, touching ones joined."""
-    order = {r.name: i for i, r in reversed(list(enumerate(ranges)))}
-    out: list[ByteRange] = []
-    for r in sorted(ranges, key=lambda r: (order[r.name], r.offset)):
-        last = out[-1] if out else None
-        if last is not None and last.name == r.name and last.end >= r.offset:
-            out[-1] = ByteRange(r.name, r.kind, last.offset, max(last.end, r.end) - last.offset)
-        else:
-            out.append(r)
-    return out
+    return own + shared  # never the same file: a file holds one kind
 
 
 @dataclass(frozen=True)
@@ -201,7 +188,7 @@ class ReshardSummary:
 def rank_reads(own: list[ByteRange], shared: list[ByteRange], root: bool, restore: str) -> list[ByteRange]:
     """What one rank reads from storage: everything (`full`); its own bytes, and the shared ones only as its
     group's reader (`broadcast`, and `rank`, DLIO's: what the rank would write in the new layout)."""
-    return merge(own + shared) if restore == "full" or root else own
+    return own + shared if restore == "full" or root else own
 
 
 def reshard_summary(model: ModelSpec, old: Parallelism, new: Parallelism, scale: float = 1.0,

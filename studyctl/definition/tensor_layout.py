@@ -60,6 +60,7 @@ def held(n: int, split: bool, tensor: int, shards: int, tp: int, shard: int) -> 
     return base + shard * size, base + (shard + 1) * size
 
 
+@lru_cache(maxsize=65536)
 def stage_of(num_layers: int, pipeline: int, layer: int) -> int:
     """The pipeline stage holding a layer index."""
     return next(s for s in range(pipeline) if layer in stage_layers(num_layers, pipeline, s))
@@ -133,8 +134,8 @@ def scaled_offset(x: int, nominal: int, scaled: int) -> int:
 
 
 @lru_cache(maxsize=65536)
-def rank_file_pairs(m: ModelSpec, par: Parallelism, rank: int, scale: float,
-                    naming: Naming) -> tuple[tuple[CheckpointFile, int], ...]:
-    """A rank's files as written (scaled) with each one's nominal size."""
-    nominal = rank_files(m, par, rank, 1.0, naming)
-    return tuple(zip(rank_files(m, par, rank, scale, naming), (f.nbytes for f in nominal), strict=True))
+def file_of(m: ModelSpec, par: Parallelism, rank: int, scale: float, naming: Naming, kind: str,
+            slot: int) -> tuple[CheckpointFile, int]:
+    """A rank's `slot`-th file of a kind as written (scaled), with its nominal size."""
+    nominal = [f for f in rank_files(m, par, rank, 1.0, naming) if f.kind == kind][slot]
+    return [f for f in rank_files(m, par, rank, scale, naming) if f.kind == kind][slot], nominal.nbytes
