@@ -99,7 +99,10 @@ def _restart(task: WorkerTask, comm: Any, stamps: list[tuple[float, str]]) -> No
             f"{task.point_id} needs {restart_world(point.world_size, recovery)}"))
     written = _written(task, comm)
     old = point.parallelism
-    new = restart_layout(point.model, old, recovery)
+    try:
+        new = restart_layout(point.model, old, recovery)
+    except ValueError as exc:  # plan refuses these; a hand-made task may not have been planned
+        raise WorkerFailure(FailureClass.CONFIG, f"recovery {recovery.label()}: {exc}") from None
     clock = Clock(comm)
     nodes = node_map(comm, point.ranks_per_node)
     buf = io.Buffer.allocate(point.checkpoint.buffer_mib * MIB)

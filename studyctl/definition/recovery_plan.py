@@ -35,3 +35,23 @@ def point_recovery_problems(point: Point) -> list[str]:
 def running_ranks(point: Point) -> int:
     """The most ranks the point runs at once: a recovery point's larger world (writing or restart)."""
     return allocation_nodes(point.nodes, point.ranks_per_node, point.recovery) * point.ranks_per_node
+
+
+def plan_fields(point: Point) -> dict[str, Any]:
+    """A plan row's recovery columns: the scenario in the sweep's words, and for a restart onto another layout
+    what it opens and reads against a same-shape restore (`restart_plan`, reshard's)."""
+    recovery = point.recovery
+    row: dict[str, Any] = {"recovery": recovery_label(point)}
+    if recovery is not None and recovery.scenario in ("shrink", "grow"):
+        from studyctl.definition.recovery import restart_layout
+        from studyctl.definition.restart_plan import restart_fields
+
+        opts, par = point.checkpoint, point.parallelism
+        row.update(restart_fields(point.model, par, restart_layout(point.model, par, recovery), opts.scale,
+                                  opts.naming, opts.restore))
+    return row
+
+
+def recovery_label(point: Point) -> str:
+    """The point's scenario in the sweep's words; "none" for a point without a restart."""
+    return point.recovery.label() if point.recovery is not None else "none"
