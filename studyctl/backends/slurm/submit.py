@@ -55,7 +55,7 @@ def point_time_limit_min(options: SlurmOptions, point: Point, limit_s: int | Non
     except Exception:  # an impossible layout: the worker says why, quickly
         return options.min_time_limit_min
     moved = ceiling_moved_bytes(point) if point.role == "ceiling" else \
-        per_checkpoint * (point.checkpoint.writes + point.checkpoint.reads)
+        per_checkpoint * (point.checkpoint.writes + point.checkpoint.reads + (point.recovery is not None))
     minutes = 2 + (moved / (point.nodes * options.assumed_GiBps_per_node * GIB)
                    + point.checkpoint.simulated_training_s()) / 60
     bucket = 5 if minutes < 60 else 30
