@@ -101,3 +101,19 @@ def test_without_a_restart_R_is_as_before(tmp_path: Path) -> None:
     t = build_tables(study).training
     assert set(t["relaunch_source"]) == {"measured launch"} and set(t["relaunch_s"]) == {0.3}
     assert build_tables(study).recovery.empty
+
+
+def test_the_report_shows_the_time_to_first_step_per_scenario_with_its_plot(tmp_path: Path) -> None:
+    from studyctl.analysis.collect import collect
+
+    study = _study(tmp_path)
+    _reps(study, "same")
+    _reps(study, None)
+    out = collect(study)
+    assert any(p.kind == "recovery" and p.path.exists() for p in out.plots)
+    md = out.report_md.read_text()
+    section = md.split("## Time to the first training step after a failure", 1)[1].split("\n## ", 1)[0]
+    row = next(line for line in section.splitlines() if line.startswith("| same "))
+    assert f"{sum(PHASES.values()):.3f} ±" in row  # the mean of 0.9, 1.0, 1.1 × the phases, with its CI
+    assert ONE_CLOCK in row
+    assert (study / "tables" / "recovery.csv").exists()
