@@ -33,7 +33,7 @@ from studyctl.definition.result_schema import Phase as PhaseName
 from studyctl.fsutil import atomic_write_text
 from studyctl.states import FailureClass
 from studyctl.units import MIB, format_bytes
-from worker import io, provenance
+from worker import handoff, io, provenance
 from worker.ceiling import run_ceiling
 from worker.checkpointing import Checkpointing
 from worker.claim import CLAIMS, claim, placement_problem, release
@@ -163,8 +163,10 @@ def _run(task: WorkerTask, comm: Any, launch_s: float | None) -> dict[str, Any]:
     result: dict[str, Any] = {"point_id": task.point_id, "attempt": task.attempt, "rank": run.rank}
     strategy = ck.info(idle_steps, run.written.bytes_per_rank_max) if run.rank == 0 else None
     summary = _record(run, setup, timings, got, started_at, strategy) if run.rank == 0 else {}
-    ck.close(keep=run.opts.keep)
-    _remove_files(run)
+    keep_files, keep_tier = handoff.keeps(task.point)  # a recovery point's restart reads them (issue 20)
+    handoff.lose_tiers(task.point, ck)
+    ck.close(keep=keep_tier)
+    _remove_files(run, keep_files)
     if run.rank != 0:
         return result
     result.update(result_path=task.result_path,
@@ -310,11 +312,11 @@ def _record(run: Run, setup: Setup, timings: list[Any], got: Gathered, started_a
         return write_result(run, setup, timings, got, started_at, strategy)
 
 
-def _remove_files(run: Run) -> None:
+def _remove_files(run: Run, keep: bool) -> None:
     """Every rank waits for the result, then rank 0 removes the point's files unless kept."""
     comm = run.comm
     comm.Barrier()
-    if run.rank == 0 and not run.opts.keep:
+    if run.rank == 0 and not keep:
         shutil.rmtree(run.point_dir, ignore_errors=True)
     comm.Barrier()
 

@@ -57,7 +57,10 @@ def _values(model: BaseModel, skip: frozenset[str] = frozenset()) -> dict[str, A
         if name in skip:
             continue
         value = getattr(model, name)
-        out.update(_values(value) if isinstance(value, BaseModel) else {name: _scalar(value)})
+        if hasattr(value, "label"):  # an optional setting that is a model (recovery): one column, its label
+            out[name] = value.label()
+        else:
+            out.update(_values(value) if isinstance(value, BaseModel) else {name: _scalar(value)})
     return out
 
 

@@ -23,6 +23,7 @@ import studyctl
 from studyctl.analysis.dlio_import import DlioRun, import_runs
 from studyctl.analysis.hardware import share_lines
 from studyctl.analysis.plots import Plot, make_plots, training_plots
+from studyctl.analysis.plots.recovery import recovery_plots
 from studyctl.analysis.ratios import RatioSpec, parse_ratio, ratio_table
 from studyctl.analysis.report import render_report
 from studyctl.analysis.result_cache import CACHE_VERSION
@@ -251,6 +252,8 @@ def collect(study_dir: Path, statuses: Sequence[PointStatus] | None = None,
         writing = pool.submit(write_tables, tables, paths)
         plots, skipped = make_plots(tables.summary, tables.ranks, paths.plots)
         more, why = training_plots(tables.training_cells, paths.plots)
+        plots, skipped = plots + more, skipped + why
+        more, why = recovery_plots(tables.recovery_cells, paths.plots)
         plots, skipped = plots + more, skipped + why
         written = writing.result()
     ratio_files, ratio_plots, sections = _ratio_outputs(tables, specs, paths)

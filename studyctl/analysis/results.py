@@ -14,6 +14,7 @@ from typing import Any
 
 from studyctl.analysis.cells import cell_key, point_settings
 from studyctl.analysis.rank_load import SPLIT_FIELDS, ceiling_row, heaviest_rank, rank_split
+from studyctl.analysis.recovery_rows import recovery_row
 from studyctl.analysis.result_cache import ParseCache
 from studyctl.analysis.training_rows import nominal_restore, point_cost_row
 from studyctl.attempt.paths import StudyPaths
@@ -101,7 +102,7 @@ def _rows_from_result(r: Result, path: Path) -> dict[str, Any]:
         return {**rows, "checkpoints": [], "ranks": [], "ceiling": ceiling_row(r)}
     if p.role != "measure":  # calibration: the projections' fit reads its checkpoints (by role); never a cell
         return {**rows, "ranks": []}
-    return {**rows, "training": point_cost_row(r, base)}
+    return {**rows, "training": point_cost_row(r, base), "recovery": recovery_row(r, base)}
 
 
 def parse_result(path: Path, point_id: str, attempt: int) -> tuple[dict[str, Any] | None, str | None]:

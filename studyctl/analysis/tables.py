@@ -29,6 +29,7 @@ from studyctl.analysis.adequacy import cell_flags
 from studyctl.analysis.cells import DERIVED, identity_columns
 from studyctl.analysis.hardware import add_hardware, ceilings_table, stated_peaks
 from studyctl.analysis.projection_table import add_projections, fit_all, measured, point_factors
+from studyctl.analysis.recovery import recovery_cells, recovery_table
 from studyctl.analysis.results import RANK_CONTEXT, RANK_FIELDS, Failure, LoadedRows, Problem, load_rows
 from studyctl.analysis.stats import describe, total_over_total
 from studyctl.analysis.training_cells import cost_cells, summary_flags
@@ -42,7 +43,7 @@ from studyctl.units import GIB
 
 MEASURES = ("index", "bytes", "files", "duration_s", "span_s", "aggregate_GiBps", "mlperf_throughput_GiBps",
             "rank_bandwidth_min_GiBps", "rank_bandwidth_max_GiBps", "active_ranks")
-TABLE_NAMES = ("checkpoints", "points", "summary", "ranks", "training", "ceilings")
+TABLE_NAMES = ("checkpoints", "points", "summary", "ranks", "training", "ceilings", "recovery")
 HEADLINE = "bytes_over_time_GiBps"  # the figure every plot, ratio, comparison and "best" uses
 
 
@@ -61,6 +62,8 @@ class Tables:
     training: pd.DataFrame = field(default_factory=pd.DataFrame)  # per point: what checkpoints cost training
     training_cells: pd.DataFrame = field(default_factory=pd.DataFrame)  # the same per cell, 95% CIs and flags
     ceilings: pd.DataFrame = field(default_factory=pd.DataFrame)  # per ceiling point: its shape's ceilings
+    recovery: pd.DataFrame = field(default_factory=pd.DataFrame)  # per point that restarted: time to first step
+    recovery_cells: pd.DataFrame = field(default_factory=pd.DataFrame)  # the same per cell, 95% CIs and flags
 
 
 def summarize_points(checkpoints: pd.DataFrame) -> pd.DataFrame:
@@ -232,9 +235,11 @@ def _tables(paths: StudyPaths, loaded: LoadedRows, extra_checkpoints: pd.DataFra
     ceilings = ceilings_table([r["ceiling"] for r in loaded.rows if r.get("ceiling")])
     summary = add_hardware(add_projections(summarize_cells(points), checkpoints, phase_nominal_bytes, fits), ranks,
                            checkpoints[measured(checkpoints)], training, ceilings, stated_peaks(paths.sweep_copy))
+    recovery = recovery_table([r["recovery"] for r in loaded.rows if r.get("recovery")])
     return Tables(checkpoints, points, summary, ranks, loaded.problems, loaded.failures,
                   {r["info"]["point_id"]: r["info"] for r in loaded.rows}, loaded.files_read, loaded.files_cached,
-                  loaded.left_out, training, cost_cells(training, summary_flags(summary)), ceilings)
+                  loaded.left_out, training, cost_cells(training, summary_flags(summary)), ceilings, recovery,
+                  recovery_cells(recovery))
 
 
 def _atomic_frame(frame: pd.DataFrame, paths: list[Path]) -> None:

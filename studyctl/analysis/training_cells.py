@@ -34,7 +34,7 @@ STRATEGY_ONLY = ("replaced_nodes", "drain", "tier_keep", "tier", "step_s", "comp
 JOINED = ("restore_source", "relaunch_source", "projection_basis")
 
 
-def _ci(grouped: Any, names: list[str]) -> pd.DataFrame:
+def ci_columns(grouped: Any, names: list[str]) -> pd.DataFrame:
     """Mean and 95% half-width (Student t over the repetitions that have the figure) per cell."""
     mean, std, count = grouped[names].mean(), grouped[names].std(ddof=1), grouped[names].count()
     t = count.apply(lambda col: col.map(lambda n: t_quantile_975(int(n) - 1) if n > 1 else np.nan))
@@ -53,7 +53,7 @@ def cost_cells(training: pd.DataFrame, summary_flags: dict[str, str] | None = No
     settings = [c for c in (*SETTINGS, "tool", "io_mode_used", "cold_read_method") if c in data]
     first = [c for c in dict.fromkeys([*settings, *FIRST]) if c in data]
     cells = grouped[first].first().join(grouped.size().rename("n"))
-    cells = cells.join(_ci(grouped, [f for f in FIGURES if f in data]))
+    cells = cells.join(ci_columns(grouped, [f for f in FIGURES if f in data]))
     bands = [f"{f}_{end}" for f in BAND_FIGURES for end in ("lo", "hi") if f"{f}_{end}" in data]
     cells = cells.join(grouped[bands].mean())  # the fit's band, over the cell's repetitions
     # with one repetition the interference CI is the worker's own, from the ranks' step samples

@@ -6,7 +6,8 @@ cost model in `studyctl.definition.training` (Daly's complete model):
      the interval;
   L  durable lag = the real background time (persist or drain), not capped at the interval;
   R  restart = relaunch (`training.restart_s`, else the point's measured launch time, else 0, said so) + the
-     restore after a failure (tiered: one where a node lost its tier; see `failure_restore`).
+     restore after a failure (tiered: one where a node lost its tier; see `failure_restore`); where the study
+     measured a time to first step (`recovery:`), R is that restart's launch + restore + ready (`recovery_cost`).
 A scaled run is projected to its full-size checkpoint. Where the study's runs give a fit of a phase's time
 (`analysis.projection`: fixed costs do not grow with bytes), its write seconds and its restore are multiplied by
 the fit's factor (fitted time at full size / at the run's own size), and the cost figures get the fit's 95% band
@@ -25,6 +26,7 @@ import pandas as pd
 
 from studyctl.analysis.adequacy import NO_FAILURE_RESTORE
 from studyctl.analysis.cells import identity_columns
+from studyctl.analysis.recovery_cost import measured_restart
 from studyctl.definition import training as model
 from studyctl.definition.training import HOUR_S, TrainingSpec
 from studyctl.definition.yamlpos import load_yaml_bounded
@@ -181,6 +183,7 @@ def _add_costs(t: pd.DataFrame, spec: TrainingSpec) -> None:
     mtbf = job_mtbf(spec, _col(t, "nodes"))
     relaunch, t["relaunch_source"] = _relaunch(t, spec)
     restore, t["restore_source"] = failure_restore(t)
+    relaunch, restore = measured_restart(t, spec, relaunch, restore)  # a measured time to first step (issue 20)
     restart = relaunch + _zero_nan(restore)
     cost = blocking + interference + np.maximum(lag - interval, 0.0)
     daly = model.daly_interval_s(cost, mtbf)

@@ -14,6 +14,14 @@ from typing import Any
 from studyctl.definition.points import restore_bytes
 from studyctl.definition.result_schema import CheckpointTiming, Result
 
+RESTART_FIELDS = ("launch_s", "restore_s", "ready_s", "time_to_first_step_s")
+
+
+def restart_row(r: Result) -> dict[str, Any]:
+    """The restart's phases as `restart_<phase>` (None without a recovery)."""
+    x = r.recovery
+    return {f"restart_{f}": getattr(x, f) if x is not None else None for f in RESTART_FIELDS}
+
 # Per-checkpoint strategy fields averaged over a point's writes, and over its restores.
 WRITE_FIELDS = ("blocking_s", "background_s", "background_bytes", "compute_steps", "compute_step_s_mean",
                 "compute_slowdown", "interference_s", "idle_step_s_mean")
@@ -79,6 +87,7 @@ def point_cost_row(r: Result, base: dict[str, Any]) -> dict[str, Any]:
            **{f: getattr(prov, f, None) for f in HOST_FIELDS}, "writes": len(writes), "restores": len(reads)}
     row.update({f: _mean([w.get(f) for w in writes]) for f in WRITE_FIELDS})
     row.update({f: _mean([x.get(f) for x in reads]) for f in READ_FIELDS})
+    row.update(restart_row(r))  # a recovery point's measured restart (issue 20), None elsewhere
     row.update(interference_ci_s=_ci_of_mean([w.get("interference_ci_s") for w in writes]),
                checkpoint_bytes=_mean([w["bytes"] for w in writes]), durable_s=_mean([w["span_s"] for w in writes]),
                restore_s=_mean([x["span_s"] for x in reads]), restore_bytes=_mean([x["bytes"] for x in reads]))

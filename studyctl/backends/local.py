@@ -66,8 +66,12 @@ def resolve_mpiexec(options: LocalOptions) -> str:
 
 
 def worker_command(launch: Launch, options: LocalOptions, mpiexec: str | None = None) -> list[str]:
+    """mpiexec of the worker; a recovery point's two worlds one after the other (worker.relaunch, issue 20)."""
     world = launch.point.world_size
     mpiexec = mpiexec or resolve_mpiexec(options)
+    if launch.point.recovery is not None:
+        return [sys.executable, "-m", "worker.relaunch", str(launch.paths.task), "mpiexec", mpiexec,
+                *options.mpiexec_args]
     return [mpiexec, *options.mpiexec_args, "-n", str(world), sys.executable, "-m", "worker", str(launch.paths.task)]
 
 

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from studyctl import host
 from studyctl.definition.ceilings import ceiling_memory_bytes
 from studyctl.definition.points import Point
+from studyctl.definition.recovery_plan import running_ranks
 from studyctl.definition.strategies import memory_per_host_bytes
 from studyctl.units import format_bytes
 
@@ -28,10 +29,10 @@ class Machine:
 
 def misfit(point: Point, machine: Machine, ranks_per_core: int) -> str | None:
     """Why `point` cannot run on `machine` (all its simulated nodes at once), or None if it fits."""
-    ranks = point.world_size
+    ranks = running_ranks(point)  # a recovery point's larger world (issue 20)
     limit = machine.cores * ranks_per_core
     if ranks > limit:
-        return (f"{ranks} ranks ({point.nodes} nodes × {point.ranks_per_node}) exceed this machine's "
+        return (f"{ranks} ranks ({ranks // point.ranks_per_node} nodes × {point.ranks_per_node}) exceed this machine's "
                 f"{machine.cores} cores × local.max_ranks_per_core {ranks_per_core} = {limit} ranks")
     # every simulated node's ranks on this one host: buffers, interpreters, drain buffers, and async snapshots
     # of every rank's shard (the whole checkpoint)

@@ -11,6 +11,7 @@ import typer
 from rich.table import Table
 
 from studyctl.cli.common import err, guard, out, styled
+from studyctl.cli.plan_restarts import collect_restart, print_restarts
 from studyctl.errors import UserError
 from studyctl.units import format_bytes
 
@@ -39,10 +40,13 @@ def plan(
             write("\n]\n")
         else:
             rows: list[dict[str, Any]] = []
+            restarts: dict[tuple, dict[str, Any]] = {}
             for row in planned.rows():
                 if not limit or len(rows) < limit:
                     rows.append(row)
+                collect_restart(restarts, row)
             _print_plan(planned.sweep.study, rows, planned.summary, limit)
+            print_restarts(restarts)
             lines = planned.projection_lines()
             if lines:
                 out.print("projections to full size, per resource shape:")

@@ -134,7 +134,7 @@ def ladder(top: float, spec: CalibrationSpec) -> list[float]:
 
 def calibration_copy(source: Point, scale: float, repetition: int) -> Point:
     return source.model_copy(update={"checkpoint": source.checkpoint.model_copy(update={"scale": scale}),
-                                     "role": "calibration", "repetition": repetition})
+                                     "role": "calibration", "repetition": repetition, "recovery": None})
 
 
 def _bounded(source: Point, scale: float, spec: CalibrationSpec, sweep: SweepFile) -> float | None:

@@ -85,7 +85,7 @@ class CeilingSources:
 
 
 def ceiling_of(point: Point) -> Point:
-    return point.model_copy(update={"role": "ceiling", "repetition": 0})
+    return point.model_copy(update={"role": "ceiling", "repetition": 0, "recovery": None})
 
 
 def probe_bytes(point: Point) -> tuple[int, int]:

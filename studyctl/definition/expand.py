@@ -15,6 +15,8 @@ from studyctl.definition.auxiliary import auxiliary_points
 from studyctl.definition.catalog import ModelSpec
 from studyctl.definition.planned import Exclusion, ExclusionKind, PlannedPoint
 from studyctl.definition.points import CHECKPOINT_AXES, CheckpointOptions, Point
+from studyctl.definition.recovery import parse_recovery
+from studyctl.definition.recovery_plan import recovery_fields
 from studyctl.definition.strategies import strategy_problems
 from studyctl.definition.sweep import CONDITION, POINT_AXES, ZERO_ALIASES, SweepFile
 from studyctl.definition.training import SimulatedStep
@@ -63,6 +65,11 @@ def _check_point_count(sweep: SweepFile, units: list[list[dict[str, Any]]], file
 def _normalise(axis: str, value: Any) -> Any:
     if axis == "zero_stage" and isinstance(value, str):
         return ZERO_ALIASES.get(value.lower(), value)
+    if axis == "recovery":
+        try:
+            return parse_recovery(value)
+        except ValueError:
+            return value
     return value
 
 
@@ -155,6 +162,9 @@ def _combo(sweep: SweepFile, models: dict[str, ModelSpec], combo: tuple[dict[str
                          values["pipeline_parallel"], values["zero_stage"], fields["checkpoint"].subset_world_size)
     if not problems:
         problems = _strategy_problems(fields, sweep)
+    fields["recovery"], restart_problems = recovery_fields(values.get("recovery"), fields, sweep.training,
+                                                           checked=not problems)
+    problems = (*problems, *restart_problems)
     infeasible = Exclusion(ExclusionKind.INFEASIBLE, "; ".join(problems)) if problems else None
     return values, fields, infeasible
 

@@ -21,6 +21,7 @@ from studyctl.definition.layout import (
 )
 from studyctl.definition.needs import NEEDS_KEYS, training_needs
 from studyctl.definition.points import CheckpointOptions, Point, cold_read_method, replicated_kinds, restore_bytes
+from studyctl.definition.recovery_plan import plan_fields, recovery_label
 from studyctl.definition.strategies import host_snapshot_bytes, memory_per_host_bytes
 from studyctl.definition.sweep import Estimate, SweepFile
 from studyctl.errors import UserError
@@ -29,7 +30,7 @@ from studyctl.units import GIB, format_bytes
 # DLIO's resident memory per process before any tensor (Python, PyTorch, mpi4py), measured: about 0.36 GiB.
 DLIO_BASE_BYTES = int(0.36 * GIB)
 PLAN_AXES = ("model", "zero_stage", "nodes", "ranks_per_node", "tensor_parallel", "pipeline_parallel", "filesystem",
-             "io_mode", "strategy", "restore", "repetition")
+             "io_mode", "strategy", "restore", "recovery", "repetition")
 
 
 def plan_row(pp: PlannedPoint, sweep: SweepFile) -> dict[str, Any]:
@@ -55,12 +56,13 @@ def plan_row(pp: PlannedPoint, sweep: SweepFile) -> dict[str, Any]:
         "exclude_kind": pp.exclusion.kind.value if pp.exclusion else None,
         "exclude_reason": pp.exclude_reason,
         "parameters": None,  # filled with the sizes (cached per cell)
-        **_settings(opts, p.io_mode),
+        **_settings(opts, p.io_mode), "recovery": recovery_label(p),
     }
     if pp.exclusion is not None and pp.exclusion.infeasible:
         row.update(dict.fromkeys(SIZED_KEYS), parameters=num_parameters(p.model))
         return row
     row.update(_sized(p.model, par, p.nodes, p.ranks_per_node, opts, sweep.estimate))
+    row.update(plan_fields(p))  # a restart after a failure (issue 20): its reads against a same-shape restore
     if p.role == "ceiling":  # its probes' bytes and cost, not its source point's checkpoints
         row.update(ceiling_sized(p, sweep.estimate))
     row.update(training_needs(row["nominal_checkpoint_bytes"], row["nominal_storage_read_bytes"], p.nodes,

@@ -26,6 +26,7 @@ from studyctl.definition.layout import (
     summarize,
 )
 from studyctl.definition.places import Place, point_places, study_dir_name
+from studyctl.definition.recovery import Recovery
 from studyctl.definition.training import ComputeModel, SimulatedStep
 
 IoMode = Literal["buffered", "direct", "hybrid"]
@@ -197,6 +198,7 @@ class Point(BaseModel):
     checkpoint: CheckpointOptions = CheckpointOptions()
     # Added after points were first hashed: part of the id only when not at its default (POINT_OMIT_AT_DEFAULT).
     role: PointRole = "measure"
+    recovery: Recovery | None = None  # a restart after a failure (issue 20): definition.recovery
 
     @property
     def world_size(self) -> int:
@@ -244,7 +246,7 @@ class Point(BaseModel):
             ("tensor_parallel", str(self.tensor_parallel)),
             ("zero_stage", str(self.zero_stage)),
         )
-        later = tuple((k, json.dumps(getattr(self, k))) for k, default in POINT_OMIT_AT_DEFAULT.items()
+        later = tuple((k, _json(getattr(self, k))) for k, default in POINT_OMIT_AT_DEFAULT.items()
                       if getattr(self, k) != default)
         if later:
             scalars = tuple(sorted((*scalars, *later)))
@@ -263,7 +265,13 @@ class Point(BaseModel):
 
 
 # Point fields added after studies were run: in a point's canonical form (and its id) only when not at these.
-POINT_OMIT_AT_DEFAULT: dict[str, object] = {"role": "measure"}
+POINT_OMIT_AT_DEFAULT: dict[str, object] = {"role": "measure", "recovery": None}
+
+
+def _json(value: object) -> str:
+    """A later field's canonical JSON (a nested model by its fields, keys sorted)."""
+    plain = value.model_dump(mode="json") if isinstance(value, BaseModel) else value
+    return json.dumps(plain, sort_keys=True, separators=(",", ":"))
 
 # Settings added after studies were run: left out of a point's identity while at their defaults, so a
 # point means the same id before and after (the file names a point writes are not what it measures).

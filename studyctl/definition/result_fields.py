@@ -62,3 +62,40 @@ class StrategyInfo(_Strict):
     tier_keep: int | None = None
     replaced_nodes: Count = 0
     checkpoints: list[StrategyTiming] = []
+
+
+class RecoveryTiming(_Strict):
+    """A restart after a failure (issue 20): a new launch of the restart world restores the checkpoint the point
+    wrote and runs its first training step. Each phase is the whole job's: launch = from just before the launcher
+    (mpiexec, srun) is invoked until every rank has passed MPI init (the launcher's wall clock against each rank's;
+    on simulated nodes one machine's clock, on a cluster the nodes' clocks, which differ by their sync error);
+    restore = the slowest rank's end − the first rank's start of the reads (and broadcasts); ready = a barrier and
+    one simulated training step. time_to_first_step_s is their sum (work off the clock between them, such as page
+    eviction for a cold read, is not counted)."""
+
+    scenario: str  # the sweep's words: same, lost_nodes N, shrink_to RANKS[, tensor_parallel T], grow_to RANKS
+    launcher: Literal["mpiexec", "srun"]
+    shared_clock: bool  # every rank and the launcher read one machine's clock (simulated nodes)
+    step_dir: str  # the checkpoint restored
+    old_world_size: Count
+    old_tensor_parallel: Count
+    old_pipeline_parallel: Count
+    old_data_parallel: Count
+    new_world_size: Count
+    new_tensor_parallel: Count
+    new_pipeline_parallel: Count
+    new_data_parallel: Count
+    lost_nodes: Count = 0
+    launch_s: Seconds
+    restore_s: Seconds
+    read_s: Seconds  # the slowest rank's time in storage reads
+    broadcast_s: Seconds = 0.0  # the slowest reading rank's time in MPI_Bcast (restore broadcast)
+    ready_s: Seconds
+    step_s: Seconds  # the simulated step's compute (training.simulated_step.compute_s)
+    time_to_first_step_s: Seconds  # launch_s + restore_s + ready_s
+    bytes_read: Count  # from files, all ranks
+    bytes_restored_per_rank: list[Count]  # by new rank: read from files, or received by broadcast
+    files_opened: Count  # all ranks
+    files_opened_per_rank: list[Count]
+    tier_bytes: Count = 0  # of bytes_read, from a node-local tier
+    broadcast_bytes: Count = 0  # received through broadcasts, all ranks

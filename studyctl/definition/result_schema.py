@@ -17,7 +17,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, model_validator
 
 from studyctl.definition.points import Point
-from studyctl.definition.result_fields import Count, Rate, Seconds, StrategyInfo
+from studyctl.definition.result_fields import Count, Rate, RecoveryTiming, Seconds, StrategyInfo
 from studyctl.units import GIB
 
 SCHEMA_VERSION: Literal[1] = 1
@@ -251,6 +251,7 @@ class Result(_Strict):
     provenance: Provenance
     strategy: StrategyInfo | None = None  # absent in results from before strategies
     ceilings: CeilingInfo | None = None  # only in the results of ceiling points
+    recovery: RecoveryTiming | None = None  # only in the results of recovery points (issue 20)
 
 
 class WorkerError(_Strict):

@@ -31,6 +31,7 @@ from studyctl.definition.filesystems import FILESYSTEM_KINDS, FilesystemSpec
 from studyctl.definition.names import plain_name
 from studyctl.definition.options import LocalOptions, SlurmOptions
 from studyctl.definition.points import CHECKPOINT_AXES, CheckpointOptions, IoMode
+from studyctl.definition.recovery import Recovery, parse_recovery
 from studyctl.definition.training import TrainingSpec
 from studyctl.definition.yamlpos import Loc, line_of, load_yaml_with_lines
 from studyctl.errors import UserError
@@ -46,6 +47,7 @@ def _zero_alias(value: Any) -> Any:
 
 
 ZeroStage = Annotated[Literal[0, 1, 2, 3], BeforeValidator(_zero_alias)]
+RecoveryValue = Annotated[Recovery | None, BeforeValidator(parse_recovery)]
 
 
 class _Strict(BaseModel):
@@ -111,6 +113,7 @@ class _PointAxes(_Strict):
     pipeline_parallel: list[PositiveInt] = [1]
     filesystem: list[str] | None = None  # default: every filesystem
     io_mode: list[IoMode] = ["buffered"]
+    recovery: list[RecoveryValue] = [None]  # restarts after a failure (definition.recovery); none: no restart
 
     @model_validator(mode="before")
     @classmethod

@@ -482,7 +482,7 @@ def test_time_limits_and_shapes(tmp_path: Path) -> None:
     big = Launch("t", big_point.point_id, 1, big_point, small.paths, None)
     slow = SlurmOptions(assumed_GiBps_per_node=0.001)
     assert time_limit_min(slow, big) % 5 == 0 and time_limit_min(slow, big) > time_limit_min(derived, big)
-    assert shape_of(OPTIONS, small) == (1, 1, 2)
+    assert shape_of(OPTIONS, small) == (1, 1, 2, False)
     said = "sbatch: error: Batch job submission failed: Node count specification invalid\n"
     assert sbatch_message(said) == "Batch job submission failed: Node count specification invalid"
 

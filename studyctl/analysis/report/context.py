@@ -25,6 +25,7 @@ from studyctl.analysis.plots import Plot
 from studyctl.analysis.report.costs import cost_section
 from studyctl.analysis.report.coverage import coverage
 from studyctl.analysis.report.hardware import hardware_section
+from studyctl.analysis.report.recovery import recovery_section
 from studyctl.analysis.status import PointStatus
 from studyctl.analysis.tables import HEADLINE, Tables
 from studyctl.analysis.values import missing
@@ -179,5 +180,5 @@ def build_context(study_dir: Path, study: str, description: str | None, tables: 
         "tables": sorted({t.name for t in table_paths if t.suffix == ".csv"}),
         "ledger": statuses is not None, "overview": overview(tables), "n_points": len(tables.infos),
         "fallbacks": fallbacks(tables), "ratios": extras.get("ratios", []), "dlio_runs": extras.get("dlio_runs", []),
-        "training": cost_section(tables),
+        "training": cost_section(tables), "recovery": recovery_section(tables),
     }

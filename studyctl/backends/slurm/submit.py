@@ -15,7 +15,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Sequence
-from functools import lru_cache
+from functools import lru_cache, partial
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +25,7 @@ from studyctl.backends.slurm.sacct import Runner, index_of
 from studyctl.definition.ceilings import ceiling_moved_bytes
 from studyctl.definition.options import SlurmOptions
 from studyctl.definition.points import Point
+from studyctl.definition.recovery import allocation_nodes
 from studyctl.states import FailureClass, State
 from studyctl.units import GIB
 
@@ -34,7 +35,7 @@ TRANSIENT_SBATCH = re.compile(r"Unable to contact slurm controller|Socket timed 
                               r"Resource temporarily unavailable|Zero Bytes were transmitted|"
                               r"Transport endpoint is not connected", re.IGNORECASE)
 SBATCH_RETRY_DELAYS_S = (2.0, 5.0, 10.0, 20.0)  # with sbatch's own ~10 s connect timeout: ~1.5 min in all
-Shape = tuple[int, int, int]
+Shape = tuple[int, int, int, bool]  # nodes, tasks per node, minutes, relaunch (a recovery point: issue 20)
 
 
 def time_limit_min(options: SlurmOptions, launch: Launch) -> int:
@@ -54,7 +55,7 @@ def point_time_limit_min(options: SlurmOptions, point: Point, limit_s: int | Non
     except Exception:  # an impossible layout: the worker says why, quickly
         return options.min_time_limit_min
     moved = ceiling_moved_bytes(point) if point.role == "ceiling" else \
-        per_checkpoint * (point.checkpoint.writes + point.checkpoint.reads)
+        per_checkpoint * (point.checkpoint.writes + point.checkpoint.reads + (point.recovery is not None))
     minutes = 2 + (moved / (point.nodes * options.assumed_GiBps_per_node * GIB)
                    + point.checkpoint.simulated_training_s()) / 60
     bucket = 5 if minutes < 60 else 30
@@ -62,12 +63,15 @@ def point_time_limit_min(options: SlurmOptions, point: Point, limit_s: int | Non
 
 
 def shape_of(options: SlurmOptions, launch: Launch) -> Shape:
-    """What makes two points share one job array: (nodes, tasks per node, minutes).
+    """What makes two points share one job array: (nodes, tasks per node, minutes, relaunch). A recovery point's
+    allocation holds the larger of its two worlds, each started as a job step by `worker.relaunch`.
 
     Partition, account, qos, constraint, exclusive and extra arguments are the same for every point
     of a backend (they come from the sweep's one `slurm:` section), so they never split a group.
     """
-    return launch.point.nodes, launch.point.ranks_per_node, time_limit_min(options, launch)
+    point = launch.point
+    nodes = allocation_nodes(point.nodes, point.ranks_per_node, point.recovery)
+    return nodes, point.ranks_per_node, time_limit_min(options, launch), point.recovery is not None
 
 
 @lru_cache(maxsize=1)
@@ -98,18 +102,23 @@ def group_by_shape(options: SlurmOptions, launches: Sequence[Launch], chunk: int
             for start in range(0, len(members), chunk)]
 
 
+def srun_args(options: SlurmOptions) -> list[str]:
+    return [f"--mpi={options.mpi}", *options.srun_args]
+
+
 def executor(options: SlurmOptions, folder: Path, study: str, shape: Shape, manifest: str, count: int) -> Any:
     """A submitit SlurmExecutor for one array of `count` elements of `shape`."""
     import submitit
 
-    nodes, per_node, minutes = shape
+    nodes, per_node, minutes, relaunch = shape
     ex = submitit.SlurmExecutor(folder=folder / "%j", max_num_timeout=options.max_requeues,
                                 python=options.python or shlex.quote(sys.executable))
     params: dict[str, Any] = {
         "nodes": nodes, "ntasks_per_node": per_node, "cpus_per_task": 1, "time": minutes,
         "job_name": job_name(study, manifest), "comment": f"studyctl study={study} manifest={manifest}",
         "array_parallelism": min(options.array_parallelism, count),
-        "srun_args": [f"--mpi={options.mpi}", *options.srun_args],
+        "srun_args": srun_args(options),
+        "use_srun": not relaunch,  # a relaunch runs once in the batch script and starts its worlds with srun
         "signal_delay_s": 30 if minutes <= 5 else 90,
     }
     for key in ("partition", "account", "qos", "constraint"):
@@ -149,7 +158,11 @@ class ArraySubmitter:
         from submitit.core.utils import FailedJobError, FailedSubmissionError
 
         entry = self.entry
-        if entry is None:
+        if entry is None and shape[3]:
+            from worker.relaunch import relaunch_srun
+
+            entry = partial(relaunch_srun, srun_args=srun_args(self.options))
+        elif entry is None:
             from worker.run import run_task as entry
         study = part[0].study
         manifest = self.manifests.write(part)

@@ -1,0 +1,57 @@
+"""A recovery axis value joined to its point at expansion: the restart's training step, and why it cannot run."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from studyctl.definition.points import Point
+from studyctl.definition.recovery import Recovery, allocation_nodes, recovery_problems
+from studyctl.definition.training import TrainingSpec
+
+
+def recovery_fields(recovery: Recovery | None, fields: dict[str, Any], training: TrainingSpec, checked: bool = True
+                    ) -> tuple[Recovery | None, tuple[str, ...]]:
+    """(the point's Recovery with the sweep's simulated step, the restart's problems); `checked`: the point's own
+    layout is possible (a restart of an impossible layout is not judged)."""
+    if recovery is None:
+        return None, ()
+    recovery = recovery.model_copy(update={"step": training.simulated_step})
+    if not checked:
+        return recovery, ()
+    return recovery, tuple(point_recovery_problems(Point.model_construct(**fields, recovery=recovery, filesystem="",
+                                                                          repetition=0)))
+
+
+def point_recovery_problems(point: Point) -> list[str]:
+    """`recovery_problems` of a point (empty without a recovery)."""
+    if point.recovery is None:
+        return []
+    opts = point.checkpoint
+    return recovery_problems(point.recovery, point.model, point.parallelism, point.nodes, point.ranks_per_node,
+                             tiered=opts.strategy == "tiered", writes=opts.writes, reads=opts.reads,
+                             subset=opts.subset_world_size is not None)
+
+
+def running_ranks(point: Point) -> int:
+    """The most ranks the point runs at once: a recovery point's larger world (writing or restart)."""
+    return allocation_nodes(point.nodes, point.ranks_per_node, point.recovery) * point.ranks_per_node
+
+
+def plan_fields(point: Point) -> dict[str, Any]:
+    """A plan row's recovery columns: the scenario in the sweep's words, and for a restart onto another layout
+    what it opens and reads against a same-shape restore (`restart_plan`, reshard's)."""
+    recovery = point.recovery
+    row: dict[str, Any] = {"recovery": recovery_label(point)}
+    if recovery is not None and recovery.scenario in ("shrink", "grow"):
+        from studyctl.definition.recovery import restart_layout
+        from studyctl.definition.restart_plan import restart_fields
+
+        opts, par = point.checkpoint, point.parallelism
+        row.update(restart_fields(point.model, par, restart_layout(point.model, par, recovery), opts.scale,
+                                  opts.naming, opts.restore))
+    return row
+
+
+def recovery_label(point: Point) -> str:
+    """The point's scenario in the sweep's words; "none" for a point without a restart."""
+    return point.recovery.label() if point.recovery is not None else "none"

@@ -1,0 +1,38 @@
+"""The plan's view of a restart onto another layout: per restart layout, files opened and bytes read per rank
+(max, mean) and in total, beside a restore of the same checkpoint in the shape that wrote it.
+
+Both sides are `reshard_summary` in the point's restore mode (a same-shape "reshard" reads exactly what restore
+`full`, `rank` or `broadcast` reads today), so the two columns are computed one way and compare like for like.
+Bytes are as written (the point's `scale`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, fields
+from functools import lru_cache
+from typing import Any
+
+from studyctl.definition.catalog import ModelSpec
+from studyctl.definition.layout import Naming, Parallelism
+from studyctl.definition.reshard import ReshardSummary, reshard_summary
+
+SIDES = ("restart", "same_shape")
+RESTART_KEYS = ("restart_layout", *(f"{side}_{f.name}" for side in SIDES for f in fields(ReshardSummary)))
+
+
+def layout_label(par: Parallelism) -> str:
+    """TP×PP×DP, as the plan's table writes a layout."""
+    return f"{par.tensor}×{par.pipeline}×{par.data}"
+
+
+@lru_cache(maxsize=1024)
+def restart_fields(model: ModelSpec, old: Parallelism, new: Parallelism, scale: float = 1.0,
+                   naming: Naming = "dlio", restore: str = "full") -> dict[str, Any]:
+    """The plan row's restart columns (RESTART_KEYS) for a checkpoint written with `old`, restored onto `new`.
+    Raises reshard's ReshardError (a ValueError) with the reason when the restart is impossible."""
+    sides = (reshard_summary(model, old, new, scale, naming, restore),
+             reshard_summary(model, old, old, scale, naming, restore))
+    row: dict[str, Any] = {"restart_layout": layout_label(new)}
+    for side, summary in zip(SIDES, sides, strict=True):
+        row.update({f"{side}_{k}": v for k, v in asdict(summary).items()})
+    return row

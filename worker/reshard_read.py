@@ -1,0 +1,151 @@
+"""A resharded restore on one rank of the restarted world: read exactly the byte ranges of the old checkpoint
+that `studyctl.definition.reshard` maps to this rank, cold, with the point's I/O mode and block size.
+
+O_DIRECT needs aligned offsets and lengths: each range is read as its aligned cover (offset rounded down,
+end rounded up to io.ALIGN; at a file's end the read is short), in chunks of `block`. `bytes_read` counts the
+bytes the map asked for, `transferred_bytes` what the reads moved (the cover), so the two are told apart.
+Buffered reads ask for the ranges exactly (what the kernel's readahead adds is the page cache's).
+
+With restore `broadcast`, the new ranks needing identical bytes (the DP replicas of a model-parallel rank,
+`reshard_split`'s colour) form a group: its lowest rank reads the shared ranges and MPI_Bcasts them chunk by
+chunk; the others receive. The chunk sequence follows from the ranges alone, so a reader's I/O error still
+sends every chunk; the error is raised after the collective part, for the caller to vote on.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from time import perf_counter, perf_counter_ns
+from typing import Any
+
+from studyctl.definition.layout import Parallelism
+from studyctl.definition.points import Point
+from studyctl.definition.reshard import ByteRange, rank_reads, reshard_split
+from worker import io
+
+
+@dataclass
+class ReshardRead:
+    """What one rank did in one resharded restore."""
+
+    bytes_read: int = 0  # bytes of the map read from storage by this rank
+    files_opened: int = 0
+    ranges: list[ByteRange] = field(default_factory=list)  # what it read from storage, per file in order
+    transferred_bytes: int = 0  # bytes its reads moved (the aligned cover under O_DIRECT)
+    received_bytes: int = 0  # bytes delivered to it by broadcast
+    read_s: float = 0.0
+    broadcast_s: float = 0.0
+
+
+def _pieces(r: ByteRange, block: int, direct: bool) -> Iterator[tuple[int, int, int, int]]:
+    """(read offset, read length, keep from, keep to within the read) covering one range in `block` chunks."""
+    start, end = r.offset, r.end
+    if direct:
+        start, end = start - start % io.ALIGN, end + (-end % io.ALIGN)
+    for off in range(start, end, block):
+        length = min(block, end - off)
+        yield off, length, max(r.offset, off) - off, min(r.end, off + length) - off
+
+
+def _by_file(ranges: list[ByteRange]) -> list[list[ByteRange]]:
+    """Ranges grouped by file, each file opened once."""
+    groups: dict[str, list[ByteRange]] = {}
+    for r in ranges:
+        groups.setdefault(r.name, []).append(r)
+    return list(groups.values())
+
+
+Deliver = Callable[[ByteRange, int, memoryview], None]  # (range, file offset of the bytes, the bytes)
+
+
+def _read_file(path: str, ranges: list[ByteRange], buf: io.Buffer, block: int, direct: bool,
+               split: io.Split, out: ReshardRead, each: Deliver | None = None) -> None:
+    """Read one file's ranges into the reused buffer, chunk by chunk; `each` gets every chunk's requested bytes
+    (the restore's use of them: here a broadcast, or a test's check)."""
+    fd = split.open(path, os.O_RDONLY, direct=direct)
+    out.files_opened += 1
+    try:
+        view = buf.view
+        for r in ranges:
+            began = perf_counter_ns()
+            for off, length, lo, hi in _pieces(r, block, direct):
+                got = os.preadv(fd, [view[:length]], off)
+                out.transferred_bytes += got
+                if got < hi:
+                    raise OSError(f"{path}: short read at byte {off + got} of a range ending at {r.end}")
+                if each is not None:
+                    split.transferred(began)
+                    each(r, off + lo, view[lo:hi])
+                    began = perf_counter_ns()
+            split.transferred(began)
+            out.bytes_read += r.length
+            out.ranges.append(r)
+    finally:
+        split.close(fd)
+
+
+def _broadcast(group: Any, step_dir: Path, shared: list[ByteRange], buf: io.Buffer, block: int, direct: bool,
+               split: io.Split, out: ReshardRead, deliver: Deliver | None) -> OSError | None:
+    """Root reads and sends each chunk of the shared ranges; the others receive the same sequence."""
+    from mpi4py import MPI
+
+    view = buf.view
+    root = group.Get_rank() == 0
+    failed: OSError | None = None
+    sent = 0
+
+    def send(r: ByteRange, offset: int, data: memoryview) -> None:
+        nonlocal sent
+        start = perf_counter()
+        group.Bcast([data, MPI.BYTE], root=0)
+        out.broadcast_s += perf_counter() - start
+        out.received_bytes += 0 if root else len(data)
+        sent += 1
+        if deliver is not None:
+            deliver(r, offset, data)
+
+    for ranges in _by_file(shared):
+        before = sent
+        if root and failed is None:
+            try:
+                _read_file(str(step_dir / ranges[0].name), ranges, buf, block, direct, split, out, send)
+                continue
+            except OSError as exc:
+                failed = exc  # the rest of the sequence is still sent, from whatever the buffer holds
+        chunks = [(r, off + lo, lo, hi) for r in ranges for off, _, lo, hi in _pieces(r, block, direct)]
+        for r, offset, lo, hi in chunks[sent - before:]:
+            send(r, offset, view[lo:hi])
+    return failed
+
+
+def read_resharded(comm: Any, point: Point, old: Parallelism, new: Parallelism, step_dir: Path, buf: io.Buffer,
+                   block: int, direct: bool, split: io.Split, deliver: Deliver | None = None) -> ReshardRead:
+    """Collective over the restarted world `comm` (new.world_size ranks): this rank's part of one restore of the
+    checkpoint in `step_dir`, written with layout `old`, onto `new`; per the point's restore mode (`full`: every
+    rank reads all it needs; `broadcast`: shared bytes once per group; `rank`: what the rank would write).
+    Files are read as they are (make them cold before); `deliver` gets every requested chunk, read or received.
+    Raises OSError after the collective part."""
+    opts = point.checkpoint
+    rank = comm.Get_rank()
+    colour, own, shared = reshard_split(point.model, old, new, rank, opts.scale, opts.naming)
+    out = ReshardRead()
+    failed: OSError | None = None
+    start = perf_counter()
+    if opts.restore == "broadcast" and new.zero_stage < 3:  # the same on every rank: Split is collective
+        group = comm.Split(color=colour, key=rank)
+        try:
+            failed = _broadcast(group, step_dir, shared, buf, block, direct, split, out, deliver)
+        finally:
+            group.Free()
+        reads = own
+    else:
+        reads = rank_reads(own, shared, rank < new.model_parallel, opts.restore)
+    for ranges in _by_file(reads) if failed is None else []:
+        _read_file(str(step_dir / ranges[0].name), ranges, buf, block, direct, split, out, deliver)
+    out.read_s = perf_counter() - start - out.broadcast_s
+    if failed is not None:
+        raise failed
+    return out
