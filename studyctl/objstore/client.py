@@ -16,7 +16,7 @@ from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
 from typing import Any
 
 from studyctl.objstore import cleanup
-from studyctl.objstore.calls import CountedCalls
+from studyctl.objstore.calls import MAX_ATTEMPTS, TIMEOUT_S, CountedCalls
 from studyctl.objstore.counts import RequestCounts
 from studyctl.objstore.errors import ObjectStoreError, failure
 from studyctl.objstore.target import S3Target
@@ -33,13 +33,16 @@ def spans(size: int, part_bytes: int) -> Iterator[tuple[int, int, int]]:
 class ObjectClient:
     """Puts and gets whole objects of one target (keys are full keys: use `target.key(relative)`)."""
 
-    def __init__(self, target: S3Target, concurrency: int, part_bytes: int) -> None:
+    def __init__(self, target: S3Target, concurrency: int, part_bytes: int, attempts: int = MAX_ATTEMPTS,
+                 timeout_s: float = TIMEOUT_S) -> None:
+        """`attempts` per request (botocore's standard retry mode); `timeout_s` to connect (at most 10 s) and
+        between bytes of an answer."""
         if concurrency < 1 or part_bytes < 5 * 2**20:
             raise ValueError("concurrency ≥ 1 and part_bytes ≥ 5 MiB (S3's smallest part but the last)")
         self.target = target
         self.concurrency = concurrency
         self.part_bytes = part_bytes
-        self.calls = CountedCalls(target, concurrency)
+        self.calls = CountedCalls(target, concurrency, attempts, timeout_s)
         self._pool = ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="objstore")
         self._open: dict[str, str] = {}  # upload id → key, of multipart uploads not yet completed or aborted
         self._open_lock = threading.Lock()
