@@ -245,7 +245,7 @@ def main(rounds: int = 3, shape: Shape | None = None) -> None:
     from tests.s3.server import BUCKET, ensure_server
 
     server = ensure_server()
-    os.environ.update(server.env)
+    os.environ.update(server.exports)
     target = S3Target(BUCKET, "benchmarks", server.endpoint)
     shape = shape or Shape()
     report(measure(target, shape, rounds), shape, rounds)

@@ -50,9 +50,6 @@ weed_bin() {
 
 comm_of() { [[ $1 =~ ^[0-9]+$ ]] && cat "/proc/$1/comm" 2>/dev/null; }
 server_pid() { [[ -s $DIR/weed.pid ]] && [[ $(comm_of "$(<"$DIR/weed.pid")") == weed ]] && cat "$DIR/weed.pid"; }
-port_open() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
-# up_or_gone PORT : the port answers, or the server has exited (no point waiting longer)
-up_or_gone() { port_open "$1" || ! server_pid >/dev/null; }
 
 # free_ports N : N ports P (each with P+10000, weed's gRPC port, free too), 8333 first if free
 free_ports() {
@@ -143,6 +140,30 @@ poll() {
   done
 }
 
+# start_weed : one try at starting weed on free ports; false when it exits before its S3 port is its own
+# (another server took a port between the check and the bind)
+start_weed() {
+  local ports s3 master volume filer admin pid weed
+  ports=$(free_ports 5) || die "no free ports on 127.0.0.1"
+  read -r s3 master volume filer admin <<<"$ports"
+  write_env "$s3"
+  weed=$(weed_bin)
+  ( cd "$DIR" && exec setsid "$weed" mini -dir="$DIR/data" -ip=127.0.0.1 -ip.bind=127.0.0.1 \
+      -s3.port="$s3" -master.port="$master" -volume.port="$volume" -filer.port="$filer" \
+      -admin.port="$admin" -admin.ui=false -webdav=false -s3.port.iceberg=0 -s3.port.lance=0 \
+      -s3.config="$DIR/identity.json" -s3.cacheCapacityMB=0 -master.telemetry=false \
+      -filer.localSocket="$DIR/filer.sock" -s3.localSocket="$DIR/s3.sock" -bucket="$BUCKET" \
+      </dev/null >"$DIR/weed.log" 2>&1 ) &
+  pid=$!
+  echo "$pid" > "$DIR/weed.pid"
+  log "weed mini started (pid $pid), S3 on 127.0.0.1:$s3"
+  poll 60 owned_or_gone "$pid" "$s3" && listens "$pid" "$s3"
+}
+
+# listens PID PORT : PID listens on 127.0.0.1:PORT
+listens() { ss -ltnpH "sport = :$2" 2>/dev/null | grep -q "pid=$1,"; }
+owned_or_gone() { listens "$1" "$2" || ! kill -0 "$1" 2>/dev/null; }
+
 cmd_up() {
   if pid=$(server_pid) && [[ -s $DIR/env ]] && answers 1; then
     log "already up (pid $pid, $(grep -o 'http://[0-9.:]*' "$DIR/env"))"; return 0
@@ -150,25 +171,17 @@ cmd_up() {
   [[ -s $DIR/weed.pid ]] && { log "partly up: stopping what is left first"; cmd_down; }
   install -d -m 0700 "$DIR" "$DIR/data"
   make_identity
-  local ports s3 master volume filer admin
-  ports=$(free_ports 5) || die "no free ports on 127.0.0.1"
-  read -r s3 master volume filer admin <<<"$ports"
-  write_env "$s3"
-  local weed; weed=$(weed_bin)
-  ( cd "$DIR" && exec setsid "$weed" mini -dir="$DIR/data" -ip=127.0.0.1 -ip.bind=127.0.0.1 \
-      -s3.port="$s3" -master.port="$master" -volume.port="$volume" -filer.port="$filer" \
-      -admin.port="$admin" -admin.ui=false -webdav=false -s3.port.iceberg=0 -s3.port.lance=0 \
-      -s3.config="$DIR/identity.json" -s3.cacheCapacityMB=0 -master.telemetry=false \
-      -filer.localSocket="$DIR/filer.sock" -s3.localSocket="$DIR/s3.sock" -bucket="$BUCKET" \
-      </dev/null >"$DIR/weed.log" 2>&1 ) &
-  echo $! > "$DIR/weed.pid"
-  log "weed mini started (pid $(<"$DIR/weed.pid")), S3 on 127.0.0.1:$s3"
-  poll 60 up_or_gone "$s3" && server_pid >/dev/null \
-    || { tail -20 "$DIR/weed.log"; cmd_down; die "weed did not start in 60 s (log: $DIR/weed.log)"; }
+  local try
+  for try in 1 2 3; do
+    start_weed && break
+    tail -5 "$DIR/weed.log"; cmd_down
+    ((try < 3)) || die "weed did not start (log: $DIR/weed.log)"
+    log "weed exited before serving (try $try): again on other ports"
+  done
   poll 60 answers 1 \
     || { tail -20 "$DIR/weed.log"; cmd_down; die "bucket $BUCKET did not answer a signed HEAD in 60 s"; }
-  answers 0 || die "self-test: a wrong secret was accepted (no identity in force)"
-  log "UP: s3 http://127.0.0.1:$s3 bucket $BUCKET; credentials: source $DIR/env"
+  answers 0 || { cmd_down; die "self-test: a wrong secret was accepted (no identity in force)"; }
+  log "UP: $(grep -o 'http://[0-9.:]*' "$DIR/env") bucket $BUCKET; credentials: source $DIR/env"
 }
 
 cmd_down() {

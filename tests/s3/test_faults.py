@@ -9,12 +9,9 @@ import os
 import signal
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 import uuid
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
@@ -24,7 +21,7 @@ from studyctl.objstore.counts import RequestCounts
 from studyctl.objstore.errors import ObjectStoreError
 from studyctl.objstore.preflight import target_problem
 from studyctl.objstore.target import S3Target
-from tests.s3.server import BUCKET, REPO, Server, ensure_server, script
+from tests.s3.server import BUCKET, REPO, Server
 
 pytestmark = pytest.mark.s3
 MIB = 1 << 20
@@ -88,22 +85,8 @@ def test_an_unreachable_endpoint_is_one_line_within_seconds(s3_server: Server) -
     assert time.monotonic() - t0 < 15  # no retry loop on a dead endpoint (the probe's timeout is 5 s)
 
 
-@pytest.fixture
-def private_server() -> Iterator[Server]:
-    """A server of its own (its own directory and ports), for tests that stop it."""
-    directory = Path(tempfile.mkdtemp(prefix="s3t-", dir="/tmp"))
-    try:
-        yield ensure_server(directory)
-    finally:
-        script("down", directory)
-        subprocess.run(["rm", "-rf", str(directory)], check=False)
-
-
-def test_a_server_stopped_mid_upload_is_an_object_store_error(private_server: Server,
-                                                              monkeypatch: pytest.MonkeyPatch) -> None:
-    for name, value in private_server.env.items():
-        monkeypatch.setenv(name, value)
-    target = S3Target(BUCKET, "cut", private_server.endpoint)
+def test_a_server_stopped_mid_upload_is_an_object_store_error(s3_private_server: Server) -> None:
+    target = S3Target(BUCKET, "cut", s3_private_server.endpoint)
     client = ObjectClient(target, 2, 5 * MIB, attempts=2, timeout_s=5)
     failed: list[BaseException] = []
 
@@ -116,7 +99,7 @@ def test_a_server_stopped_mid_upload_is_an_object_store_error(private_server: Se
     writer = threading.Thread(target=upload)
     writer.start()
     wait_for_upload(target)
-    script("down", private_server.directory)
+    s3_private_server.stop()
     writer.join(120)
     assert not writer.is_alive()
     assert failed and isinstance(failed[0], ObjectStoreError), failed
@@ -171,3 +154,44 @@ def test_an_upload_that_fails_is_aborted_before_the_error_goes_on(target: S3Targ
     s3 = boto_client(target, 1)
     assert not s3.list_multipart_uploads(Bucket=BUCKET, Prefix=target.prefix + "/").get("Uploads")
     client.close()
+
+
+def test_ctrl_c_mid_upload_aborts_it(target: S3Target) -> None:
+    """KeyboardInterrupt while parts are in flight (here raised where the third part's bytes are asked for)."""
+
+    def chunk(offset: int, length: int) -> memoryview:
+        if offset >= 10 * MIB:
+            raise KeyboardInterrupt
+        return memoryview(bytes(length))
+
+    with ObjectClient(target, 2, 5 * MIB) as client, pytest.raises(KeyboardInterrupt):
+        client.put_from(target.key("f"), 30 * MIB, chunk, RequestCounts())
+    assert not boto_client(target, 1).list_multipart_uploads(Bucket=BUCKET, Prefix=target.prefix + "/").get("Uploads")
+
+
+TERMINATED = """
+import os, signal
+from studyctl.objstore.client import ObjectClient
+from studyctl.objstore.counts import RequestCounts
+from studyctl.objstore.target import S3Target
+target = S3Target("{bucket}", "{prefix}", "{endpoint}")
+client = ObjectClient(target, 1, 5 << 20)
+def on_term(signum, frame):  # what a rank's SIGTERM handler does before os._exit
+    client.abort_in_flight()
+    os._exit(128 + signum)
+signal.signal(signal.SIGTERM, on_term)
+client.put(target.key("step-1/model.pt"), memoryview(bytes(300 << 20)), RequestCounts())
+"""
+
+
+def test_a_sigterm_handler_aborts_the_uploads_in_flight(target: S3Target) -> None:
+    code = TERMINATED.format(bucket=BUCKET, prefix=target.prefix, endpoint=target.endpoint)
+    writer = subprocess.Popen([sys.executable, "-c", code], cwd=REPO, env=os.environ.copy())
+    try:
+        wait_for_upload(target)
+    finally:
+        writer.send_signal(signal.SIGTERM)
+        assert writer.wait(60) == 128 + signal.SIGTERM
+    s3 = boto_client(target, 1)
+    assert not s3.list_multipart_uploads(Bucket=BUCKET, Prefix=target.prefix + "/").get("Uploads")
+    assert s3.list_objects_v2(Bucket=BUCKET, Prefix=target.prefix + "/").get("KeyCount", 0) == 0

@@ -84,3 +84,28 @@ def test_delete_prefix_removes_everything_below_it_and_nothing_beside_it(client:
     assert (counts.list, counts.delete) == (1, 1)  # one page, one batch
     assert client.delete_prefix(target.key("run1")) == 0
     assert client.delete_prefix(target.key("run10")) == 1
+
+
+def test_put_from_streams_an_object_larger_than_its_buffer(client: ObjectClient, target: S3Target) -> None:
+    """The worker's shape: one 16 MiB buffer, its views repeated for a 40 MiB object (parts asked for by offset)."""
+    buffer = memoryview(os.urandom(PART))
+    asked: list[tuple[int, int]] = []
+
+    def chunk(offset: int, length: int) -> memoryview:
+        asked.append((offset, length))
+        return buffer[offset % PART:offset % PART + length]
+
+    counts = RequestCounts()
+    client.put_from(target.key("big"), 40 * MIB, chunk, counts)
+    assert sorted(asked) == [(0, PART), (PART, PART), (2 * PART, 8 * MIB)]
+    assert (counts.put, counts.part) == (2, 3)
+    into = memoryview(bytearray(40 * MIB))
+    client.get(target.key("big"), into, 0, RequestCounts())
+    assert into == bytes(buffer) * 2 + bytes(buffer[:8 * MIB])
+
+
+def test_an_empty_object_is_one_put_and_reads_as_nothing(client: ObjectClient, target: S3Target) -> None:
+    counts = RequestCounts()
+    client.put(target.key("empty"), memoryview(b""), counts)
+    assert (counts.put, counts.part) == (1, 0)
+    assert client.get(target.key("empty"), memoryview(bytearray(0)), 0, counts) == 0

@@ -47,7 +47,7 @@ def test_up_status_down() -> None:
         assert script("status", directory).returncode == 3
         assert script("down", directory).returncode == 0  # down twice: a no-op
         restarted = ensure_server(directory)  # the key pair made once is kept
-        assert restarted.env["AWS_ACCESS_KEY_ID"] == env["AWS_ACCESS_KEY_ID"]
+        assert restarted.exports["AWS_ACCESS_KEY_ID"] == env["AWS_ACCESS_KEY_ID"]
     finally:
         script("down", directory)
         subprocess.run(["rm", "-rf", str(directory)], check=False)
