@@ -128,21 +128,31 @@ ObjectClient(target, 1, 5 << 20).put(target.key("step-1/model.pt"), memoryview(b
 """
 
 
-def test_a_writer_killed_mid_upload_leaves_nothing_once_uploads_are_aborted(target: S3Target) -> None:
-    code = WRITER.format(bucket=BUCKET, prefix=target.prefix, endpoint=target.endpoint)
+def signalled_mid_upload(code: str, target: S3Target, signum: int) -> int:
+    """Runs `code` (a writer) in a new process, sends it `signum` once its upload has a part; its exit code."""
+    code = code.format(bucket=BUCKET, prefix=target.prefix, endpoint=target.endpoint)
     writer = subprocess.Popen([sys.executable, "-c", code], cwd=REPO, env=os.environ.copy())
     try:
         wait_for_upload(target)
     finally:
-        writer.send_signal(signal.SIGKILL)
-        writer.wait()
-    s3 = boto_client(target, 1)
-    assert s3.list_multipart_uploads(Bucket=BUCKET, Prefix=target.prefix + "/").get("Uploads")  # left behind
+        writer.send_signal(signum)
+    return writer.wait(60)
+
+
+def left_behind(target: S3Target) -> tuple[int, int]:
+    """(objects, incomplete multipart uploads) under the target's prefix."""
+    s3, below = boto_client(target, 1), target.prefix + "/"
+    return (s3.list_objects_v2(Bucket=BUCKET, Prefix=below).get("KeyCount", 0),
+            len(s3.list_multipart_uploads(Bucket=BUCKET, Prefix=below).get("Uploads", [])))
+
+
+def test_a_writer_killed_mid_upload_leaves_nothing_once_uploads_are_aborted(target: S3Target) -> None:
+    assert signalled_mid_upload(WRITER, target, signal.SIGKILL) == -signal.SIGKILL
+    assert left_behind(target) == (0, 1)
     with ObjectClient(target, 1, 5 * MIB) as client:
         assert client.abort_uploads(target.prefix) == 1
         assert client.abort_uploads(target.prefix) == 0
-    assert not s3.list_multipart_uploads(Bucket=BUCKET, Prefix=target.prefix + "/").get("Uploads")
-    assert s3.list_objects_v2(Bucket=BUCKET, Prefix=target.prefix + "/").get("KeyCount", 0) == 0
+    assert left_behind(target) == (0, 0)
 
 
 def test_an_upload_that_fails_is_aborted_before_the_error_goes_on(target: S3Target) -> None:
@@ -151,8 +161,7 @@ def test_an_upload_that_fails_is_aborted_before_the_error_goes_on(target: S3Targ
     client.part_bytes = 1 * MIB  # below S3's 5 MiB minimum: the server refuses completing it
     with pytest.raises(ObjectStoreError):
         client.put(target.key("f"), memoryview(bytes(3 * MIB)), RequestCounts())
-    s3 = boto_client(target, 1)
-    assert not s3.list_multipart_uploads(Bucket=BUCKET, Prefix=target.prefix + "/").get("Uploads")
+    assert left_behind(target) == (0, 0)
     client.close()
 
 
@@ -166,7 +175,7 @@ def test_ctrl_c_mid_upload_aborts_it(target: S3Target) -> None:
 
     with ObjectClient(target, 2, 5 * MIB) as client, pytest.raises(KeyboardInterrupt):
         client.put_from(target.key("f"), 30 * MIB, chunk, RequestCounts())
-    assert not boto_client(target, 1).list_multipart_uploads(Bucket=BUCKET, Prefix=target.prefix + "/").get("Uploads")
+    assert left_behind(target) == (0, 0)
 
 
 TERMINATED = """
@@ -185,13 +194,5 @@ client.put(target.key("step-1/model.pt"), memoryview(bytes(300 << 20)), RequestC
 
 
 def test_a_sigterm_handler_aborts_the_uploads_in_flight(target: S3Target) -> None:
-    code = TERMINATED.format(bucket=BUCKET, prefix=target.prefix, endpoint=target.endpoint)
-    writer = subprocess.Popen([sys.executable, "-c", code], cwd=REPO, env=os.environ.copy())
-    try:
-        wait_for_upload(target)
-    finally:
-        writer.send_signal(signal.SIGTERM)
-        assert writer.wait(60) == 128 + signal.SIGTERM
-    s3 = boto_client(target, 1)
-    assert not s3.list_multipart_uploads(Bucket=BUCKET, Prefix=target.prefix + "/").get("Uploads")
-    assert s3.list_objects_v2(Bucket=BUCKET, Prefix=target.prefix + "/").get("KeyCount", 0) == 0
+    assert signalled_mid_upload(TERMINATED, target, signal.SIGTERM) == 128 + signal.SIGTERM
+    assert left_behind(target) == (0, 0)
