@@ -128,3 +128,19 @@ def test_throttled_answers_are_retried_and_counted(s3_server: Server, target: S3
     with ObjectClient(target, 4, PART) as client:
         client.get(target.key("f"), into, 0, RequestCounts())
     assert into == data
+
+
+def test_get_into_reads_through_places_it_is_given(client: ObjectClient, target: S3Target) -> None:
+    """The worker's shape: a range larger than its buffer, each part into the place it names (here: kept)."""
+    data = os.urandom(40 * MIB)
+    client.put(target.key("f"), memoryview(data), RequestCounts())
+    places: dict[int, memoryview] = {}
+
+    def into(start: int, length: int) -> memoryview:
+        places[start] = memoryview(bytearray(length))
+        return places[start]
+
+    counts = RequestCounts()
+    assert client.get_into(target.key("f"), 39 * MIB, into, MIB, counts) == 39 * MIB
+    assert sorted(places) == [0, PART, 2 * PART] and counts.get == 3
+    assert b"".join(bytes(places[s]) for s in sorted(places)) == data[MIB:]
