@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from botocore.exceptions import (
-    BotoCoreError,
     ClientError,
     ConnectionClosedError,
     EndpointConnectionError,
@@ -43,9 +42,7 @@ def cause(error: BaseException, what: str = "") -> str:
         return f"server stopped mid-request ({what or 'a request'} cut off)"
     if isinstance(error, ReadTimeoutError):
         return f"server stopped answering ({what or 'a request'} timed out)"
-    if isinstance(error, BotoCoreError):
-        return f"{type(error).__name__}: {_first_line(str(error))}"
-    return f"{type(error).__name__}: {_first_line(str(error))}"
+    return f"{type(error).__name__}: {_first_line(str(error))}"  # any other BotoCoreError or OSError
 
 
 def _client_cause(error: ClientError, what: str) -> str:
