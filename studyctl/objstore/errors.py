@@ -37,7 +37,7 @@ def cause(error: BaseException, what: str = "") -> str:
     if isinstance(error, NoCredentialsError):
         return "no credentials (set AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY or AWS_PROFILE)"
     if isinstance(error, EndpointConnectionError):
-        return "endpoint unreachable (connection refused or no route)"
+        return f"endpoint unreachable (connection refused or no route{': ' + what if what else ''})"
     if isinstance(error, (ConnectionClosedError, ResponseStreamingError)):
         return f"server stopped mid-request ({what or 'a request'} cut off)"
     if isinstance(error, ReadTimeoutError):
