@@ -65,7 +65,8 @@ def restart_parallelism(old: Parallelism, world_size: int, tensor: int | None = 
                         pipeline: int | None = None, model: ModelSpec | None = None) -> Parallelism:
     """The layout a job restarts with: `world_size` ranks, TP and PP kept unless given, DP what remains, the
     ZeRO stage kept. Raises ReshardError with the reason when impossible (with `model`, its dimensions too)."""
-    tp, pp = tensor or old.tensor, pipeline or old.pipeline
+    tp = old.tensor if tensor is None else tensor
+    pp = old.pipeline if pipeline is None else pipeline
     if old.running:
         raise ReshardError(f"the checkpoint was written in subset mode ({old.running} of {old.world_size} ranks): "
                            "it holds only part of the run's state")

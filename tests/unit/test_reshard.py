@@ -6,6 +6,8 @@ from __future__ import annotations
 import itertools
 
 import pytest
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
 
 from studyctl.definition.catalog import ModelSpec, lookup
 from studyctl.definition.layout import Parallelism, rank_files
@@ -128,6 +130,7 @@ def test_summary_counts_storage_reads_and_broadcast_apart() -> None:
     (6, 4, None, "not a multiple of tensor_parallel×pipeline_parallel = 4×1 = 4"),
     (3, None, 2, "not a multiple"),
     (0, None, None, ">= 1"),
+    (4, 0, None, ">= 1"),
     (6, 3, None, "does not divide num_attention_heads"),
     (8, None, 8, "exceeds num_layers"),
 ])
@@ -142,5 +145,21 @@ def test_zero3_with_pipeline_and_subset_checkpoints_are_refused() -> None:
         restart_parallelism(Parallelism(1, 1, 4, 3), 4, pipeline=2, model=TINY)
     with pytest.raises(ReshardError, match="subset mode"):
         restart_parallelism(Parallelism(1, 1, 64, 1, running=8), 4)
+    with pytest.raises(ReshardError, match="ZeRO stage is kept"):
+        reshard_reads(TINY, Parallelism(1, 1, 4, 1), Parallelism(1, 1, 4, 2), 0)
     with pytest.raises(ReshardError, match="outside"):
         reshard_reads(TINY, Parallelism(1, 1, 4, 1), Parallelism(1, 1, 2, 1), 2)
+
+
+@settings(max_examples=25, deadline=None)
+@given(old=st.tuples(st.sampled_from([1, 2, 4]), st.sampled_from([1, 2, 4]), st.integers(1, 3)),
+       new=st.tuples(st.sampled_from([1, 2, 4]), st.sampled_from([1, 2, 4]), st.integers(1, 3)),
+       zero=st.integers(0, 3), data=st.data())
+def test_any_valid_restart_matches_the_oracle(old: tuple, new: tuple, zero: int, data: st.DataObject) -> None:
+    before, after = Parallelism(*old, zero), Parallelism(*new, zero)
+    try:
+        reshard_reads(TINY, before, after, 0)
+    except ReshardError:
+        assume(False)
+    rank = data.draw(st.integers(0, after.world_size - 1))
+    assert oracle.as_bytes(reshard_reads(TINY, before, after, rank)) == oracle.needs(TINY, before, after, rank)
