@@ -129,6 +129,8 @@ def read_resharded(comm: Any, point: Point, old: Parallelism, new: Parallelism, 
     Files are read as they are (make them cold before); `deliver` gets every requested chunk, read or received.
     Raises OSError after the collective part."""
     opts = point.checkpoint
+    if comm.Get_size() != new.world_size:
+        raise ValueError(f"the restart layout has {new.world_size} ranks but the world {comm.Get_size()}")
     rank = comm.Get_rank()
     colour, own, shared = reshard_split(point.model, old, new, rank, opts.scale, opts.naming)
     out = ReshardRead()

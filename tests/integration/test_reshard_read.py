@@ -24,11 +24,12 @@ MODEL = ModelSpec("reshard-small", num_layers=4, hidden_size=40, ffn_hidden_size
                   num_kv_heads=2, vocab_size=130)
 
 
-def _written(tmp_path: Path, zero: int, tp: int, pp: int, io_mode: str, restore: str) -> tuple[Path, Path]:
+def _written(tmp_path: Path, zero: int, tp: int, pp: int, io_mode: str, restore: str,
+             scale: float = 1.0) -> tuple[Path, Path]:
     """(task, step directory) of a 4-rank checkpoint written by the worker and kept."""
     fs = tmp_path / "fs"
     fs.mkdir()
-    task = make_task(tmp_path, fs, world=4, io_mode=io_mode, zero=zero, tp=tp, pp=pp, model=MODEL, scale=1.0,
+    task = make_task(tmp_path, fs, world=4, io_mode=io_mode, zero=zero, tp=tp, pp=pp, model=MODEL, scale=scale,
                      writes=1, reads=0, keep=True, restore=restore, block_mib=1, buffer_mib=1)
     proc = run_worker(task, 4)
     assert proc.returncode == 0, proc.stderr
@@ -52,31 +53,32 @@ def _cover(ranges: list[dict], sizes: dict[str, int]) -> int:
                - (r["offset"] - r["offset"] % ALIGN) for r in ranges)
 
 
-# (ZeRO, old TP, PP; new world, TP, PP, I/O mode)
+# (ZeRO, old TP, PP; new world, TP, PP, I/O mode, scale)
 CASES = [
-    (1, 1, 1, 2, 1, 1, "buffered"),  # 4 → 2
-    (3, 1, 1, 8, 1, 1, "direct"),  # 4 → 8
-    (1, 2, 1, 4, 1, 1, "direct"),  # TP 2 → 1
-    (2, 1, 2, 2, 1, 1, "buffered"),  # PP 2 → 1 on 2 ranks (per-layer files)
-    (0, 1, 1, 8, 2, 1, "hybrid"),  # ZeRO 0, 4 → 8 with TP 2
+    (1, 1, 1, 2, 1, 1, "buffered", 1.0),  # 4 → 2
+    (3, 1, 1, 8, 1, 1, "direct", 1.0),  # 4 → 8
+    (1, 2, 1, 4, 1, 1, "direct", 1.0),  # TP 2 → 1
+    (2, 1, 2, 2, 1, 1, "buffered", 1.0),  # PP 2 → 1 on 2 ranks (per-layer files)
+    (0, 1, 1, 8, 2, 1, "hybrid", 1.0),  # ZeRO 0, 4 → 8 with TP 2
+    (3, 2, 1, 8, 1, 1, "direct", 0.3),  # scaled tensors: TP 2 → 1, 4 → 8
 ]
 
 
-@pytest.mark.parametrize(("zero", "tp", "pp", "world", "new_tp", "new_pp", "io_mode"), CASES)
+@pytest.mark.parametrize(("zero", "tp", "pp", "world", "new_tp", "new_pp", "io_mode", "scale"), CASES)
 def test_each_new_rank_reads_exactly_its_bytes(tmp_path: Path, zero: int, tp: int, pp: int, world: int,
-                                               new_tp: int, new_pp: int, io_mode: str) -> None:
-    task, step = _written(tmp_path, zero, tp, pp, io_mode, "full")
+                                               new_tp: int, new_pp: int, io_mode: str, scale: float) -> None:
+    task, step = _written(tmp_path, zero, tp, pp, io_mode, "full", scale)
     records = _restore(tmp_path, task, step, world, new_tp, new_pp)
     old = Parallelism(tp, pp, 4 // (tp * pp), zero)
     new = restart_parallelism(old, world, new_tp, new_pp)
     sizes = {p.name: p.stat().st_size for p in step.iterdir()}
     assert len(records) == world
     for rank, rec in enumerate(records):
-        expected = oracle.needs(MODEL, old, new, rank)
+        expected = oracle.needs(MODEL, old, new, rank, scale)
         assert rec["bytes_read"] == sum(len(b) for b in expected.values()), rank
         assert {r["name"]: 0 for r in rec["ranges"]}.keys() == expected.keys()
         assert [tuple(r.values()) for r in rec["ranges"]] == [
-            (r.name, r.kind, r.offset, r.length) for r in reshard_reads(MODEL, old, new, rank)]
+            (r.name, r.kind, r.offset, r.length) for r in reshard_reads(MODEL, old, new, rank, scale)]
         assert rec["files_opened"] == len(expected)
         transfer = _cover(rec["ranges"], sizes) if rec["direct"] else rec["bytes_read"]
         assert rec["transferred_bytes"] == transfer

@@ -63,6 +63,16 @@ def test_map_equals_element_by_element_ownership(model: ModelSpec, zero: int, ol
         assert len(runs) == len(set(names)), "each file's ranges together"
 
 
+@pytest.mark.parametrize("scale", [0.5, 0.07, 0.003])
+@pytest.mark.parametrize("zero", [0, 1, 3])
+def test_scaled_files_map_each_element_in_proportion(zero: int, scale: float) -> None:
+    for old, new in [((1, 1, 4), (2, None, None)), ((2, 1, 2), (8, 1, None))]:
+        before, after = _layouts(zero, old, new)
+        for rank in range(after.world_size):
+            assert oracle.as_bytes(reshard_reads(GPTISH, before, after, rank, scale)) == \
+                oracle.needs(GPTISH, before, after, rank, scale), rank
+
+
 @pytest.mark.parametrize("zero", [0, 1, 2, 3])
 @pytest.mark.parametrize("model", [TINY, GPTISH], ids=lambda m: m.name)
 def test_the_in_file_layout_fills_every_file_exactly(model: ModelSpec, zero: int) -> None:
