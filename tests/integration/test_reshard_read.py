@@ -48,9 +48,10 @@ def _restore(tmp_path: Path, task: Path, step: Path, world: int, tp: int, pp: in
 
 
 def _cover(ranges: list[dict], sizes: dict[str, int]) -> int:
-    """Bytes O_DIRECT moves for these ranges: each aligned cover, cut at the file's end."""
-    return sum(min(r["offset"] + r["length"] + (-(r["offset"] + r["length"]) % ALIGN), sizes[r["name"]])
-               - (r["offset"] - r["offset"] % ALIGN) for r in ranges)
+    """Bytes O_DIRECT moves for these ranges: the 4 KiB blocks they touch, each once, cut at the file's end."""
+    blocks = {(r["name"], b) for r in ranges for b in range(r["offset"] // ALIGN, -(-(r["offset"] + r["length"])
+                                                                                   // ALIGN))}
+    return sum(min(ALIGN, sizes[name] - b * ALIGN) for name, b in blocks)
 
 
 # (ZeRO, old TP, PP; new world, TP, PP, I/O mode, scale)
