@@ -37,14 +37,14 @@ class ReshardRead:
     ranges: list[ByteRange] = field(default_factory=list)  # what it read from storage, per file in order
     transferred_bytes: int = 0  # bytes its reads moved (the aligned cover under O_DIRECT)
     received_bytes: int = 0  # bytes delivered to it by broadcast
-    read_s: float = 0.0
-    broadcast_s: float = 0.0
+    read_s: float = 0.0  # this call's time less broadcast_s
+    broadcast_s: float = 0.0  # time in MPI_Bcast (a receiver's includes waiting for its group's reader)
 
 
 Kept = tuple[ByteRange, int, int]  # a range, and the part of a read's buffer [from, to) that is its bytes
 
 
-def _sequence(ranges: list[ByteRange], block: int, direct: bool) -> Iterator[tuple[int, int, list[Kept]]]:
+def read_sequence(ranges: list[ByteRange], block: int, direct: bool) -> Iterator[tuple[int, int, list[Kept]]]:
     """(read offset, read length, what each range keeps of it) for one file's ranges, in offset order: under
     O_DIRECT the aligned covers of neighbouring ranges that meet are read as one span (a 4 KiB block shared
     by two ranges is read once); every span is read in `block` chunks."""
@@ -82,7 +82,7 @@ def _read_file(path: str, ranges: list[ByteRange], buf: io.Buffer, block: int, d
     try:
         view = buf.view
         began = perf_counter_ns()
-        for off, length, kept in _sequence(ranges, block, direct):
+        for off, length, kept in read_sequence(ranges, block, direct):
             got = os.preadv(fd, [view[:length]], off)
             out.transferred_bytes += got
             if kept and got < kept[-1][2]:
@@ -127,7 +127,7 @@ def _broadcast(group: Any, step_dir: Path, shared: list[ByteRange], buf: io.Buff
                 continue
             except OSError as exc:
                 failed = exc  # the rest of the sequence is still sent, from whatever the buffer holds
-        sends = [(r, off + lo, lo, hi) for off, _, kept in _sequence(ranges, block, direct) for r, lo, hi in kept]
+        sends = [(r, off + lo, lo, hi) for off, _, kept in read_sequence(ranges, block, direct) for r, lo, hi in kept]
         for r, offset, lo, hi in sends[sent - before:]:
             send(r, offset, view[lo:hi])
     return failed
