@@ -173,3 +173,17 @@ def test_any_valid_restart_matches_the_oracle(old: tuple, new: tuple, zero: int,
         assume(False)
     rank = data.draw(st.integers(0, after.world_size - 1))
     assert oracle.as_bytes(reshard_reads(TINY, before, after, rank)) == oracle.needs(TINY, before, after, rank)
+
+
+@pytest.mark.parametrize("zero", [1, 3])
+def test_deepspeed_names_change_only_the_names(zero: int) -> None:
+    before = Parallelism(2, 1 if zero == 3 else 2, 2 if zero == 3 else 1, zero)
+    after = restart_parallelism(before, 4, tensor=1, pipeline=1)
+    renamed = {a.name: b.name for r in range(before.world_size) for a, b in
+               zip(rank_files(GPTISH, before, r), rank_files(GPTISH, before, r, naming="deepspeed"), strict=True)}
+    assert any(a != b for a, b in renamed.items())
+    for rank in range(after.world_size):
+        dlio = reshard_reads(GPTISH, before, after, rank)
+        deepspeed = reshard_reads(GPTISH, before, after, rank, naming="deepspeed")
+        assert [(renamed[r.name], r.offset, r.length) for r in dlio] == \
+            [(r.name, r.offset, r.length) for r in deepspeed]
