@@ -10,7 +10,7 @@ rank new_tp mod old TP, and the optimizer file the rank already reads. The ZeRO 
 
 What a new rank holds after the restore is what restore `full` gives it in the new layout: its weights
 (every DP replica under ZeRO 0-2) and its optimizer piece (under ZeRO 0 DP replica 0's). `reshard_split`
-separates the bytes DP replicas share (`points.replicated_kinds`), which restore `broadcast` reads once per
+separates the bytes DP replicas share (`tensor_layout.replica_kinds`), which restore `broadcast` reads once per
 group and broadcasts, from each rank's own; restore `rank` (DLIO's) reads what the rank would write in the new
 layout. `rank_shift` has no meaning here: the map says who reads what.
 """
@@ -22,7 +22,6 @@ from functools import lru_cache
 
 from studyctl.definition.catalog import ModelSpec
 from studyctl.definition.layout import Naming, Parallelism, layer_tensors, layout_problems, stage_layers
-from studyctl.definition.points import RestoreMode, replicated_kinds
 from studyctl.definition.tensor_layout import (
     cuts,
     file_of,
@@ -33,6 +32,7 @@ from studyctl.definition.tensor_layout import (
     optimizer_sizes,
     optimizer_writer,
     optimizer_writers,
+    replica_kinds,
     scaled_offset,
     stage_of,
     tensor_starts,
@@ -164,7 +164,7 @@ def reshard_split(model: ModelSpec, old: Parallelism, new: Parallelism, new_rank
     tp, pp, dp = new.coords(new_rank)
     ranges = {"model": list(_weights(model, old, new, tp, pp, dp if new.zero_stage == 3 else 0, scale, naming)),
               "optimizer": _to_ranges(model, old, _optimizer_pieces(model, old, new, new_rank), scale, naming)}
-    shared_kinds = replicated_kinds(new.zero_stage)
+    shared_kinds = replica_kinds(model, new.zero_stage)
     own = [r for kind in KINDS if kind not in shared_kinds for r in ranges[kind]]
     shared = [r for kind in KINDS if kind in shared_kinds for r in ranges[kind]]
     return new_rank % new.model_parallel, own, shared
@@ -197,14 +197,14 @@ class ReshardSummary:
     broadcast_bytes: int = 0  # delivered by MPI_Bcast to the ranks that did not read them (restore broadcast)
 
 
-def rank_reads(own: list[ByteRange], shared: list[ByteRange], root: bool, restore: RestoreMode) -> list[ByteRange]:
+def rank_reads(own: list[ByteRange], shared: list[ByteRange], root: bool, restore: str) -> list[ByteRange]:
     """What one rank reads from storage: everything (`full`); its own bytes, and the shared ones only as its
     group's reader (`broadcast`, and `rank`, DLIO's: what the rank would write in the new layout)."""
     return own + shared if restore == "full" or root else own
 
 
 def reshard_summary(model: ModelSpec, old: Parallelism, new: Parallelism, scale: float = 1.0,
-                    naming: Naming = "dlio", restore: RestoreMode = "full") -> ReshardSummary:
+                    naming: Naming = "dlio", restore: str = "full") -> ReshardSummary:
     """Files opened and bytes read per rank (max, mean) and in total for one restore onto `new`."""
     files: list[int] = []
     nbytes: list[int] = []

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from studyctl.definition.catalog import ModelSpec, lookup
 from studyctl.definition.layout import Parallelism, rank_files
-from studyctl.definition.points import CheckpointOptions, restore_files
+from studyctl.definition.points import CheckpointOptions, replicated_kinds, restore_files
 from studyctl.definition.reshard import (
     ReshardError,
     reshard_reads,
@@ -19,6 +19,7 @@ from studyctl.definition.reshard import (
     reshard_summary,
     restart_parallelism,
 )
+from studyctl.definition.tensor_layout import replica_kinds
 from tests.unit import reshard_oracle as oracle
 
 # Dimensions that leave remainders (h 20 over 3 shards, vocab 33) and one with every optional tensor.
@@ -187,3 +188,8 @@ def test_deepspeed_names_change_only_the_names(zero: int) -> None:
         deepspeed = reshard_reads(GPTISH, before, after, rank, naming="deepspeed")
         assert [(renamed[r.name], r.offset, r.length) for r in dlio] == \
             [(r.name, r.offset, r.length) for r in deepspeed]
+
+
+@pytest.mark.parametrize("zero", [0, 1, 2, 3])
+def test_replica_kinds_derived_from_the_layout_are_the_points_replicated_kinds(zero: int) -> None:
+    assert set(replica_kinds(GPTISH, zero)) == set(replicated_kinds(zero))
