@@ -40,9 +40,9 @@ def _written(tmp_path: Path, zero: int, tp: int, pp: int, io_mode: str, restore:
 
 def _restore(tmp_path: Path, task: Path, step: Path, world: int, tp: int, pp: int) -> list[dict]:
     out = tmp_path / "reshard.json"
-    proc = subprocess.run([MPIEXEC, "-n", str(world), sys.executable, str(HERE / "reshard_mpi.py"), str(task),
-                           str(step), str(out), str(tp), str(pp)], capture_output=True, text=True, timeout=300,
-                          cwd=HERE.parents[1])
+    proc = subprocess.run([MPIEXEC, "-n", str(world), sys.executable, "-m", "tests.integration.reshard_mpi",
+                           str(task), str(step), str(out), str(tp), str(pp)], capture_output=True, text=True,
+                          timeout=300, cwd=HERE.parents[1])  # as a module: this checkout's studyctl, not the venv's
     assert proc.returncode == 0, proc.stderr
     return json.loads(out.read_text())
 

@@ -38,7 +38,7 @@ def test_new_srun_worlds_read_exactly_their_bytes(tmp_path: Path, zero: int, tp:
     srun(4, 4, "-m", "worker", str(task))
     (step,) = list(fs.rglob("global_epoch1_step1"))
     out = tmp_path / "reshard.json"
-    srun(nodes, world, "tests/integration/reshard_mpi.py", str(task), str(step), str(out), str(new_tp), "1")
+    srun(nodes, world, "-m", "tests.integration.reshard_mpi", str(task), str(step), str(out), str(new_tp), "1")
     records = json.loads(out.read_text())
     old = Parallelism(tp, 1, 4 // tp, zero)
     new = restart_parallelism(old, world, new_tp, 1)
