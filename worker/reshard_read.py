@@ -2,8 +2,9 @@
 that `studyctl.definition.reshard` maps to this rank, cold, with the point's I/O mode and block size.
 
 O_DIRECT needs aligned offsets and lengths: each range is read as its aligned cover (offset rounded down,
-end rounded up to io.ALIGN; at a file's end the read is short), in chunks of `block`. `bytes_read` counts the
-bytes the map asked for, `transferred_bytes` what the reads moved (the cover), so the two are told apart.
+end rounded up to io.ALIGN; at a file's end the read is short), covers that meet read as one span, in chunks of
+`block`. `bytes_read` counts the bytes the map asked for, `transferred_bytes` what the reads moved (the covers),
+so the two are told apart.
 Buffered reads ask for the ranges exactly (what the kernel's readahead adds is the page cache's).
 
 With restore `broadcast`, the new ranks needing identical bytes (the DP replicas of a model-parallel rank,
@@ -36,18 +37,29 @@ class ReshardRead:
     ranges: list[ByteRange] = field(default_factory=list)  # what it read from storage, per file in order
     transferred_bytes: int = 0  # bytes its reads moved (the aligned cover under O_DIRECT)
     received_bytes: int = 0  # bytes delivered to it by broadcast
-    read_s: float = 0.0
-    broadcast_s: float = 0.0
+    read_s: float = 0.0  # this call's time less broadcast_s
+    broadcast_s: float = 0.0  # time in MPI_Bcast (a receiver's includes waiting for its group's reader)
 
 
-def _pieces(r: ByteRange, block: int, direct: bool) -> Iterator[tuple[int, int, int, int]]:
-    """(read offset, read length, keep from, keep to within the read) covering one range in `block` chunks."""
-    start, end = r.offset, r.end
-    if direct:
-        start, end = start - start % io.ALIGN, end + (-end % io.ALIGN)
-    for off in range(start, end, block):
-        length = min(block, end - off)
-        yield off, length, max(r.offset, off) - off, min(r.end, off + length) - off
+Kept = tuple[ByteRange, int, int]  # a range, and the part of a read's buffer [from, to) that is its bytes
+
+
+def read_sequence(ranges: list[ByteRange], block: int, direct: bool) -> Iterator[tuple[int, int, list[Kept]]]:
+    """(read offset, read length, what each range keeps of it) for one file's ranges, in offset order: under
+    O_DIRECT the aligned covers of neighbouring ranges that meet are read as one span (a 4 KiB block shared
+    by two ranges is read once); every span is read in `block` chunks."""
+    spans: list[tuple[int, int, list[ByteRange]]] = []
+    for r in ranges:
+        start, end = (r.offset - r.offset % io.ALIGN, r.end + (-r.end % io.ALIGN)) if direct else (r.offset, r.end)
+        if spans and start <= spans[-1][1]:
+            spans[-1] = (spans[-1][0], max(spans[-1][1], end), [*spans[-1][2], r])
+        else:
+            spans.append((start, end, [r]))
+    for start, end, members in spans:
+        for off in range(start, end, block):
+            length = min(block, end - off)
+            kept = [(r, max(r.offset, off) - off, min(r.end, off + length) - off) for r in members]
+            yield off, length, [k for k in kept if k[2] > k[1]]
 
 
 def _by_file(ranges: list[ByteRange]) -> list[list[ByteRange]]:
@@ -69,20 +81,20 @@ def _read_file(path: str, ranges: list[ByteRange], buf: io.Buffer, block: int, d
     out.files_opened += 1
     try:
         view = buf.view
-        for r in ranges:
-            began = perf_counter_ns()
-            for off, length, lo, hi in _pieces(r, block, direct):
-                got = os.preadv(fd, [view[:length]], off)
-                out.transferred_bytes += got
-                if got < hi:
-                    raise OSError(f"{path}: short read at byte {off + got} of a range ending at {r.end}")
-                if each is not None:
-                    split.transferred(began)
+        began = perf_counter_ns()
+        for off, length, kept in read_sequence(ranges, block, direct):
+            got = os.preadv(fd, [view[:length]], off)
+            out.transferred_bytes += got
+            if kept and got < kept[-1][2]:
+                raise OSError(f"{path}: short read at byte {off + got} of a range ending at {kept[-1][0].end}")
+            if each is not None:
+                split.transferred(began)
+                for r, lo, hi in kept:
                     each(r, off + lo, view[lo:hi])
-                    began = perf_counter_ns()
-            split.transferred(began)
-            out.bytes_read += r.length
-            out.ranges.append(r)
+                began = perf_counter_ns()
+        split.transferred(began)
+        out.bytes_read += sum(r.length for r in ranges)
+        out.ranges += ranges
     finally:
         split.close(fd)
 
@@ -115,8 +127,8 @@ def _broadcast(group: Any, step_dir: Path, shared: list[ByteRange], buf: io.Buff
                 continue
             except OSError as exc:
                 failed = exc  # the rest of the sequence is still sent, from whatever the buffer holds
-        chunks = [(r, off + lo, lo, hi) for r in ranges for off, _, lo, hi in _pieces(r, block, direct)]
-        for r, offset, lo, hi in chunks[sent - before:]:
+        sends = [(r, off + lo, lo, hi) for off, _, kept in read_sequence(ranges, block, direct) for r, lo, hi in kept]
+        for r, offset, lo, hi in sends[sent - before:]:
             send(r, offset, view[lo:hi])
     return failed
 
@@ -129,6 +141,8 @@ def read_resharded(comm: Any, point: Point, old: Parallelism, new: Parallelism, 
     Files are read as they are (make them cold before); `deliver` gets every requested chunk, read or received.
     Raises OSError after the collective part."""
     opts = point.checkpoint
+    if comm.Get_size() != new.world_size:
+        raise ValueError(f"the restart layout has {new.world_size} ranks but the world {comm.Get_size()}")
     rank = comm.Get_rank()
     colour, own, shared = reshard_split(point.model, old, new, rank, opts.scale, opts.naming)
     out = ReshardRead()

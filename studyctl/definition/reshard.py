@@ -10,13 +10,15 @@ rank new_tp mod old TP, and the optimizer file the rank already reads. The ZeRO 
 
 What a new rank holds after the restore is what restore `full` gives it in the new layout: its weights
 (every DP replica under ZeRO 0-2) and its optimizer piece (under ZeRO 0 DP replica 0's). `reshard_split`
-separates the bytes DP replicas share (`points.replicated_kinds`), which restore `broadcast` reads once per
-group and broadcasts, from each rank's own.
+separates the bytes DP replicas share (`tensor_layout.replica_kinds`), which restore `broadcast` reads once per
+group and broadcasts, from each rank's own; restore `rank` (DLIO's) reads what the rank would write in the new
+layout. `rank_shift` has no meaning here: the map says who reads what.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 
 from studyctl.definition.catalog import ModelSpec
 from studyctl.definition.layout import Naming, Parallelism, layer_tensors, layout_problems, stage_layers
@@ -30,6 +32,7 @@ from studyctl.definition.tensor_layout import (
     optimizer_sizes,
     optimizer_writer,
     optimizer_writers,
+    replica_kinds,
     scaled_offset,
     stage_of,
     tensor_starts,
@@ -65,7 +68,8 @@ def restart_parallelism(old: Parallelism, world_size: int, tensor: int | None = 
                         pipeline: int | None = None, model: ModelSpec | None = None) -> Parallelism:
     """The layout a job restarts with: `world_size` ranks, TP and PP kept unless given, DP what remains, the
     ZeRO stage kept. Raises ReshardError with the reason when impossible (with `model`, its dimensions too)."""
-    tp, pp = tensor or old.tensor, pipeline or old.pipeline
+    tp = old.tensor if tensor is None else tensor
+    pp = old.pipeline if pipeline is None else pipeline
     if old.running:
         raise ReshardError(f"the checkpoint was written in subset mode ({old.running} of {old.world_size} ranks): "
                            "it holds only part of the run's state")
@@ -93,10 +97,9 @@ def check_restart(model: ModelSpec, old: Parallelism, new: Parallelism) -> None:
             raise ReshardError(f"{label} layout TP {par.tensor} × PP {par.pipeline} × DP {par.data}: {problems[0]}")
 
 
-def _model_pieces(m: ModelSpec, old: Parallelism, new: Parallelism, new_rank: int) -> list[Piece]:
-    """The pieces of old model files holding the weights `new_rank` holds (tensor_layout's rules)."""
-    tp_new, pp_new, dp_new = new.coords(new_rank)
-    shard_new = dp_new if new.zero_stage == 3 else 0
+def _model_pieces(m: ModelSpec, old: Parallelism, new: Parallelism, tp_new: int, pp_new: int,
+                  shard_new: int) -> list[Piece]:
+    """The pieces of old model files holding the weights a new rank (tp, stage, ZeRO-3 shard) holds."""
     old_shards = model_shards(old)
     out: list[Piece] = []
     for layer in stage_layers(m.num_layers, new.pipeline, pp_new):
@@ -158,11 +161,20 @@ def reshard_split(model: ModelSpec, old: Parallelism, new: Parallelism, new_rank
     check_restart(model, old, new)
     if not 0 <= new_rank < new.world_size:
         raise ReshardError(f"rank {new_rank} is outside the restart's {new.world_size} ranks")
-    shared_kinds = ("model", "optimizer") if new.zero_stage == 0 else ("model",) if new.zero_stage < 3 else ()
-    pieces = _model_pieces(model, old, new, new_rank) + _optimizer_pieces(model, old, new, new_rank)
-    own = _to_ranges(model, old, [p for p in pieces if p[1] not in shared_kinds], scale, naming)
-    shared = _to_ranges(model, old, [p for p in pieces if p[1] in shared_kinds], scale, naming)
+    tp, pp, dp = new.coords(new_rank)
+    ranges = {"model": list(_weights(model, old, new, tp, pp, dp if new.zero_stage == 3 else 0, scale, naming)),
+              "optimizer": _to_ranges(model, old, _optimizer_pieces(model, old, new, new_rank), scale, naming)}
+    shared_kinds = replica_kinds(model, new.zero_stage)
+    own = [r for kind in KINDS if kind not in shared_kinds for r in ranges[kind]]
+    shared = [r for kind in KINDS if kind in shared_kinds for r in ranges[kind]]
     return new_rank % new.model_parallel, own, shared
+
+
+@lru_cache(maxsize=4096)
+def _weights(m: ModelSpec, old: Parallelism, new: Parallelism, tp: int, pp: int, shard: int, scale: float,
+             naming: Naming) -> tuple[ByteRange, ...]:
+    """A new rank's weight ranges: the same for every DP replica of a model-parallel rank below ZeRO-3."""
+    return tuple(_to_ranges(m, old, _model_pieces(m, old, new, tp, pp, shard), scale, naming))
 
 
 def reshard_reads(model: ModelSpec, old: Parallelism, new: Parallelism, new_rank: int, scale: float = 1.0,

@@ -14,6 +14,7 @@ from typing import Any
 
 from studyctl.definition.catalog import ModelSpec
 from studyctl.definition.layout import Naming, Parallelism
+from studyctl.definition.points import RestoreMode
 from studyctl.definition.reshard import ReshardSummary, reshard_summary
 
 SIDES = ("restart", "same_shape")
@@ -27,7 +28,7 @@ def layout_label(par: Parallelism) -> str:
 
 @lru_cache(maxsize=1024)
 def restart_fields(model: ModelSpec, old: Parallelism, new: Parallelism, scale: float = 1.0,
-                   naming: Naming = "dlio", restore: str = "full") -> dict[str, Any]:
+                   naming: Naming = "dlio", restore: RestoreMode = "full") -> dict[str, Any]:
     """The plan row's restart columns (RESTART_KEYS) for a checkpoint written with `old`, restored onto `new`.
     Raises reshard's ReshardError (a ValueError) with the reason when the restart is impossible."""
     sides = (reshard_summary(model, old, new, scale, naming, restore),

@@ -98,6 +98,14 @@ def tensor_starts(m: ModelSpec, par: Parallelism, stage: int) -> dict[int, tuple
     return out
 
 
+def replica_kinds(m: ModelSpec, zero_stage: int) -> tuple[str, ...]:
+    """File kinds every DP replica holds alike, from the layout's own rule: what DP replica 0 writes and
+    replica 1 does not (weights below ZeRO-3; with ZeRO 0 the optimizer too)."""
+    probe = Parallelism(1, 1, 2, zero_stage)
+    second = {f.kind for f in rank_files(m, probe, 1)}
+    return tuple(dict.fromkeys(f.kind for f in rank_files(m, probe, 0) if f.kind not in second))
+
+
 def optimizer_writers(par: Parallelism) -> int:
     """P: the pieces the flat optimizer vector is cut into."""
     return par.model_parallel * (par.data if par.zero_stage >= 1 else 1)

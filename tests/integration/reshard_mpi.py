@@ -1,7 +1,7 @@
 """An MPI program for the resharding tests: a world of the NEW size restores a checkpoint the worker wrote with
 the OLD layout, with worker.reshard_read, and rank 0 writes every rank's record as JSON.
 
-    mpiexec -n NEW python tests/integration/reshard_mpi.py TASK.json STEP_DIR OUT.json TP PP
+    mpiexec -n NEW python -m tests.integration.reshard_mpi TASK.json STEP_DIR OUT.json TP PP   (in the repo root)
 
 TASK.json is the writing point's task (model, scale, naming, block, I/O mode, restore mode); the restart keeps
 its ZeRO stage and takes TP and PP from the arguments. Every chunk a rank gets, read or received by broadcast,

@@ -24,11 +24,12 @@ MODEL = ModelSpec("reshard-small", num_layers=4, hidden_size=40, ffn_hidden_size
                   num_kv_heads=2, vocab_size=130)
 
 
-def _written(tmp_path: Path, zero: int, tp: int, pp: int, io_mode: str, restore: str) -> tuple[Path, Path]:
+def _written(tmp_path: Path, zero: int, tp: int, pp: int, io_mode: str, restore: str,
+             scale: float = 1.0) -> tuple[Path, Path]:
     """(task, step directory) of a 4-rank checkpoint written by the worker and kept."""
     fs = tmp_path / "fs"
     fs.mkdir()
-    task = make_task(tmp_path, fs, world=4, io_mode=io_mode, zero=zero, tp=tp, pp=pp, model=MODEL, scale=1.0,
+    task = make_task(tmp_path, fs, world=4, io_mode=io_mode, zero=zero, tp=tp, pp=pp, model=MODEL, scale=scale,
                      writes=1, reads=0, keep=True, restore=restore, block_mib=1, buffer_mib=1)
     proc = run_worker(task, 4)
     assert proc.returncode == 0, proc.stderr
@@ -39,44 +40,46 @@ def _written(tmp_path: Path, zero: int, tp: int, pp: int, io_mode: str, restore:
 
 def _restore(tmp_path: Path, task: Path, step: Path, world: int, tp: int, pp: int) -> list[dict]:
     out = tmp_path / "reshard.json"
-    proc = subprocess.run([MPIEXEC, "-n", str(world), sys.executable, str(HERE / "reshard_mpi.py"), str(task),
-                           str(step), str(out), str(tp), str(pp)], capture_output=True, text=True, timeout=300,
-                          cwd=HERE.parents[1])
+    proc = subprocess.run([MPIEXEC, "-n", str(world), sys.executable, "-m", "tests.integration.reshard_mpi",
+                           str(task), str(step), str(out), str(tp), str(pp)], capture_output=True, text=True,
+                          timeout=300, cwd=HERE.parents[1])  # as a module: this checkout's studyctl, not the venv's
     assert proc.returncode == 0, proc.stderr
     return json.loads(out.read_text())
 
 
 def _cover(ranges: list[dict], sizes: dict[str, int]) -> int:
-    """Bytes O_DIRECT moves for these ranges: each aligned cover, cut at the file's end."""
-    return sum(min(r["offset"] + r["length"] + (-(r["offset"] + r["length"]) % ALIGN), sizes[r["name"]])
-               - (r["offset"] - r["offset"] % ALIGN) for r in ranges)
+    """Bytes O_DIRECT moves for these ranges: the 4 KiB blocks they touch, each once, cut at the file's end."""
+    blocks = {(r["name"], b) for r in ranges for b in range(r["offset"] // ALIGN, -(-(r["offset"] + r["length"])
+                                                                                   // ALIGN))}
+    return sum(min(ALIGN, sizes[name] - b * ALIGN) for name, b in blocks)
 
 
-# (ZeRO, old TP, PP; new world, TP, PP, I/O mode)
+# (ZeRO, old TP, PP; new world, TP, PP, I/O mode, scale)
 CASES = [
-    (1, 1, 1, 2, 1, 1, "buffered"),  # 4 → 2
-    (3, 1, 1, 8, 1, 1, "direct"),  # 4 → 8
-    (1, 2, 1, 4, 1, 1, "direct"),  # TP 2 → 1
-    (2, 1, 2, 2, 1, 1, "buffered"),  # PP 2 → 1 on 2 ranks (per-layer files)
-    (0, 1, 1, 8, 2, 1, "hybrid"),  # ZeRO 0, 4 → 8 with TP 2
+    (1, 1, 1, 2, 1, 1, "buffered", 1.0),  # 4 → 2
+    (3, 1, 1, 8, 1, 1, "direct", 1.0),  # 4 → 8
+    (1, 2, 1, 4, 1, 1, "direct", 1.0),  # TP 2 → 1
+    (2, 1, 2, 2, 1, 1, "buffered", 1.0),  # PP 2 → 1 on 2 ranks (per-layer files)
+    (0, 1, 1, 8, 2, 1, "hybrid", 1.0),  # ZeRO 0, 4 → 8 with TP 2
+    (3, 2, 1, 8, 1, 1, "direct", 0.3),  # scaled tensors: TP 2 → 1, 4 → 8
 ]
 
 
-@pytest.mark.parametrize(("zero", "tp", "pp", "world", "new_tp", "new_pp", "io_mode"), CASES)
+@pytest.mark.parametrize(("zero", "tp", "pp", "world", "new_tp", "new_pp", "io_mode", "scale"), CASES)
 def test_each_new_rank_reads_exactly_its_bytes(tmp_path: Path, zero: int, tp: int, pp: int, world: int,
-                                               new_tp: int, new_pp: int, io_mode: str) -> None:
-    task, step = _written(tmp_path, zero, tp, pp, io_mode, "full")
+                                               new_tp: int, new_pp: int, io_mode: str, scale: float) -> None:
+    task, step = _written(tmp_path, zero, tp, pp, io_mode, "full", scale)
     records = _restore(tmp_path, task, step, world, new_tp, new_pp)
     old = Parallelism(tp, pp, 4 // (tp * pp), zero)
     new = restart_parallelism(old, world, new_tp, new_pp)
     sizes = {p.name: p.stat().st_size for p in step.iterdir()}
     assert len(records) == world
     for rank, rec in enumerate(records):
-        expected = oracle.needs(MODEL, old, new, rank)
+        expected = oracle.needs(MODEL, old, new, rank, scale)
         assert rec["bytes_read"] == sum(len(b) for b in expected.values()), rank
         assert {r["name"]: 0 for r in rec["ranges"]}.keys() == expected.keys()
         assert [tuple(r.values()) for r in rec["ranges"]] == [
-            (r.name, r.kind, r.offset, r.length) for r in reshard_reads(MODEL, old, new, rank)]
+            (r.name, r.kind, r.offset, r.length) for r in reshard_reads(MODEL, old, new, rank, scale)]
         assert rec["files_opened"] == len(expected)
         transfer = _cover(rec["ranges"], sizes) if rec["direct"] else rec["bytes_read"]
         assert rec["transferred_bytes"] == transfer

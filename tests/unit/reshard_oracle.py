@@ -89,8 +89,11 @@ def _where(m: ModelSpec, par: Parallelism) -> dict[tuple, list[tuple[str, int]]]
     return where
 
 
-def needs(m: ModelSpec, old: Parallelism, new: Parallelism, rank: int) -> Bytes:
-    """Bytes of old files the new rank needs, found element by element."""
+def needs(m: ModelSpec, old: Parallelism, new: Parallelism, rank: int, scale: float = 1.0) -> Bytes:
+    """Bytes of old files the new rank needs, found element by element; with `scale` < 1 each element's bytes
+    [x, y) of a file of nominal size X lie at [⌊x·S/X⌋, ⌊y·S/X⌋) of the file as written (size S)."""
+    sizes = {f.name: (nominal.nbytes, f.nbytes) for r in range(old.world_size)
+             for f, nominal in zip(rank_files(m, old, r, scale), rank_files(m, old, r), strict=True)}
     where = _where(m, old)
     tp, pp, dp = new.coords(rank)
     wanted: list[tuple[tuple, int | None]] = []  # (element, the old TP copy for replicated weights)
@@ -110,8 +113,9 @@ def needs(m: ModelSpec, old: Parallelism, new: Parallelism, rank: int) -> Bytes:
             places = [p for p in places if _tp_of_file(m, old, p[0]) == copy]
         for name, pos in places[:1]:
             size = m.optimizer_bytes_per_param if x[0] in "os" else m.model_bytes_per_param
-            out[name].update(range(pos * size, (pos + 1) * size))
-    return dict(out)
+            nominal, written = sizes[name]
+            out[name].update(range(pos * size * written // nominal, (pos + 1) * size * written // nominal))
+    return {name: b for name, b in out.items() if b}
 
 
 def _optimizer_name(m: ModelSpec, par: Parallelism, piece: int) -> str:

@@ -6,10 +6,12 @@ from __future__ import annotations
 import itertools
 
 import pytest
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
 
 from studyctl.definition.catalog import ModelSpec, lookup
 from studyctl.definition.layout import Parallelism, rank_files
-from studyctl.definition.points import CheckpointOptions, restore_files
+from studyctl.definition.points import CheckpointOptions, replicated_kinds, restore_files
 from studyctl.definition.reshard import (
     ReshardError,
     reshard_reads,
@@ -17,6 +19,7 @@ from studyctl.definition.reshard import (
     reshard_summary,
     restart_parallelism,
 )
+from studyctl.definition.tensor_layout import replica_kinds
 from tests.unit import reshard_oracle as oracle
 
 # Dimensions that leave remainders (h 20 over 3 shards, vocab 33) and one with every optional tensor.
@@ -59,6 +62,16 @@ def test_map_equals_element_by_element_ownership(model: ModelSpec, zero: int, ol
         assert all(a.end < b.offset for a, b in itertools.pairwise(ranges) if a.name == b.name), "merged, in order"
         runs = [n for i, n in enumerate(names) if i == 0 or names[i - 1] != n]
         assert len(runs) == len(set(names)), "each file's ranges together"
+
+
+@pytest.mark.parametrize("scale", [0.5, 0.07, 0.003])
+@pytest.mark.parametrize("zero", [0, 1, 3])
+def test_scaled_files_map_each_element_in_proportion(zero: int, scale: float) -> None:
+    for old, new in [((1, 1, 4), (2, None, None)), ((2, 1, 2), (8, 1, None))]:
+        before, after = _layouts(zero, old, new)
+        for rank in range(after.world_size):
+            assert oracle.as_bytes(reshard_reads(GPTISH, before, after, rank, scale)) == \
+                oracle.needs(GPTISH, before, after, rank, scale), rank
 
 
 @pytest.mark.parametrize("zero", [0, 1, 2, 3])
@@ -128,6 +141,7 @@ def test_summary_counts_storage_reads_and_broadcast_apart() -> None:
     (6, 4, None, "not a multiple of tensor_parallel×pipeline_parallel = 4×1 = 4"),
     (3, None, 2, "not a multiple"),
     (0, None, None, ">= 1"),
+    (4, 0, None, ">= 1"),
     (6, 3, None, "does not divide num_attention_heads"),
     (8, None, 8, "exceeds num_layers"),
 ])
@@ -142,5 +156,40 @@ def test_zero3_with_pipeline_and_subset_checkpoints_are_refused() -> None:
         restart_parallelism(Parallelism(1, 1, 4, 3), 4, pipeline=2, model=TINY)
     with pytest.raises(ReshardError, match="subset mode"):
         restart_parallelism(Parallelism(1, 1, 64, 1, running=8), 4)
+    with pytest.raises(ReshardError, match="ZeRO stage is kept"):
+        reshard_reads(TINY, Parallelism(1, 1, 4, 1), Parallelism(1, 1, 4, 2), 0)
     with pytest.raises(ReshardError, match="outside"):
         reshard_reads(TINY, Parallelism(1, 1, 4, 1), Parallelism(1, 1, 2, 1), 2)
+
+
+@settings(max_examples=25, deadline=None)
+@given(old=st.tuples(st.sampled_from([1, 2, 4]), st.sampled_from([1, 2, 4]), st.integers(1, 3)),
+       new=st.tuples(st.sampled_from([1, 2, 4]), st.sampled_from([1, 2, 4]), st.integers(1, 3)),
+       zero=st.integers(0, 3), data=st.data())
+def test_any_valid_restart_matches_the_oracle(old: tuple, new: tuple, zero: int, data: st.DataObject) -> None:
+    before, after = Parallelism(*old, zero), Parallelism(*new, zero)
+    try:
+        reshard_reads(TINY, before, after, 0)
+    except ReshardError:
+        assume(False)
+    rank = data.draw(st.integers(0, after.world_size - 1))
+    assert oracle.as_bytes(reshard_reads(TINY, before, after, rank)) == oracle.needs(TINY, before, after, rank)
+
+
+@pytest.mark.parametrize("zero", [1, 3])
+def test_deepspeed_names_change_only_the_names(zero: int) -> None:
+    before = Parallelism(2, 1 if zero == 3 else 2, 2 if zero == 3 else 1, zero)
+    after = restart_parallelism(before, 4, tensor=1, pipeline=1)
+    renamed = {a.name: b.name for r in range(before.world_size) for a, b in
+               zip(rank_files(GPTISH, before, r), rank_files(GPTISH, before, r, naming="deepspeed"), strict=True)}
+    assert any(a != b for a, b in renamed.items())
+    for rank in range(after.world_size):
+        dlio = reshard_reads(GPTISH, before, after, rank)
+        deepspeed = reshard_reads(GPTISH, before, after, rank, naming="deepspeed")
+        assert [(renamed[r.name], r.offset, r.length) for r in dlio] == \
+            [(r.name, r.offset, r.length) for r in deepspeed]
+
+
+@pytest.mark.parametrize("zero", [0, 1, 2, 3])
+def test_replica_kinds_derived_from_the_layout_are_the_points_replicated_kinds(zero: int) -> None:
+    assert set(replica_kinds(GPTISH, zero)) == set(replicated_kinds(zero))
