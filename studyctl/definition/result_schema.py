@@ -185,7 +185,8 @@ class IoInfo(_Strict):
     io_mode_requested: str  # the point's io_mode
     io_mode_used: str  # differs only when direct_fallback was allowed and O_DIRECT refused
     direct_fallback_reason: str | None = None  # why O_DIRECT was refused, when it was
-    cold_read_method: Literal["direct", "fadvise", "none"]  # how restores avoided the page cache (none: warm)
+    # how restores avoided the page cache (none: warm; no_cache: an object store, no client cache to avoid)
+    cold_read_method: Literal["direct", "fadvise", "none", "no_cache"]
     restore_mode: Literal["rank", "full", "broadcast"]  # rank: own files (DLIO); full: every DP replica reads
     # the weights; broadcast: one replica reads and MPI_Bcasts them to the others
     rank_shift: int  # rank r restored rank r+shift's files
