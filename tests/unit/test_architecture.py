@@ -1,4 +1,5 @@
-"""The import graph runs one way: kernel < definition < {worker, attempt} < backends < {study, analysis} < api < cli.
+"""The import graph runs one way: kernel < objstore < definition < {worker, attempt} < backends < {study, analysis} <
+api < cli.
 
 Every module under studyctl/ and worker/ is parsed (ast: module-level and function-level imports, and those
 under TYPE_CHECKING); a module may import only its own layer or lower, analysis never imports study,
@@ -20,16 +21,17 @@ REPO = Path(__file__).resolve().parents[2]
 PACKAGES = ("studyctl", "worker")
 KERNEL = {"studyctl", "studyctl.errors", "studyctl.fsutil", "studyctl.units", "studyctl.states", "studyctl.host"}
 # group → the groups it may import (its own included)
-ORDER = ["kernel", "definition", "worker", "attempt", "backends", "study", "analysis", "api", "cli"]
+ORDER = ["kernel", "objstore", "definition", "worker", "attempt", "backends", "study", "analysis", "api", "cli"]
 ALLOWED = {
     "kernel": {"kernel"},
-    "definition": {"kernel", "definition"},
-    "worker": {"kernel", "definition", "worker"},
-    "attempt": {"kernel", "definition", "attempt"},
-    "backends": {"kernel", "definition", "worker", "attempt", "backends"},
-    "study": {"kernel", "definition", "worker", "attempt", "backends", "study"},
+    "objstore": {"kernel", "objstore"},  # the S3 client layer: ranks and the submit-time checks use it
+    "definition": {"kernel", "objstore", "definition"},
+    "worker": {"kernel", "objstore", "definition", "worker"},
+    "attempt": {"kernel", "objstore", "definition", "attempt"},
+    "backends": {"kernel", "objstore", "definition", "worker", "attempt", "backends"},
+    "study": {"kernel", "objstore", "definition", "worker", "attempt", "backends", "study"},
     "analysis": {"kernel", "definition", "attempt", "analysis"},  # the result schema is in definition/
-    "api": {"kernel", "definition", "worker", "attempt", "backends", "study", "analysis", "api"},
+    "api": {"kernel", "objstore", "definition", "worker", "attempt", "backends", "study", "analysis", "api"},
     "cli": {"kernel", "api", "cli"},  # one door: the CLI calls studyctl.api and nothing else below it
 }
 MAX_MODULE_LINES = 400

@@ -1,0 +1,30 @@
+"""Before any rank starts: can this target be written? A HEAD of the bucket and a tiny PUT/DELETE under its
+prefix, with short timeouts and no retry loop, so a dead endpoint answers in seconds."""
+
+from __future__ import annotations
+
+import uuid
+
+from studyctl.objstore.calls import CountedCalls
+from studyctl.objstore.counts import RequestCounts
+from studyctl.objstore.errors import ObjectStoreError
+from studyctl.objstore.target import S3Target
+
+PROBE_TIMEOUT_S = 5.0
+
+
+def target_problem(target: S3Target, timeout_s: float = PROBE_TIMEOUT_S) -> str | None:
+    """One line naming the target and the cause (unreachable, bad credentials, no such bucket, access
+    denied), or None when an object can be written and deleted under the prefix."""
+    try:
+        calls = CountedCalls(target, 1, attempts=1, timeout_s=timeout_s)
+        counts = RequestCounts()
+        calls.call(counts, "head", "head_bucket", "HEAD bucket", Bucket=target.bucket)
+        key = target.key(f".studyctl-probe-{uuid.uuid4().hex}")
+        calls.call(counts, "put", "put_object", f"PUT {key}", Bucket=target.bucket, Key=key, Body=b"probe")
+        calls.call(counts, "delete", "delete_object", f"DELETE {key}", Bucket=target.bucket, Key=key)
+    except ObjectStoreError as error:
+        return error.reason
+    except ValueError as error:  # botocore's own refusals of a malformed endpoint or region
+        return f"{target.describe()}: {error}"
+    return None
