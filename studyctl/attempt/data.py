@@ -73,7 +73,7 @@ def remove_attempt_data(point: Point, places: Sequence[Place], remove_node_local
         return Cleanup.DONE
     shared, *node_local = places
     if shared.store is not None:  # an object store: no claim file; its ranks are gone (the caller waited)
-        from worker.objects import remove_object_place
+        from studyctl.attempt.objects import remove_object_place
 
         return Cleanup.DONE if remove_object_place(shared) and all(remove_node_local(p) for p in node_local) \
             else Cleanup.LATER

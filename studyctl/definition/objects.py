@@ -12,12 +12,16 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Literal
 
+from studyctl.definition.filesystems import ObjectStoreSpec
+from studyctl.definition.places import Place
 from studyctl.definition.points import CheckpointOptions
+from studyctl.objstore.target import S3Target
 from studyctl.units import MIB
 
 # What `cold_read: auto` means on an object store (recorded as the result's cold_read_method): no client cache.
-OBJECT_COLD_READ = "no_cache"
+OBJECT_COLD_READ: Literal["no_cache"] = "no_cache"
 OBJECT_IO_MODE = "buffered"
 
 
@@ -74,3 +78,14 @@ def read_requests(sizes: Iterable[int], part_mib: int) -> ObjectRequests:
     for n in sizes:
         total += ObjectRequests(1, 0, 0, parts_of(n, part_bytes))
     return total
+
+
+def object_target(url: str, store: ObjectStoreSpec) -> S3Target:
+    """The S3 target of a filesystem of kind s3 (its `path` and how to reach it)."""
+    return S3Target.from_url(url, endpoint=store.endpoint, region=store.region, addressing=store.addressing)
+
+
+def place_target(place: Place) -> S3Target:
+    """The target whose prefix is the point's own (`<prefix>/<study>.<key>/<point_id>`)."""
+    assert place.store is not None, "a place on an object store"
+    return object_target(place.root, place.store).below(place.object_key)
