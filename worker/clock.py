@@ -23,6 +23,8 @@ class WorkerFailure(Exception):
 
 
 def describe_oserror(exc: OSError, path: str) -> tuple[str, str]:
+    if getattr(exc, "reason", None):  # an object store's failure (studyctl.objstore): one line with its target
+        return FailureClass.IO_ERROR.value, str(exc.reason)  # type: ignore[attr-defined]
     if exc.errno in (errno.ENOSPC, errno.EDQUOT):
         return FailureClass.IO_ERROR.value, f"no space left while writing {path} ({exc.strerror})"
     if isinstance(exc, io.DirectIORefused):

@@ -210,7 +210,7 @@ def _measure(run: Run, setup: Setup) -> tuple[list[Any], Checkpointing]:
     buf = io.Buffer.allocate(run.opts.buffer_mib * MIB)
     clock = Clock(run.comm)
     ck, problem = Checkpointing.create(run.task, run.comm, buf, setup.io_mode, setup.cold_read, run.point_dir,
-                                       run.my_reads, describe_oserror, clock.wtime)
+                                       run.my_reads, describe_oserror, clock.wtime, run.objects)
     try:
         if problem:
             raise WorkerFailure(FailureClass(problem[0]), problem[1])

@@ -25,7 +25,7 @@ MIB = 1 << 20
 
 
 def s3_task(tmp_path: Path, server: Any, world: int = 2, study: str = "s3w", fs_path: str | None = None,
-            tier: Path | None = None, **opts: Any) -> tuple[Path, WorkerTask]:
+            tier_dir: Path | None = None, **opts: Any) -> tuple[Path, WorkerTask]:
     options = {"scale": 0.02, "writes": 2, "reads": 2, "buffer_mib": 16, "block_mib": 4, "part_mib": 5, **opts}
     point = Point(model=lookup("gpt2-125m"), zero_stage=1, nodes=1, ranks_per_node=world, filesystem="objects",
                   checkpoint=CheckpointOptions(**options))
@@ -33,8 +33,8 @@ def s3_task(tmp_path: Path, server: Any, world: int = 2, study: str = "s3w", fs_
     out.mkdir(exist_ok=True)
     task = WorkerTask(study=study, point_id=point.point_id, point=point, data_key="k",
                       filesystem_path=fs_path or f"s3://studyctl/{tmp_path.name}", filesystem_kind="s3",
-                      object_store=ObjectStoreSpec(endpoint=server.endpoint), tier_path=str(tier) if tier else None,
-                      tier_kind="local" if tier else None,
+                      object_store=ObjectStoreSpec(endpoint=server.endpoint), tier_path=str(tier_dir) if tier_dir else None,
+                      tier_kind="local" if tier_dir else None,
                       result_path=str(out / "result.json"), error_path=str(out / "error.json"))
     path = tmp_path / "task.json"
     path.write_text(task.model_dump_json())
@@ -77,3 +77,50 @@ def test_sync_point_counts_requests_and_leaves_nothing(tmp_path: Path, s3_server
     assert any(r.requests and r.requests.part for c in result.checkpoints for r in c.ranks), \
         "the layout has objects above part_mib: multipart"
     assert keys_under(s3_server, tmp_path.name) == []
+
+
+@pytest.mark.parametrize(("strategy", "restore"), [("sync", "broadcast"), ("sync", "full"), ("async", "rank"),
+                                                   ("tiered", "rank"), ("tiered", "broadcast")])
+def test_every_strategy_and_restore_mode_on_objects(tmp_path: Path, s3_server: Any, strategy: str,
+                                                    restore: str) -> None:
+    opts: dict[str, Any] = {"strategy": strategy, "restore": restore}
+    if strategy != "sync":
+        opts.update(step_s=0.02, compute="accelerator", allreduce_mib=0.0)
+    if strategy == "tiered":
+        opts.update(tier="tier", replaced_nodes=1)
+    tier = tmp_path / "tier"
+    tier.mkdir()
+    task_path, task = s3_task(tmp_path, s3_server, world=4, tier_dir=tier if strategy == "tiered" else None, **opts)
+    proc = run_worker(task_path, 4)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    result = Result.model_validate_json(Path(task.result_path).read_text())
+    assert result.strategy is not None and result.strategy.strategy == strategy
+    for c in result.checkpoints:
+        assert c.bytes == (result.sizes.written_checkpoint_bytes if c.phase == "write"
+                           else result.sizes.read_bytes_per_restore)
+        requests = [r.requests for r in c.ranks if r.requests is not None]
+        assert requests, "object requests are recorded per rank"
+        kind = "put" if c.phase == "write" else "get"
+        assert sum(getattr(r, kind) for r in requests) >= c.files if c.phase == "write" else 1
+    assert keys_under(s3_server, tmp_path.name) == []
+    assert [p for p in tier.rglob("*") if p.is_file()] == []
+
+
+def test_objects_larger_than_the_buffer_cycle_through_it(tmp_path: Path, s3_server: Any) -> None:
+    """An object of several buffers is sent part by part from the one buffer (memory stays bounded)."""
+    task_path, task = s3_task(tmp_path, s3_server, world=1, scale=0.2, buffer_mib=5, block_mib=1, keep=True,
+                              writes=1, reads=1)
+    proc = run_worker(task_path, 1)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    result = Result.model_validate_json(Path(task.result_path).read_text())
+    point = result.point
+    files = rank_files(point.model, point.parallelism, 0, point.checkpoint.scale)
+    assert max(f.nbytes for f in files) > 2 * 5 * MIB
+    keys = keys_under(s3_server, tmp_path.name)
+    assert sorted(k.rsplit("/", 1)[1] for k in keys) == sorted(f.name for f in files)
+    assert all(f"{tmp_path.name}/s3w.k/{task.point_id}/" in k for k in keys)
+    client = ObjectClient(S3Target("studyctl", endpoint=s3_server.endpoint), 1, 5 * MIB)
+    try:
+        client.delete_prefix(tmp_path.name)
+    finally:
+        client.close()
