@@ -123,7 +123,8 @@ class FilesystemSpec(BaseModel):
             return None
         value = os.path.expandvars(value)
         if not ENDPOINT.fullmatch(value):
-            raise ValueError(f"{value!r} is not an endpoint URL (http[s]://HOST[:PORT], no user, password or path)")
+            shown = re.sub(r"//[^/]*@", "//…@", value)  # a user or password in it is never repeated
+            raise ValueError(f"{shown!r} is not an endpoint URL (http[s]://HOST[:PORT], no user, password or path)")
         return value.rstrip("/")
 
     @model_validator(mode="after")
