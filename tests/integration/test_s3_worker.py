@@ -33,8 +33,8 @@ def s3_task(tmp_path: Path, server: Any, world: int = 2, study: str = "s3w", fs_
     out.mkdir(exist_ok=True)
     task = WorkerTask(study=study, point_id=point.point_id, point=point, data_key="k",
                       filesystem_path=fs_path or f"s3://studyctl/{tmp_path.name}", filesystem_kind="s3",
-                      object_store=ObjectStoreSpec(endpoint=server.endpoint), tier_path=str(tier_dir) if tier_dir else None,
-                      tier_kind="local" if tier_dir else None,
+                      object_store=ObjectStoreSpec(endpoint=server.endpoint),
+                      tier_path=str(tier_dir) if tier_dir else None, tier_kind="local" if tier_dir else None,
                       result_path=str(out / "result.json"), error_path=str(out / "error.json"))
     path = tmp_path / "task.json"
     path.write_text(task.model_dump_json())
