@@ -1,5 +1,6 @@
 """`python -m benchmarks all` (or one of: orchestrator, status, collect, memory, submission, fio, buffered,
-strategies, ledger, ceilings; `projection` runs only when named: a 20 GiB checkpoint)."""
+strategies, ledger, ceilings; `projection` and `s3_clients` run only when named: a 20 GiB checkpoint; the
+project's S3 server, started when down)."""
 
 from __future__ import annotations
 
@@ -65,6 +66,10 @@ def main(argv: list[str]) -> int:
         from benchmarks import ceiling_vs_fio
 
         ceiling_vs_fio.main(["--repeat", str(repeat)])
+    if which == "s3_clients":  # not in `all`: it needs the S3 server (started here when down)
+        from benchmarks import s3_clients
+
+        s3_clients.main(repeat)
     if which == "projection":  # not in `all`: a 20 GiB checkpoint, ~45 GiB of scratch disk, minutes
         from benchmarks import projection_bench
 

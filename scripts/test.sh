@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The whole test suite on a fresh Debian machine (as root): venv and packages, Debian packages the
-# tests use (fio, chromium), a real four-node Slurm cluster on this machine, then mypy and pytest.
+# tests use (fio, chromium), a real four-node Slurm cluster and the project's S3 server (SeaweedFS) on this
+# machine, then mypy and pytest; what it started it stops at the end.
 # Extra arguments go to pytest, e.g. `bash scripts/test.sh -k sweep`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -17,12 +18,20 @@ if ((${#missing[@]})); then
 fi
 
 started_cluster=0
-if ! scontrol ping 2>/dev/null | grep -q UP; then
-  bash scripts/slurm-local-cluster.sh up
-  started_cluster=1
-fi
-cleanup() { ((started_cluster)) && bash scripts/slurm-local-cluster.sh down || true; }
+started_s3=0
+cleanup() {
+  ((started_s3)) && bash scripts/s3-local-server.sh down || true
+  ((started_cluster)) && bash scripts/slurm-local-cluster.sh down || true
+}
 trap cleanup EXIT
+if ! scontrol ping 2>/dev/null | grep -q UP; then
+  started_cluster=1
+  bash scripts/slurm-local-cluster.sh up
+fi
+if ! bash scripts/s3-local-server.sh status >/dev/null; then
+  started_s3=1
+  bash scripts/s3-local-server.sh up
+fi
 
 echo "mypy (types, config in pyproject.toml)"
 python -m mypy

@@ -6,6 +6,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.s3.server import s3_private_server, s3_server  # noqa: F401  (fixtures for every test package)
+
 SMALL_STUDY = """\
 study: {name}
 models: [gpt2-125m]

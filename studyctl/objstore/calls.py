@@ -19,9 +19,10 @@ from studyctl.objstore.target import S3Target
 
 # attempts per request (standard mode: exponential backoff with jitter, throttling and 5xx retried)
 MAX_ATTEMPTS = 5
+TIMEOUT_S = 60.0
 
 
-def boto_client(target: S3Target, pool: int, attempts: int = MAX_ATTEMPTS, timeout_s: float = 60.0) -> Any:
+def boto_client(target: S3Target, pool: int, attempts: int = MAX_ATTEMPTS, timeout_s: float = TIMEOUT_S) -> Any:
     """A botocore S3 client for `target` (credentials: the standard chain). No checksums beyond TCP's and
     the server's own are computed: a part's CRC32 in Python would cost the CPU the throughput is measured on."""
     config = Config(
@@ -40,7 +41,7 @@ def boto_client(target: S3Target, pool: int, attempts: int = MAX_ATTEMPTS, timeo
 class CountedCalls:
     """Calls S3 operations on one client, counting each in the RequestCounts the caller passes (thread-safe)."""
 
-    def __init__(self, target: S3Target, pool: int, attempts: int = MAX_ATTEMPTS, timeout_s: float = 60.0) -> None:
+    def __init__(self, target: S3Target, pool: int, attempts: int = MAX_ATTEMPTS, timeout_s: float = TIMEOUT_S) -> None:
         self.target = target
         self.client = boto_client(target, pool, attempts, timeout_s)
         self._lock = threading.Lock()

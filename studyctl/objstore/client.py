@@ -16,7 +16,7 @@ from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
 from typing import Any
 
 from studyctl.objstore import cleanup
-from studyctl.objstore.calls import CountedCalls
+from studyctl.objstore.calls import MAX_ATTEMPTS, TIMEOUT_S, CountedCalls
 from studyctl.objstore.counts import RequestCounts
 from studyctl.objstore.errors import ObjectStoreError, failure
 from studyctl.objstore.target import S3Target
@@ -33,13 +33,16 @@ def spans(size: int, part_bytes: int) -> Iterator[tuple[int, int, int]]:
 class ObjectClient:
     """Puts and gets whole objects of one target (keys are full keys: use `target.key(relative)`)."""
 
-    def __init__(self, target: S3Target, concurrency: int, part_bytes: int) -> None:
+    def __init__(self, target: S3Target, concurrency: int, part_bytes: int, attempts: int = MAX_ATTEMPTS,
+                 timeout_s: float = TIMEOUT_S) -> None:
+        """`attempts` per request (botocore's standard retry mode); `timeout_s` to connect (at most 10 s) and
+        between bytes of an answer."""
         if concurrency < 1 or part_bytes < 5 * 2**20:
             raise ValueError("concurrency ≥ 1 and part_bytes ≥ 5 MiB (S3's smallest part but the last)")
         self.target = target
         self.concurrency = concurrency
         self.part_bytes = part_bytes
-        self.calls = CountedCalls(target, concurrency)
+        self.calls = CountedCalls(target, concurrency, attempts, timeout_s)
         self._pool = ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="objstore")
         self._open: dict[str, str] = {}  # upload id → key, of multipart uploads not yet completed or aborted
         self._open_lock = threading.Lock()
@@ -56,9 +59,15 @@ class ObjectClient:
     # ------------------------------------------------------------------------------------------------ write
     def put(self, key: str, data: memoryview, counts: RequestCounts) -> None:
         """One PutObject at or below the part size, else a multipart upload with `concurrency` parts in flight."""
-        if len(data) <= self.part_bytes:
+        self.put_from(key, len(data), lambda offset, length: data[offset:offset + length], counts)
+
+    def put_from(self, key: str, nbytes: int, chunk: Callable[[int, int], memoryview],
+                 counts: RequestCounts) -> None:
+        """`put` of an object no buffer holds whole: its bytes [offset, offset+length) are `chunk(offset,
+        length)`, asked for each part (from any pool thread) and kept unchanged until that part is sent."""
+        if nbytes <= self.part_bytes:
             self.calls.call(counts, "put", "put_object", f"PUT {key}", Bucket=self.target.bucket, Key=key,
-                            Body=_body(data))
+                            Body=_View(chunk(0, nbytes)))
             return
         started = self.calls.call(counts, "put", "create_multipart_upload", f"initiate {key}",
                                   Bucket=self.target.bucket, Key=key)
@@ -66,7 +75,7 @@ class ObjectClient:
         with self._open_lock:
             self._open[upload_id] = key
         try:
-            etags = self._run_parts(data, lambda n, o, ln: self._part(key, upload_id, n, data[o:o + ln], counts))
+            etags = self._run_parts(nbytes, lambda n, o, ln: self._part(key, upload_id, n, chunk(o, ln), counts))
             self.calls.call(counts, "put", "complete_multipart_upload", f"complete {key}",
                             Bucket=self.target.bucket, Key=key, UploadId=upload_id,
                             MultipartUpload={"Parts": [{"PartNumber": n, "ETag": e} for n, e in etags]})
@@ -79,7 +88,7 @@ class ObjectClient:
     def _part(self, key: str, upload_id: str, number: int, chunk: memoryview, counts: RequestCounts) -> tuple[int, str]:
         answer = self.calls.call(counts, "part", "upload_part", f"part {number} of {key}",
                                  Bucket=self.target.bucket, Key=key, UploadId=upload_id, PartNumber=number,
-                                 Body=_body(chunk))
+                                 Body=_View(chunk))
         return number, answer["ETag"]
 
     def _abort(self, key: str, upload_id: str, counts: RequestCounts | None) -> None:
@@ -103,7 +112,7 @@ class ObjectClient:
         """Reads len(into) bytes of `key` from `offset` with ranged GETs of the part size; returns bytes read."""
         first = counts.first_byte_s is None
         results = self._run_parts(
-            into, lambda n, o, ln: self._range(key, into[o:o + ln], offset + o, counts, first and n == 1))
+            len(into), lambda n, o, ln: self._range(key, into[o:o + ln], offset + o, counts, first and n == 1))
         return sum(results)
 
     def _range(self, key: str, into: memoryview, offset: int, counts: RequestCounts,
@@ -130,12 +139,12 @@ class ObjectClient:
         return cleanup.abort_uploads(self.calls, prefix, RequestCounts())
 
     # ------------------------------------------------------------------------------------------------ pool
-    def _run_parts(self, buffer: memoryview, work: Callable[[int, int, int], Any]) -> list[Any]:
-        """`work(number, offset, length)` for each part of `buffer` on the pool, in part order; the first
+    def _run_parts(self, size: int, work: Callable[[int, int, int], Any]) -> list[Any]:
+        """`work(number, offset, length)` for each part of `size` bytes on the pool, in part order; the first
         failure cancels the parts not yet started, waits for those running, and is raised."""
-        parts = list(spans(len(buffer), self.part_bytes))
-        if len(parts) == 1:
-            return [work(*parts[0])]
+        parts = list(spans(size, self.part_bytes))
+        if len(parts) <= 1:
+            return [work(*p) for p in parts]
         futures: list[Future[Any]] = [self._pool.submit(work, *p) for p in parts]
         try:
             done, _ = wait(futures, return_when=FIRST_EXCEPTION)
@@ -180,10 +189,6 @@ class _View(io.RawIOBase):
 
     def __len__(self) -> int:
         return len(self._data)
-
-
-def _body(data: memoryview) -> Any:
-    return _View(data)
 
 
 def _first_byte(counts: RequestCounts, t0: float) -> None:

@@ -19,11 +19,13 @@ THROTTLED = {"SlowDown", "Throttling", "ThrottlingException", "RequestLimitExcee
 
 
 class ObjectStoreError(OSError):
-    """A request the store refused or could not answer; `reason` is one line naming the target and the cause."""
+    """A request the store refused or could not answer; `reason` is one line naming the target and the cause;
+    `code` the store's error code (`NoSuchBucket`, `403`, ...) when it gave one."""
 
-    def __init__(self, reason: str) -> None:
+    def __init__(self, reason: str, code: str | None = None) -> None:
         super().__init__(reason)
         self.reason = reason
+        self.code = code
 
     def __str__(self) -> str:
         return self.reason
@@ -70,4 +72,5 @@ def failure(target: S3Target, error: BaseException, what: str = "") -> ObjectSto
     """`error` of a request about `target` as an ObjectStoreError (one line: target and cause)."""
     if isinstance(error, ObjectStoreError):
         return error
-    return ObjectStoreError(f"{target.describe()}: {cause(error, what)}")
+    code = str(error.response.get("Error", {}).get("Code", "")) or None if isinstance(error, ClientError) else None
+    return ObjectStoreError(f"{target.describe()}: {cause(error, what)}", code)

@@ -19,7 +19,7 @@ def target_problem(target: S3Target, timeout_s: float = PROBE_TIMEOUT_S) -> str 
     try:
         calls = CountedCalls(target, 1, attempts=1, timeout_s=timeout_s)
         counts = RequestCounts()
-        calls.call(counts, "head", "head_bucket", "HEAD bucket", Bucket=target.bucket)
+        _head_bucket(calls, counts)
         key = target.key(f".studyctl-probe-{uuid.uuid4().hex}")
         calls.call(counts, "put", "put_object", f"PUT {key}", Bucket=target.bucket, Key=key, Body=b"probe")
         calls.call(counts, "delete", "delete_object", f"DELETE {key}", Bucket=target.bucket, Key=key)
@@ -28,3 +28,16 @@ def target_problem(target: S3Target, timeout_s: float = PROBE_TIMEOUT_S) -> str 
     except ValueError as error:  # botocore's own refusals of a malformed endpoint or region
         return f"{target.describe()}: {error}"
     return None
+
+
+def _head_bucket(calls: CountedCalls, counts: RequestCounts) -> None:
+    """HEAD of the bucket; its 403 has no body to tell bad credentials from a denial, so a one-key LIST,
+    whose answer names the cause, follows it."""
+    bucket = calls.target.bucket
+    try:
+        calls.call(counts, "head", "head_bucket", "HEAD bucket", Bucket=bucket)
+    except ObjectStoreError as error:
+        if error.code != "403":
+            raise
+        calls.call(counts, "list", "list_objects_v2", "LIST", Bucket=bucket, Prefix=calls.target.prefix, MaxKeys=1)
+        raise
