@@ -16,11 +16,13 @@ construction (no client cache exists: every byte is a GET); the server's cache i
 from __future__ import annotations
 
 import contextlib
+import gc
 import mmap
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from functools import partial
 from time import perf_counter_ns
-from typing import Any, cast
+from typing import Any, TypeVar
 
 from studyctl.definition.layout import CheckpointFile
 from studyctl.definition.objects import object_target, place_target
@@ -36,27 +38,31 @@ from worker import io
 Problem = tuple[str, str]
 
 
-class Cycling:
-    """An object of `nbytes` whose parts are slices of `view` (the rank's buffer): part k is the buffer's slot
-    k mod (buffer // part). It stands in for the object's memoryview in `ObjectClient.put`, which only takes
-    its length and part-sized slices at part boundaries."""
-
-    def __init__(self, view: memoryview, nbytes: int, part: int) -> None:
-        self.view, self.nbytes, self.part = view, nbytes, part
-        self.slots = max(1, len(view) // part)
-
-    def __len__(self) -> int:
-        return self.nbytes
-
-    def __getitem__(self, s: slice) -> memoryview:
-        start, stop = s.start or 0, min(self.nbytes, self.nbytes if s.stop is None else s.stop)
-        boff = (start // self.part % self.slots) * self.part
-        return self.view[boff:boff + max(0, stop - start)]
+T = TypeVar("T")
 
 
-def source(view: memoryview, nbytes: int, part: int) -> memoryview:
-    """The object's bytes as `ObjectClient.put` takes them: a plain slice when it fits the view, else `Cycling`."""
-    return view[:nbytes] if nbytes <= len(view) else cast(memoryview, Cycling(view, nbytes, part))
+def _request(call: Callable[[], T]) -> T:
+    """`call()`; its ObjectStoreError comes out as a fresh one (the reason alone) once the failed requests' frames
+    are collected: they hold slices of the rank's buffer (or of a mapped tier file), which cannot be closed while
+    a slice is alive, and a failure's traceback keeps them in reference cycles."""
+    try:
+        return call()
+    except ObjectStoreError as exc:
+        reason = exc.reason
+    gc.collect()
+    raise ObjectStoreError(reason)
+
+
+def cycling(view: memoryview, part: int) -> Callable[[int, int], memoryview]:
+    """An object's bytes [offset, offset + length) as slices of `view` (the rank's buffer), for
+    `ObjectClient.put_from`: part k is the buffer's part-sized slot k mod (buffer // part), never changed while
+    the checkpoint is written (the buffer is stamped before the clock)."""
+    slots = max(1, len(view) // part)
+
+    def chunk(offset: int, length: int) -> memoryview:
+        start = (offset // part % slots) * part
+        return view[start:start + length]
+    return chunk
 
 
 class ObjectStore:
@@ -86,7 +92,10 @@ class ObjectStore:
         """One object from `data` (its first `nbytes`, or cycling through it), timed as transfer."""
         began = perf_counter_ns()
         try:
-            self.client.put(key, source(data, nbytes, self.part), self.counts)
+            if nbytes <= len(data):
+                _request(lambda: self.client.put(key, data[:nbytes], self.counts))
+            else:
+                _request(lambda: self.client.put_from(key, nbytes, cycling(data, self.part), self.counts))
         finally:
             split.transferred(began)
 
@@ -98,7 +107,7 @@ class ObjectStore:
         try:
             while got < nbytes:
                 length = min(chunk, nbytes - got)
-                got += self.client.get(key, into[:length], offset + got, self.counts)
+                got += _request(partial(self.client.get, key, into[:length], offset + got, self.counts))
         finally:
             split.transferred(began)
         return got
@@ -137,7 +146,7 @@ class ObjectStore:
             with mmap.mmap(fd, nbytes, prot=mmap.PROT_READ) as mapped:
                 view = memoryview(mapped)
                 try:
-                    self.client.put(key, view, self.counts)
+                    _request(lambda: self.client.put(key, view, self.counts))
                 finally:
                     view.release()
         finally:

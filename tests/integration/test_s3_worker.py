@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +16,7 @@ from studyctl.definition.filesystems import ObjectStoreSpec
 from studyctl.definition.layout import rank_files, summarize
 from studyctl.definition.objects import read_requests, write_requests
 from studyctl.definition.points import CheckpointOptions, Point, WorkerTask
-from studyctl.definition.result_schema import Result
+from studyctl.definition.result_schema import Result, WorkerError
 from studyctl.objstore.client import ObjectClient
 from studyctl.objstore.target import S3Target
 
@@ -124,3 +125,22 @@ def test_objects_larger_than_the_buffer_cycle_through_it(tmp_path: Path, s3_serv
         client.delete_prefix(tmp_path.name)
     finally:
         client.close()
+
+
+def test_a_server_stopped_mid_point_fails_it_with_io_error_and_the_reason(tmp_path: Path,
+                                                                         s3_private_server: Any) -> None:
+    server = s3_private_server
+    task_path, task = s3_task(tmp_path, server, world=2, scale=0.2, writes=8, reads=0)
+    worker = subprocess.Popen([MPIEXEC, "-n", "2", sys.executable, "-m", "worker", str(task_path)],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=server.env)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and worker.poll() is None and not keys_under(server, tmp_path.name):
+        time.sleep(0.05)
+    server.stop()  # mid-point: the first objects are written, more are on their way
+    _, err = worker.communicate(timeout=300)
+    assert worker.returncode != 0
+    error = WorkerError.model_validate_json(Path(task.error_path).read_text())
+    assert error.failure_class == "io_error", error
+    assert server.endpoint in error.reason and "\n" not in error.reason
+    assert server.secret not in error.reason + err
+    assert not Path(task.result_path).exists()
