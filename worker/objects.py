@@ -22,7 +22,7 @@ import os
 from collections.abc import Callable, Sequence
 from functools import partial
 from time import perf_counter_ns
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from studyctl.definition.layout import CheckpointFile
 from studyctl.definition.objects import object_target, place_target
@@ -65,6 +65,22 @@ def cycling(view: memoryview, part: int) -> Callable[[int, int], memoryview]:
     return chunk
 
 
+class Slots:
+    """`nbytes` of space made of `view`'s part-sized slots, cycling: what `ObjectClient.get` asks of its `into` (its
+    length, and part-sized slices at part boundaries) for an object larger than the rank's buffer."""
+
+    def __init__(self, view: memoryview, nbytes: int, part: int) -> None:
+        self.chunk = cycling(view, part)
+        self.nbytes = nbytes
+
+    def __len__(self) -> int:
+        return self.nbytes
+
+    def __getitem__(self, span: slice) -> memoryview:
+        start = span.start or 0
+        return self.chunk(start, min(self.nbytes, span.stop) - start)
+
+
 class ObjectStore:
     """One rank's client of the point's objects; `counts` are the current phase's requests."""
 
@@ -100,17 +116,15 @@ class ObjectStore:
             split.transferred(began)
 
     def get(self, key: str, nbytes: int, into: memoryview, split: io.Split, offset: int = 0) -> int:
-        """`nbytes` of an object from `offset`, a buffer-full (a whole number of parts) per call."""
-        chunk = max(self.part, len(into) // self.part * self.part)
-        got = 0
+        """`nbytes` of an object from `offset`, all its ranged GETs in one pipeline (`s3_concurrency` in flight):
+        each part lands in a part-sized slot of `into`, cycling (restored bytes are discarded, as the POSIX reader
+        discards them; a buffer-full at a time would drain the pipeline at every buffer's end)."""
+        target = into[:nbytes] if nbytes <= len(into) else cast(memoryview, Slots(into, nbytes, self.part))
         began = perf_counter_ns()
         try:
-            while got < nbytes:
-                length = min(chunk, nbytes - got)
-                got += _request(partial(self.client.get, key, into[:length], offset + got, self.counts))
+            return _request(partial(self.client.get, key, target, offset, self.counts))
         finally:
             split.transferred(began)
-        return got
 
     def write_files(self, ph: Any, step: str, files: Sequence[CheckpointFile], buf: io.Buffer) -> None:
         """The timed write of a sync checkpoint: every file of the rank, one object each."""
