@@ -3,12 +3,15 @@
 Each client is driven directly (its own multipart and ranged-read machinery), then studyctl's ObjectClient:
   boto3     s3transfer's upload_fileobj/download_fileobj (TransferConfig: part size, max_concurrency)
   obstore   obstore.put (chunk_size, max_concurrency) and get_range_async per part, `concurrency` at once
+(boto3, obstore and studyctl send UNSIGNED-PAYLOAD: no SHA-256 pass over the bytes; s3dlio its defaults)
   s3dlio    MultipartUploadWriter (part_size, max_in_flight) and get_range per part on `concurrency` threads
   studyctl  ObjectClient.put / ObjectClient.get (what the worker calls)
 Write: every object of the round put; read: every object read back into one preallocated buffer (the server's
 page cache is warm for every client alike: the clients are compared, not the disk). Rounds rotate the order of
-the clients; figures are medians over rounds, MiB/s of payload. `python -m benchmarks s3_clients [rounds]`
-(starts the server when it is down; not in `all`).
+the clients; figures are medians over rounds, MiB/s of payload, and this process's CPU seconds per GiB (all its
+threads: the server's CPU is not in it). `python -m benchmarks s3_clients [rounds]` (starts the server when it
+is down; not in `all`). For a ratio of the worker to the best client driven directly, measured beside it:
+`best_direct(medians(measure(target, Shape(...), rounds)), "write" | "read")` → (client, MiB/s).
 """
 
 from __future__ import annotations
@@ -77,6 +80,7 @@ class Obstore:
                              access_key_id=os.environ["AWS_ACCESS_KEY_ID"],
                              secret_access_key=os.environ["AWS_SECRET_ACCESS_KEY"],
                              virtual_hosted_style_request=target.addressing == "virtual",
+                             unsigned_payload=True,  # as studyctl's and boto3's clients here: no SHA-256 pass
                              client_options={"allow_http": True})
 
     def write(self, key: str, data: bytes) -> None:
@@ -112,6 +116,9 @@ class S3dlio:
         self.pool = ThreadPoolExecutor(shape.concurrency)
 
     def write(self, key: str, data: bytes) -> None:
+        if len(data) <= self.shape.part:
+            self.s3.put_bytes(f"s3://{self.target.bucket}/{key}", data)
+            return
         writer = self.s3.MultipartUploadWriter(self.target.bucket, key, part_size=self.shape.part,
                                                max_in_flight=self.shape.concurrency)
         writer.write(data)
@@ -188,8 +195,8 @@ def timed(action: Callable[[], None], nbytes: int) -> tuple[float, float]:
     return nbytes / MIB / wall, cpu / (nbytes / (1 << 30))
 
 
-def measure(target: S3Target, shape: Shape, rounds: int) -> dict[str, dict[str, float]]:
-    """{client: {"write": MiB/s, "read": MiB/s, "write_cpu": s/GiB, "read_cpu": s/GiB}}, medians over `rounds`
+def measure(target: S3Target, shape: Shape, rounds: int) -> dict[str, dict[str, list[float]]]:
+    """{client: {"write": MiB/s, "read": MiB/s, "write_cpu": s/GiB, "read_cpu": s/GiB}}, one value per round
     (clients in rotated order)."""
     clients, missing = available(target, shape)
     for line in missing:
@@ -215,7 +222,18 @@ def measure(target: S3Target, shape: Shape, rounds: int) -> dict[str, dict[str, 
     finally:
         cleaner.delete_prefix(target.key(f"bench-{run}"))
         cleaner.close()
+    return rates
+
+
+def medians(rates: dict[str, dict[str, list[float]]]) -> dict[str, dict[str, float]]:
     return {name: {phase: statistics.median(v) for phase, v in per.items()} for name, per in rates.items()}
+
+
+def paired(rates: dict[str, dict[str, list[float]]], phase: str) -> list[float]:
+    """Per round: studyctl's rate over the best direct client's in that same round (back to back)."""
+    direct = [n for n in rates if n != Studyctl.name]
+    rounds = range(len(rates[Studyctl.name][phase]))
+    return [rates[Studyctl.name][phase][r] / max(rates[n][phase][r] for n in direct) for r in rounds]
 
 
 def best_direct(rates: dict[str, dict[str, float]], phase: str) -> tuple[str, float]:
@@ -224,7 +242,8 @@ def best_direct(rates: dict[str, dict[str, float]], phase: str) -> tuple[str, fl
     return name, rates[name][phase]
 
 
-def report(rates: dict[str, dict[str, float]], shape: Shape, rounds: int) -> None:
+def report(raw: dict[str, dict[str, list[float]]], shape: Shape, rounds: int) -> None:
+    rates = medians(raw)
     print(f"## S3 clients: {shape.objects} objects x {shape.object_mib} MiB, {shape.part_mib} MiB parts, "
           f"{shape.concurrency} in flight, median of {rounds} rounds")
     ref = rates.get(Boto3.name)
@@ -237,18 +256,24 @@ def report(rates: dict[str, dict[str, float]], shape: Shape, rounds: int) -> Non
     for phase in ("write", "read"):
         best, rate = best_direct(rates, phase)
         if Studyctl.name in rates:
+            per_round = paired(raw, phase)
             print(f"# {phase}: studyctl ObjectClient / best direct ({best}) = "
-                  f"{rates[Studyctl.name][phase] / rate:.2f}")
+                  f"{rates[Studyctl.name][phase] / rate:.2f} of the medians; per round, to that round's best: "
+                  f"median {statistics.median(per_round):.2f} (min {min(per_round):.2f}, max {max(per_round):.2f})")
 
 
-def main(rounds: int = 3, shape: Shape | None = None) -> None:
+# multipart objects (several parts each, `concurrency` in flight), then objects of one PUT each
+SHAPES = (Shape(), Shape(objects=16, object_mib=8))
+
+
+def main(rounds: int = 3, shapes: tuple[Shape, ...] = SHAPES) -> None:
     from tests.s3.server import BUCKET, ensure_server
 
     server = ensure_server()
     os.environ.update(server.exports)
     target = S3Target(BUCKET, "benchmarks", server.endpoint)
-    shape = shape or Shape()
-    report(measure(target, shape, rounds), shape, rounds)
+    for shape in shapes:
+        report(measure(target, shape, rounds), shape, rounds)
 
 
 if __name__ == "__main__":

@@ -205,8 +205,9 @@ cmd_status() {
   echo "up: weed mini pid $pid, $(grep -o 'http://[0-9.:]*' "$DIR/env" 2>/dev/null || echo 'no env file'), bucket $BUCKET"
   echo "credentials: source $DIR/env (mode $(stat -c %a "$DIR/env" 2>/dev/null))"
   echo "listening:"; ss -ltnpH 2>/dev/null | grep "pid=$pid," | awk '{print "  " $4}' | sort -u || true
-  echo "cold reads: no cache in the S3 gateway (-s3.cacheCapacityMB=0) or the filer; volume files are read"
-  echo "  through the kernel page cache, dropped only by root (sync; echo 1 > /proc/sys/vm/drop_caches)"
+  echo "cold reads: no data cache in the S3 gateway (-s3.cacheCapacityMB=0) or the filer (metadata only);"
+  echo "  volume files ($DIR/data) are read through the kernel page cache, which a cold read evicts per file"
+  echo "  (studyctl.objstore.cache.drop_server_cache: fsync + fadvise DONTNEED; no root needed)"
 }
 
 case ${1:-} in

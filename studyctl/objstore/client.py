@@ -110,9 +110,15 @@ class ObjectClient:
     # ------------------------------------------------------------------------------------------------- read
     def get(self, key: str, into: memoryview, offset: int, counts: RequestCounts) -> int:
         """Reads len(into) bytes of `key` from `offset` with ranged GETs of the part size; returns bytes read."""
+        return self.get_into(key, len(into), lambda start, length: into[start:start + length], offset, counts)
+
+    def get_into(self, key: str, nbytes: int, into: Callable[[int, int], memoryview], offset: int,
+                 counts: RequestCounts) -> int:
+        """`get` of `nbytes` into places no one buffer holds: the bytes [offset+start, offset+start+length) go
+        into `into(start, length)`, asked for each part (from any pool thread); returns bytes read."""
         first = counts.first_byte_s is None
         results = self._run_parts(
-            len(into), lambda n, o, ln: self._range(key, into[o:o + ln], offset + o, counts, first and n == 1))
+            nbytes, lambda n, o, ln: self._range(key, into(o, ln), offset + o, counts, first and n == 1))
         return sum(results)
 
     def _range(self, key: str, into: memoryview, offset: int, counts: RequestCounts,

@@ -8,7 +8,6 @@ its endpoint and credentials read from the env file the script writes. Fixtures 
 from __future__ import annotations
 
 import os
-import shlex
 import shutil
 import subprocess
 import tempfile
@@ -18,19 +17,11 @@ from pathlib import Path
 
 import pytest
 
+from studyctl.objstore.cache import read_env, server_dir
+
 REPO = Path(__file__).resolve().parents[2]
 SCRIPT = REPO / "scripts" / "s3-local-server.sh"
 BUCKET = "studyctl"
-
-
-def server_dir() -> Path:
-    return Path(os.environ.get("STUDYCTL_S3_DIR", "/tmp/studyctl-s3"))
-
-
-def read_env(directory: Path) -> dict[str, str]:
-    """The `export NAME=value ...` line of the script's env file as a dict."""
-    words = shlex.split((directory / "env").read_text())
-    return dict(w.split("=", 1) for w in words if "=" in w)
 
 
 def script(command: str, directory: Path | None = None, timeout: float = 120) -> subprocess.CompletedProcess[str]:

@@ -62,6 +62,15 @@ def test_bad_credentials_are_one_line_without_the_secret(target: S3Target, s3_se
         assert s3_server.secret not in text
 
 
+def test_no_credentials_at_all_is_one_line(target: S3Target, monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_PROFILE", "AWS_SESSION_TOKEN"):
+        monkeypatch.delenv(name, raising=False)
+    for name in ("AWS_CONFIG_FILE", "AWS_SHARED_CREDENTIALS_FILE"):
+        monkeypatch.setenv(name, "/nonexistent")
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")  # no instance metadata service to ask here
+    one_line(target_problem(target), target, "no credentials")
+
+
 def test_a_write_the_identity_may_not_make_is_access_denied(target: S3Target, s3_server: Server,
                                                             monkeypatch: pytest.MonkeyPatch) -> None:
     reader = next(i for i in json.loads((s3_server.directory / "identity.json").read_text())["identities"]

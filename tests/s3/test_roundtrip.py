@@ -109,3 +109,38 @@ def test_an_empty_object_is_one_put_and_reads_as_nothing(client: ObjectClient, t
     client.put(target.key("empty"), memoryview(b""), counts)
     assert (counts.put, counts.part) == (1, 0)
     assert client.get(target.key("empty"), memoryview(bytearray(0)), 0, counts) == 0
+
+
+@pytest.mark.parametrize("status", [503, 429])
+def test_throttled_answers_are_retried_and_counted(s3_server: Server, target: S3Target, status: int) -> None:
+    """Two part uploads answered 503 SlowDown / 429 (a fault injector in front of the server): each is retried
+    and counted as one throttled answer and one retry; the parts and the bytes are as without them."""
+    from tests.s3.throttle import throttling_proxy
+
+    data = os.urandom(40 * MIB)
+    with throttling_proxy(s3_server.endpoint, refuse=2, status=status) as endpoint:
+        via = S3Target(target.bucket, target.prefix, endpoint)
+        counts = RequestCounts()
+        with ObjectClient(via, 4, PART) as client:
+            client.put(via.key("f"), memoryview(data), counts)
+    assert (counts.put, counts.part, counts.throttled, counts.retries) == (2, 3, 2, 2)
+    into = memoryview(bytearray(len(data)))
+    with ObjectClient(target, 4, PART) as client:
+        client.get(target.key("f"), into, 0, RequestCounts())
+    assert into == data
+
+
+def test_get_into_reads_through_places_it_is_given(client: ObjectClient, target: S3Target) -> None:
+    """The worker's shape: a range larger than its buffer, each part into the place it names (here: kept)."""
+    data = os.urandom(40 * MIB)
+    client.put(target.key("f"), memoryview(data), RequestCounts())
+    places: dict[int, memoryview] = {}
+
+    def into(start: int, length: int) -> memoryview:
+        places[start] = memoryview(bytearray(length))
+        return places[start]
+
+    counts = RequestCounts()
+    assert client.get_into(target.key("f"), 39 * MIB, into, MIB, counts) == 39 * MIB
+    assert sorted(places) == [0, PART, 2 * PART] and counts.get == 3
+    assert b"".join(bytes(places[s]) for s in sorted(places)) == data[MIB:]
