@@ -3,9 +3,10 @@
 Keys are `<prefix>/<study>.<key>/<point_id>/<step dir>/<DLIO file name>`: the relative path a POSIX point
 writes below its filesystem path. An object at or below `part_mib` is one PUT, a larger one a multipart upload
 with `s3_concurrency` parts in flight (aborted on any error); a restore reads each object with ranged GETs of
-`part_mib`, `s3_concurrency` in flight, into the rank's one buffer a buffer-full at a time. Memory stays one
-buffer per rank: an object larger than the buffer is sent from it part by part (parts cycle through the buffer's
-part-sized slots, so its bytes repeat every buffer size; each checkpoint's buffer is stamped anew, off the clock).
+`part_mib`, `s3_concurrency` in flight, in one pipeline per object. Memory stays one buffer per rank: an object
+larger than the buffer is sent from it, and read into it, part by part (parts cycle through the buffer's
+part-sized slots, so a written object's bytes repeat every buffer size; each checkpoint's buffer is stamped anew,
+off the clock; restored bytes are discarded, as the POSIX reader discards them).
 
 Phase split for objects: `transfer_s` is the time of every request of the rank's objects (initiate, parts and
 complete, or PUT; the GETs); open, fsync and close are 0 (an object has none); requests by kind, retries,
@@ -22,7 +23,7 @@ import os
 from collections.abc import Callable, Sequence
 from functools import partial
 from time import perf_counter_ns
-from typing import Any, TypeVar, cast
+from typing import Any, TypeVar
 
 from studyctl.definition.layout import CheckpointFile
 from studyctl.definition.objects import object_target, place_target
@@ -65,22 +66,6 @@ def cycling(view: memoryview, part: int) -> Callable[[int, int], memoryview]:
     return chunk
 
 
-class Slots:
-    """`nbytes` of space made of `view`'s part-sized slots, cycling: what `ObjectClient.get` asks of its `into` (its
-    length, and part-sized slices at part boundaries) for an object larger than the rank's buffer."""
-
-    def __init__(self, view: memoryview, nbytes: int, part: int) -> None:
-        self.chunk = cycling(view, part)
-        self.nbytes = nbytes
-
-    def __len__(self) -> int:
-        return self.nbytes
-
-    def __getitem__(self, span: slice) -> memoryview:
-        start = span.start or 0
-        return self.chunk(start, min(self.nbytes, span.stop) - start)
-
-
 class ObjectStore:
     """One rank's client of the point's objects; `counts` are the current phase's requests."""
 
@@ -119,10 +104,11 @@ class ObjectStore:
         """`nbytes` of an object from `offset`, all its ranged GETs in one pipeline (`s3_concurrency` in flight):
         each part lands in a part-sized slot of `into`, cycling (restored bytes are discarded, as the POSIX reader
         discards them; a buffer-full at a time would drain the pipeline at every buffer's end)."""
-        target = into[:nbytes] if nbytes <= len(into) else cast(memoryview, Slots(into, nbytes, self.part))
         began = perf_counter_ns()
         try:
-            return _request(partial(self.client.get, key, target, offset, self.counts))
+            if nbytes <= len(into):
+                return _request(partial(self.client.get, key, into[:nbytes], offset, self.counts))
+            return _request(partial(self.client.get_into, key, nbytes, cycling(into, self.part), offset, self.counts))
         finally:
             split.transferred(began)
 

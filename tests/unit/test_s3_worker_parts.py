@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from studyctl.analysis.results import REQUEST_COLUMNS, request_columns
 from studyctl.objstore.counts import RequestCounts
-from worker.objects import Slots, cycling
+from worker.objects import cycling
 from worker.timing import checkpoint_timing
 
 MIB = 1 << 20
@@ -20,16 +20,6 @@ def test_parts_cycle_through_the_buffer_slots_and_stay_inside_it() -> None:
         piece = chunk(k * MIB, MIB)
         assert len(piece) == MIB and piece[0] == piece[-1] == k % 3  # part k is slot k mod 3, whole
     assert len(chunk(7 * MIB, 5)) == 5  # the last, short part
-    big = Slots(memoryview(raw), 10 * MIB + 7, MIB)
-    assert len(big) == 10 * MIB + 7 and len(big[9 * MIB:10 * MIB]) == MIB and len(big[10 * MIB:10 * MIB + 7]) == 7
-
-
-def test_slots_write_where_the_parts_land() -> None:
-    buf = bytearray(2 * MIB)
-    view = memoryview(buf)
-    slots = Slots(view, 5 * MIB, MIB)
-    slots[3 * MIB:4 * MIB][:4] = b"abcd"  # part 3 → slot 1
-    assert bytes(buf[MIB:MIB + 4]) == b"abcd"
 
 
 def test_request_counts_travel_from_the_stamps_into_the_result_and_the_tables() -> None:
