@@ -1,10 +1,9 @@
-"""What a point on an object store (a filesystem of kind s3) asks of it, and what it cannot do there (pure).
-
-A point writes one object per DLIO file: at or below `part_mib` one PUT, above it a multipart upload
-(CreateMultipartUpload, one UploadPart per part, CompleteMultipartUpload: counted put 2 + parts, as
-`studyctl.objstore.counts.RequestCounts` counts them). A restore reads every object with ranged GETs of
-`part_mib` each (restore broadcast: a group's root reads the replicated objects a block_mib chunk at a time, each
-chunk broadcast as it lands, so below part_mib its GETs are one per block). O_DIRECT and page-cache eviction have no meaning for an object store: its reads are cold on
+"""What a point on an object store (a filesystem of kind s3) asks of it, and what it cannot do there (pure). A point
+writes one object per DLIO file: at or below `part_mib` one PUT, above it a multipart upload (CreateMultipartUpload,
+one UploadPart per part, CompleteMultipartUpload: counted put 2 + parts, as `studyctl.objstore.counts.RequestCounts`
+counts them). A restore reads every object with ranged GETs of `part_mib` each (restore broadcast: a group's root
+reads the replicated objects a block_mib chunk at a time, each chunk broadcast as it lands, so below part_mib its
+GETs are one per block). O_DIRECT and page-cache eviction have no meaning for an object store: its reads are cold on
 the client (no client cache: every byte crosses the network from the server); the server's own cache is the
 server's. So an object point runs io_mode buffered and cold_read auto, and anything else is refused at plan time.
 """
