@@ -19,9 +19,9 @@ from studyctl.objstore import cleanup
 from studyctl.objstore.calls import MAX_ATTEMPTS, TIMEOUT_S, CountedCalls
 from studyctl.objstore.counts import RequestCounts
 from studyctl.objstore.errors import ObjectStoreError, failure
-from studyctl.objstore.target import S3Target
+from studyctl.objstore.target import MIN_PART_BYTES, S3Target
 
-FIRST_READ = 64 * 1024
+FIRST_READ = 64 * 1024  # the first read of a GET: small, so its return times the first byte, not the range
 
 
 def spans(size: int, part_bytes: int) -> Iterator[tuple[int, int, int]]:
@@ -37,8 +37,8 @@ class ObjectClient:
                  timeout_s: float = TIMEOUT_S) -> None:
         """`attempts` per request (botocore's standard retry mode); `timeout_s` to connect (at most 10 s) and
         between bytes of an answer."""
-        if concurrency < 1 or part_bytes < 5 * 2**20:
-            raise ValueError("concurrency ≥ 1 and part_bytes ≥ 5 MiB (S3's smallest part but the last)")
+        if concurrency < 1 or part_bytes < MIN_PART_BYTES:
+            raise ValueError(f"concurrency ≥ 1 and part_bytes ≥ {MIN_PART_BYTES} (S3's smallest part but the last)")
         self.target = target
         self.concurrency = concurrency
         self.part_bytes = part_bytes

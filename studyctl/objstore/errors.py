@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from botocore.exceptions import (
-    BotoCoreError,
     ClientError,
     ConnectionClosedError,
     EndpointConnectionError,
@@ -38,14 +37,12 @@ def cause(error: BaseException, what: str = "") -> str:
     if isinstance(error, NoCredentialsError):
         return "no credentials (set AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY or AWS_PROFILE)"
     if isinstance(error, EndpointConnectionError):
-        return "endpoint unreachable (connection refused or no route)"
+        return f"endpoint unreachable (connection refused or no route{': ' + what if what else ''})"
     if isinstance(error, (ConnectionClosedError, ResponseStreamingError)):
         return f"server stopped mid-request ({what or 'a request'} cut off)"
     if isinstance(error, ReadTimeoutError):
         return f"server stopped answering ({what or 'a request'} timed out)"
-    if isinstance(error, BotoCoreError):
-        return f"{type(error).__name__}: {_first_line(str(error))}"
-    return f"{type(error).__name__}: {_first_line(str(error))}"
+    return f"{type(error).__name__}: {_first_line(str(error))}"  # any other BotoCoreError or OSError
 
 
 def _client_cause(error: ClientError, what: str) -> str:

@@ -7,6 +7,7 @@ from urllib.parse import urlsplit
 
 ADDRESSING = ("path", "virtual")
 DEFAULT_REGION = "us-east-1"
+MIN_PART_BYTES = 5 * 2**20  # S3's smallest multipart part (every part but the last): the least part size
 
 
 @dataclass(frozen=True)

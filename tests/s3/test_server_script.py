@@ -39,8 +39,8 @@ def test_up_status_down() -> None:
         assert int((directory / "weed.pid").read_text()) == pid
         status = script("status", directory)
         assert status.returncode == 0 and f"pid {pid}" in status.stdout and "cold reads" in status.stdout
-        for out in (up, again, status):
-            assert env["AWS_SECRET_ACCESS_KEY"] not in out.stdout + out.stderr
+        for text in (up.stdout + up.stderr, again.stdout, status.stdout, (directory / "weed.log").read_text()):
+            assert env["AWS_SECRET_ACCESS_KEY"] not in text
         down = script("down", directory)
         assert down.returncode == 0
         assert not Path(f"/proc/{pid}").exists()
