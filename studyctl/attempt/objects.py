@@ -6,7 +6,7 @@ from studyctl.definition.objects import place_target
 from studyctl.definition.places import Place
 from studyctl.objstore.client import ObjectClient
 from studyctl.objstore.errors import ObjectStoreError
-from studyctl.units import MIB
+from studyctl.objstore.target import MIN_PART_BYTES
 
 
 def remove_object_place(place: Place) -> bool:
@@ -14,7 +14,7 @@ def remove_object_place(place: Place) -> bool:
     own `<study>.<key>/<point_id>/`, derived, never read from a file). False when the store could not be asked
     (the cleanup marker stays, and the next command tries again)."""
     try:
-        client = ObjectClient(place_target(place), 1, 5 * MIB)
+        client = ObjectClient(place_target(place), 1, MIN_PART_BYTES)
     except (ObjectStoreError, ValueError):
         return False
     try:

@@ -28,6 +28,7 @@ from studyctl.definition.layout import (
 )
 from studyctl.definition.places import Place, point_places, study_dir_name
 from studyctl.definition.training import ComputeModel, SimulatedStep
+from studyctl.objstore.target import MIN_PART_BYTES
 
 IoMode = Literal["buffered", "direct", "hybrid"]
 ColdRead = Literal["auto", "direct", "fadvise", "none"]
@@ -101,9 +102,9 @@ class CheckpointOptions(BaseModel):
     allreduce_mib: float | None = Field(None, ge=0, json_schema_extra={**_OMIT_AT_DEFAULT, **_NOT_AN_AXIS},
                                         description="async/tiered: gradient all-reduce per simulated step and rank "
                                                     "(training.simulated_step.allreduce_mib)")
-    part_mib: int = Field(16, ge=5, le=5120, json_schema_extra=_OMIT_AT_DEFAULT,
+    part_mib: int = Field(16, ge=MIN_PART_BYTES >> 20, le=5120, json_schema_extra=_OMIT_AT_DEFAULT,
                           description="object stores: multipart part size (an object at or below it is one PUT) "
-                                      "and ranged-GET size; S3's smallest part is 5 MiB")
+                                      "and ranged-GET size (S3's smallest part at least)")
     s3_concurrency: int = Field(4, ge=1, le=64, json_schema_extra=_OMIT_AT_DEFAULT,
                                 description="object stores: part uploads or ranged GETs in flight per rank")
 
