@@ -70,6 +70,10 @@ def main(argv: list[str]) -> int:
         from benchmarks import s3_clients
 
         s3_clients.main(repeat)
+    if which == "s3_worker":  # not in `all`: the worker's S3 I/O vs the clients driven directly (the S3 server)
+        from benchmarks import s3_worker
+
+        s3_worker.main(repeat)
     if which == "projection":  # not in `all`: a 20 GiB checkpoint, ~45 GiB of scratch disk, minutes
         from benchmarks import projection_bench
 

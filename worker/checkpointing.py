@@ -21,6 +21,7 @@ from studyctl.states import FailureClass
 from worker import io, stop
 from worker.interference import write_timing
 from worker.nodes import NodeMap, node_map, tier_place
+from worker.objects import ObjectStore
 from worker.restore import Restorer, read_timing
 from worker.strategies import Describe, WriteStrategy
 
@@ -37,9 +38,10 @@ class Checkpointing:
 
     @classmethod
     def create(cls, task: WorkerTask, comm: Any, buf: io.Buffer, io_mode: str, cold_read: str, point_dir: Path,
-               reads: list[CheckpointFile], describe: Describe, wtime: Callable[[], float]
-               ) -> tuple[Checkpointing, tuple[str, str] | None]:
-        """Collective: every rank gets the same problem (or None) back."""
+               reads: list[CheckpointFile], describe: Describe, wtime: Callable[[], float],
+               objects: ObjectStore | None = None) -> tuple[Checkpointing, tuple[str, str] | None]:
+        """Collective: every rank gets the same problem (or None) back. `objects`: the shared target is an object
+        store (worker.objects), written and read by requests instead of files."""
         opts = task.point.checkpoint
         nodes = node_map(comm, task.point.ranks_per_node)
         writer = None
@@ -47,7 +49,7 @@ class Checkpointing:
             if opts.strategy == "tiered" and not task.tier_path:
                 return cls(task, nodes, None, None), (FailureClass.CONFIG.value,
                                                       "strategy tiered but the task names no tier path")
-            writer = WriteStrategy(task, comm, nodes, buf, io_mode, describe, wtime, point_dir)
+            writer = WriteStrategy(task, comm, nodes, buf, io_mode, describe, wtime, point_dir, objects)
             problem = writer.setup()
             if problem:
                 return cls(task, nodes, writer, None), problem
@@ -55,7 +57,7 @@ class Checkpointing:
         if opts.reads and (opts.restore == "broadcast" or (writer is not None and writer.tier_dir is not None)):
             tier_dir = writer.tier_dir if writer is not None else None
             restorer = Restorer(task.point, comm, reads, buf, cold_read, point_dir, tier_dir,
-                                writer is not None and writer.tier_mode != "buffered", describe, wtime)
+                                writer is not None and writer.tier_mode != "buffered", describe, wtime, objects)
         return cls(task, nodes, writer, restorer), None
 
     def write_prepare(self, step: str, tag: int) -> None:

@@ -23,6 +23,8 @@ class WorkerFailure(Exception):
 
 
 def describe_oserror(exc: OSError, path: str) -> tuple[str, str]:
+    if getattr(exc, "reason", None):  # an object store's failure (studyctl.objstore): one line with its target
+        return FailureClass.IO_ERROR.value, str(exc.reason)  # type: ignore[attr-defined]
     if exc.errno in (errno.ENOSPC, errno.EDQUOT):
         return FailureClass.IO_ERROR.value, f"no space left while writing {path} ({exc.strerror})"
     if isinstance(exc, io.DirectIORefused):
@@ -41,6 +43,7 @@ class Phase:
         self.end_at: float | None = None  # a strategy's own end stamp (durable), when not the work's return
         self.extra: Any = None  # a strategy's per-rank figures, gathered with the stamps
         self.split: io.Split | None = None  # where the rank's time went, set by work that opens files
+        self.requests: Any = None  # an object store's RequestCounts of this phase (worker.objects), else None
 
 
 YIELD_S = 0.0002  # a waiting rank's poll interval: well below any phase's duration
@@ -85,10 +88,10 @@ class Clock:
         self.wait_for_all()
         split = ph.split.seconds() if ph.split is not None else None
         stamps = self.comm.allgather((self.comm.Get_rank(), host, ph.start + self.anchor, ph.end + self.anchor,
-                                      ph.bytes, ph.files, split, ph.error, ph.extra))
+                                      ph.bytes, ph.files, split, ph.error, ph.extra, ph.requests))
         raise_first([s[7] for s in stamps])
         self.extras = [s[8] for s in stamps]
-        return checkpoint_timing(phase, index, step, [s[:7] for s in stamps])
+        return checkpoint_timing(phase, index, step, [s[:7] for s in stamps], {s[0]: s[9] for s in stamps})
 
     def wait_for_all(self) -> None:
         """Wait for the other ranks without spinning. MPICH busy-polls in blocking collectives: a rank done

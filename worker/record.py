@@ -23,7 +23,7 @@ from studyctl.definition.result_schema import (
 )
 from studyctl.fsutil import atomic_write_text
 from studyctl.units import MIB
-from worker import provenance
+from worker import objects, provenance
 from worker.state import Run, Setup
 from worker.timing import dlio_compat, phase_summary
 
@@ -51,8 +51,11 @@ def write_result(run: Run, setup: Setup, timings: list[Any], got: Gathered, star
                  ) -> dict[Phase, PhaseSummary]:
     """Rank 0: the result file, written atomically; returns the per-phase summary."""
     task, point, opts, written = run.task, run.point, run.opts, run.written
-    free_after, total = host.free_and_total(task.filesystem_path)
-    mount = host.mount_of(task.filesystem_path)
+    if task.object_store is not None:  # an object store reports no free space; its "mount" is the store
+        free_after, total, mount = 0, 0, objects.filesystem_info(task)
+    else:
+        free_after, total = host.free_and_total(task.filesystem_path)
+        mount = host.mount_of(task.filesystem_path)
     phases: tuple[Phase, ...] = ("write", "read")
     summary = {phase: phase_summary([t for t in timings if t.phase == phase])
                for phase in phases if any(t.phase == phase for t in timings)}

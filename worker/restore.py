@@ -19,6 +19,7 @@ from studyctl.definition.layout import CheckpointFile, Parallelism, rank_files
 from studyctl.definition.points import Point, replicated_kinds
 from studyctl.definition.result_fields import StrategyTiming
 from worker import io
+from worker.objects import ObjectStore
 from worker.persist import aligned
 
 Describe = Callable[[OSError, str], tuple[str, str]]
@@ -52,6 +53,7 @@ class Restorer:
     tier_direct: bool  # the tier accepts O_DIRECT
     describe: Describe
     wtime: Callable[[], float]
+    objects: ObjectStore | None = None  # shared storage is an object store: its reads are GETs (worker.objects)
 
     def __post_init__(self) -> None:
         opts = self.point.checkpoint
@@ -77,11 +79,13 @@ class Restorer:
         if self.cold_read == "fadvise" or self.tier_dir is not None:
             reads = self.own + (self.shared if self.group is not None and self.group.Get_rank() == 0 else [])
             for f in reads:
-                io.evict(self.locate(step, f.name)[0])
+                path, from_tier = self.locate(step, f.name)
+                if from_tier or self.objects is None:  # an object has no page cache here to evict
+                    io.evict(path)
 
     def work(self, ph: Any, step: str) -> None:
         """ph.split: this rank's own storage reads (tier or shared); a broadcast's transfer is in `other_s`."""
-        ph.split = split = io.Split()
+        ph.split = split = self.objects.begin(ph) if self.objects is not None else io.Split()
         tier = shared = received = 0
         read_s = bcast_s = 0.0
         if self.group is not None:
@@ -100,7 +104,9 @@ class Restorer:
             path, from_tier = self.locate(step, f.name)
             start = self.wtime()
             try:
-                got = io.read_file(path, self.buf, self.block, self._direct(from_tier), split)
+                got = io.read_file(path, self.buf, self.block, self._direct(from_tier), split) \
+                    if from_tier or self.objects is None else \
+                    self.objects.get(self.objects.key(step, f.name), f.nbytes, self.buf.view, split)
             except OSError as exc:
                 ph.error = self.describe(exc, path)
                 break
@@ -125,7 +131,8 @@ class Restorer:
         direct = self._direct(from_tier)
         span = aligned(f.nbytes)
         fd = None
-        if root and ph.error is None:
+        objects = self.objects if root and not from_tier and ph.error is None else None
+        if root and ph.error is None and objects is None:
             try:
                 fd = split.open(path, os.O_RDONLY, direct=direct)
             except OSError as exc:
@@ -145,6 +152,13 @@ class Restorer:
                         split.close(fd)
                         fd = None
                     split.transferred(began)
+                    read_s += self.wtime() - start
+                elif objects is not None and off < f.nbytes:  # the object's bytes of this chunk, by ranged GETs
+                    start = self.wtime()
+                    try:
+                        objects.get(objects.key(step, f.name), min(length, f.nbytes - off), view[:length], split, off)
+                    except OSError as exc:
+                        ph.error, objects = self.describe(exc, path), None
                     read_s += self.wtime() - start
                 start = self.wtime()
                 self.group.Bcast([view[:length], MPI.BYTE], root=0)

@@ -21,6 +21,7 @@ from typing import Any
 
 from studyctl import host
 from studyctl.definition.layout import CheckpointFile, disk_steps_needed, step_dir_name
+from studyctl.definition.objects import OBJECT_COLD_READ, OBJECT_IO_MODE
 from studyctl.definition.places import remove_place
 from studyctl.definition.points import WorkerTask, cold_read_method
 from studyctl.definition.result_fields import StrategyInfo
@@ -33,7 +34,7 @@ from studyctl.definition.result_schema import Phase as PhaseName
 from studyctl.fsutil import atomic_write_text
 from studyctl.states import FailureClass
 from studyctl.units import MIB, format_bytes
-from worker import handoff, io, provenance
+from worker import handoff, io, objects, provenance
 from worker.ceiling import run_ceiling
 from worker.checkpointing import Checkpointing
 from worker.claim import CLAIMS, claim, placement_problem, release
@@ -53,6 +54,8 @@ def _decide(task: WorkerTask, point_dir: Path, checkpoint_bytes: int) -> Setup:
     point = task.point
     opts = point.checkpoint
     io_mode, fallback, cold = point.io_mode, None, opts.cold_read
+    if task.object_store is not None:  # an object store: no directory, free space or O_DIRECT to decide
+        return Setup(objects.setup_problem(task), OBJECT_IO_MODE, None, OBJECT_COLD_READ, 0, 0)
     misplaced = placement_problem(task.filesystem_path, task.filesystem_kind)
     if misplaced:
         return Setup((FailureClass.CONFIG.value, misplaced), io_mode, None, "none", 0, 0)
@@ -136,8 +139,9 @@ def _run_reporting(task: WorkerTask, comm: Any, launch_s: float | None) -> dict[
 def _remove_after_crash(task: WorkerTask, rank: int) -> None:
     """Any rank: the point's data and this rank's node's tier folder (the abort ends the other ranks, rank 0 too,
     so its claim goes with it; a tier on another node is its ranks' to remove, or studyctl's afterwards)."""
-    shutil.rmtree(task.data_dir, ignore_errors=True)
-    task.claim_file.unlink(missing_ok=True)
+    if task.object_store is None:  # objects: the next command's cleanup (no client to trust after a crash)
+        shutil.rmtree(task.data_dir, ignore_errors=True)
+        task.claim_file.unlink(missing_ok=True)
     if task.tier_path is not None:
         node, _ = provenance.node_name(rank, task.point.ranks_per_node)
         remove_place(tier_place(task, node), node_dir=dir_name(node))
@@ -195,7 +199,8 @@ def _set_up(run: Run) -> Setup:
     decision = _decide(run.task, run.point_dir, run.written.total_bytes) if run.rank == 0 else None
     setup: Setup = run.comm.bcast(decision, root=0)
     if setup.error:
-        if run.rank == 0 and setup.error[0] not in (FailureClass.IO_ERROR.value, FailureClass.BUSY.value):
+        if run.rank == 0 and setup.error[0] not in (FailureClass.IO_ERROR.value, FailureClass.BUSY.value) \
+                and run.objects is None:
             shutil.rmtree(run.point_dir, ignore_errors=True)  # we created it; nothing else is in it yet
         raise WorkerFailure(FailureClass(setup.error[0]), setup.error[1])
     return setup
@@ -207,7 +212,7 @@ def _measure(run: Run, setup: Setup) -> tuple[list[Any], Checkpointing]:
     buf = io.Buffer.allocate(run.opts.buffer_mib * MIB)
     clock = Clock(run.comm)
     ck, problem = Checkpointing.create(run.task, run.comm, buf, setup.io_mode, setup.cold_read, run.point_dir,
-                                       run.my_reads, describe_oserror, clock.wtime)
+                                       run.my_reads, describe_oserror, clock.wtime, run.objects)
     try:
         if problem:
             raise WorkerFailure(FailureClass(problem[0]), problem[1])
@@ -218,7 +223,7 @@ def _measure(run: Run, setup: Setup) -> tuple[list[Any], Checkpointing]:
     except WorkerFailure:
         run.comm.Barrier()
         if run.rank == 0:
-            shutil.rmtree(run.point_dir, ignore_errors=True)
+            _remove_point(run)
         ck.close(keep=False)
         raise
     finally:
@@ -234,13 +239,16 @@ def _write_phases(run: Run, setup: Setup, clock: Clock, buf: io.Buffer, ck: Chec
         step = step_dir_name(i, opts.naming)
         paths = [str(run.point_dir / step / f.name) for f in run.my_files]
         # every checkpoint's bytes differ; every buffer page touched before the clock
-        prepare = partial(_prepare_step, run.point_dir / step, buf, i * 1_000_003 + run.rank, ck, step)
-        write = ck.write_work(i, step) or partial(_write_all, paths=paths, files=run.my_files, buf=buf, block=block,
-                                                  setup=setup, fsync=opts.fsync)
+        prepare = partial(_prepare_step, None if run.objects else run.point_dir / step, buf, i * 1_000_003 + run.rank,
+                          ck, step)
+        write = ck.write_work(i, step) or (partial(run.objects.write_files, step=step, files=run.my_files, buf=buf)
+                                           if run.objects else
+                                           partial(_write_all, paths=paths, files=run.my_files, buf=buf, block=block,
+                                                   setup=setup, fsync=opts.fsync))
         timings.append(clock.phase("write", i, step, run.host, prepare, write, collective=ck.writer is not None))
         ck.record_write(i, timings[-1], clock.extras)
         if i >= kept and not opts.keep:  # no restore reads this step: free its space now (off the clock)
-            clock.off_clock(partial(_unlink_all, paths))
+            clock.off_clock(partial(run.objects.remove_step, step) if run.objects else partial(_unlink_all, paths))
     return timings
 
 
@@ -258,6 +266,8 @@ def _read_phases(run: Run, setup: Setup, clock: Clock, buf: io.Buffer, ck: Check
         prepare: Callable[[], object] = partial(_evict_all, paths, not opts.fsync) \
             if setup.cold_read == "fadvise" else _nothing
         read: Callable[[Phase], None] = partial(_read_all, paths=paths, buf=buf, block=block, direct=direct)
+        if run.objects is not None:  # cold by construction: no client cache to evict
+            prepare, read = _nothing, partial(run.objects.read_files, step=step, files=run.my_reads, buf=buf)
         restore = ck.read_work(step)
         if restore is not None:  # tiered or broadcast: the restorer knows what to evict and read
             prepare, read = partial(ck.read_prepare, step), restore
@@ -266,8 +276,9 @@ def _read_phases(run: Run, setup: Setup, clock: Clock, buf: io.Buffer, ck: Check
     return timings
 
 
-def _prepare_step(step_dir: Path, buf: io.Buffer, tag: int, ck: Checkpointing, step: str) -> None:
-    step_dir.mkdir(exist_ok=True)
+def _prepare_step(step_dir: Path | None, buf: io.Buffer, tag: int, ck: Checkpointing, step: str) -> None:
+    if step_dir is not None:  # None: an object store (no directories)
+        step_dir.mkdir(exist_ok=True)
     buf.stamp(tag)
     ck.write_prepare(step, tag)
 
@@ -308,7 +319,7 @@ def _record(run: Run, setup: Setup, timings: list[Any], got: Gathered, started_a
     except OSError as exc:
         if exc.errno not in (errno.ENOSPC, errno.EDQUOT) or run.opts.keep:
             raise
-        shutil.rmtree(run.point_dir, ignore_errors=True)
+        _remove_point(run)
         return write_result(run, setup, timings, got, started_at, strategy)
 
 
@@ -317,8 +328,16 @@ def _remove_files(run: Run, keep: bool) -> None:
     comm = run.comm
     comm.Barrier()
     if run.rank == 0 and not keep:
-        shutil.rmtree(run.point_dir, ignore_errors=True)
+        _remove_point(run)
     comm.Barrier()
+
+
+def _remove_point(run: Run) -> None:
+    """Rank 0: the point's files, or its objects (a store that cannot be asked: left to the next command)."""
+    if run.objects is None:
+        shutil.rmtree(run.point_dir, ignore_errors=True)
+    else:
+        run.objects.remove_point_quietly()
 
 
 def _write_all(ph: Phase, paths: list[str], files: list[CheckpointFile], buf: io.Buffer, block: int,

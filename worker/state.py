@@ -9,6 +9,7 @@ from typing import Any
 from studyctl.definition.layout import rank_files, summarize
 from studyctl.definition.points import ColdReadMethod, WorkerTask, restore_files
 from worker import provenance
+from worker.objects import ObjectStore
 
 
 @dataclass(frozen=True)
@@ -39,3 +40,5 @@ class Run:
         self.node, self.simulated = provenance.node_name(self.rank, self.point.ranks_per_node)
         self.my_files = rank_files(self.point.model, self.par, self.rank, self.opts.scale, self.opts.naming)
         self.my_reads = restore_files(self.point.model, self.par, self.rank, self.opts)
+        # a filesystem of kind s3: the rank's client of the point's objects (worker.objects); None: POSIX
+        self.objects = ObjectStore(task) if task.object_store is not None else None

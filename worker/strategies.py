@@ -30,6 +30,7 @@ from worker.claim import placement_problem
 from worker.compute import Trainer
 from worker.interference import RankWrite
 from worker.nodes import NodeMap, tier_place, tier_point_dir
+from worker.objects import ObjectStore
 
 Describe = Callable[[OSError, str], tuple[str, str]]
 Problem = tuple[str, str]  # (a FailureClass value, one-line reason)
@@ -81,6 +82,7 @@ class WriteStrategy:
     describe: Describe
     wtime: Callable[[], float]
     point_dir: Path
+    objects: ObjectStore | None = None  # the shared target is an object store (worker.objects): puts, not files
     trainer: Trainer = field(init=False)
     snapshot: persist.Snapshot | None = field(init=False, default=None)
     drain_buf: io.Buffer | None = field(init=False, default=None)
@@ -173,7 +175,7 @@ class WriteStrategy:
         writes (async; the snapshot copy is in `other_s`). The background part runs after the blocking part on
         one thread at a time, so the parts stay within the rank's duration."""
         before = self.trainer.run(IDLE_STEPS)
-        ph.split = io.Split()
+        ph.split = self.objects.begin(ph) if self.objects is not None else io.Split()
         ph.start = self.wtime()
         if ph.error is None:
             self._blocking(ph, index, step)
@@ -215,6 +217,9 @@ class WriteStrategy:
 
             def persist_snapshot() -> int:
                 for i, f in enumerate(self.files):
+                    if self.objects is not None:
+                        self.objects.put(self.objects.key(step, f.name), snap.region(i, f.nbytes), f.nbytes, split)
+                        continue
                     persist.write_region(str(shared / f.name), snap.region(i, f.nbytes), f.nbytes, self.block,
                                          self.io_mode, split)
                 return sum(f.nbytes for f in self.files)
@@ -232,6 +237,9 @@ class WriteStrategy:
 
         def drain() -> int:
             for f in files:
+                if self.objects is not None:
+                    self.objects.put_file(str(tier / f.name), self.objects.key(step, f.name), f.nbytes, split)
+                    continue
                 persist.copy_file(str(tier / f.name), str(shared / f.name), f.nbytes, drain_buf, self.block,
                                   self.io_mode, split)
             return sum(f.nbytes for f in files)

@@ -10,13 +10,16 @@ A rank's split (where its duration went: open, transfer, fsync, close, the rest)
 from __future__ import annotations
 
 import statistics
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict
+from typing import Any
 
 from studyctl.definition.result_schema import (
     CheckpointTiming,
     DlioCompat,
     Phase,
     PhaseSummary,
+    RankRequests,
     RankSplit,
     RankTiming,
     mlperf_throughput_GiBps,
@@ -37,18 +40,24 @@ def rank_split(duration: float, parts: SplitSeconds) -> RankSplit:
 
 
 def rank_timing(rank: int, host: str, start: float, end: float, nbytes: int, files: int, origin: float,
-                split: SplitSeconds | None = None) -> RankTiming:
+                split: SplitSeconds | None = None, requests: Any = None) -> RankTiming:
+    """`requests`: an object store's RequestCounts of the rank's phase (None on a POSIX filesystem)."""
     duration = max(end - start, 0.0)
     rate = nbytes / duration / GIB if duration > 0 and nbytes else 0.0
     return RankTiming(rank=rank, host=host, start_s=start - origin, end_s=end - origin, bytes=nbytes, files=files,
                       duration_s=duration, bandwidth_GiBps=rate,
-                      split=rank_split(duration, split) if split is not None else None)
+                      split=rank_split(duration, split) if split is not None else None,
+                      requests=RankRequests(**asdict(requests)) if requests is not None else None)
 
 
-def checkpoint_timing(phase: Phase, index: int, step_dir: str, stamps: Sequence[Stamp]) -> CheckpointTiming:
-    """`stamps`: per rank (rank, host, start, end, bytes, files, split), clocks in epoch seconds."""
+def checkpoint_timing(phase: Phase, index: int, step_dir: str, stamps: Sequence[Stamp],
+                      requests: Mapping[int, Any] | None = None) -> CheckpointTiming:
+    """`stamps`: per rank (rank, host, start, end, bytes, files, split), clocks in epoch seconds; `requests`:
+    per rank, an object store's request counts (worker.objects)."""
     origin = min(s[2] for s in stamps)
-    ranks = [rank_timing(r, h, s, e, b, f, origin, sp) for r, h, s, e, b, f, sp in sorted(stamps, key=lambda s: s[0])]
+    got = requests or {}
+    ranks = [rank_timing(r, h, s, e, b, f, origin, sp, got.get(r))
+             for r, h, s, e, b, f, sp in sorted(stamps, key=lambda s: s[0])]
     total = sum(r.bytes for r in ranks)
     span = max(r.end_s for r in ranks)  # origin is the earliest start
     movers = [r.bandwidth_GiBps for r in ranks if r.bytes]

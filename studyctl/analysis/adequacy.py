@@ -47,7 +47,7 @@ def _read_flags(row: dict[str, Any]) -> list[str]:
         flags.append("warm reads (cold_read none)")
     shifted = (row.get("rank_shift") or 0) > 0 or row.get("restore") == "full"
     # another "node's" files are in this machine's one page cache; only O_DIRECT reads stay cold
-    if row.get("simulated_nodes") and shifted and row.get("cold_read_method") != "direct":
+    if row.get("simulated_nodes") and shifted and row.get("cold_read_method") not in ("direct", "no_cache"):
         flags.append("warm reads: simulated nodes share one page cache")
     return flags
 

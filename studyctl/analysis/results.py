@@ -20,7 +20,7 @@ from studyctl.analysis.training_rows import nominal_restore, point_cost_row
 from studyctl.attempt.paths import StudyPaths
 from studyctl.attempt.result_file import read_error, read_result
 from studyctl.attempt.tree import AttemptFiles, file_status, scan_attempts
-from studyctl.definition.result_schema import CheckpointTiming, Result, mlperf_throughput_GiBps
+from studyctl.definition.result_schema import CheckpointTiming, RankRequests, Result, mlperf_throughput_GiBps
 
 RANK_FIELDS = ("phase", "index", "rank", "host", "bytes", "duration_s", "bandwidth_GiBps", "files", *SPLIT_FIELDS)
 RANK_CONTEXT = ("point_id", "cell_key", "model", "zero_stage", "nodes", "filesystem", "io_mode", "repetition")
@@ -56,8 +56,23 @@ class LoadedRows:
     left_out: list[str] = field(default_factory=list)  # points not judged (excluded) that left a result file
 
 
+# An object store's requests per checkpoint, summed over ranks (definition.result_schema.RankRequests): one column
+# per kind, named requests_<kind>; first_byte_s_max is the slowest rank's time to first byte. Absent on POSIX.
+REQUEST_KINDS = tuple(k for k in RankRequests.model_fields if k != "first_byte_s")
+REQUEST_COLUMNS = (*(f"requests_{k}" for k in REQUEST_KINDS), "first_byte_s_max")
+
+
+def request_columns(c: CheckpointTiming) -> dict[str, Any]:
+    got = [rk.requests for rk in c.ranks if rk.requests is not None]
+    if not got:
+        return {}
+    firsts = [r.first_byte_s for r in got if r.first_byte_s is not None]
+    return {**{f"requests_{k}": sum(getattr(r, k) for r in got) for k in REQUEST_KINDS},
+            "first_byte_s_max": max(firsts) if firsts else None}
+
+
 def _checkpoint_row(c: CheckpointTiming) -> dict[str, Any]:
-    return {"phase": c.phase, "index": c.index, "bytes": c.bytes, "files": c.files,
+    return {**request_columns(c), "phase": c.phase, "index": c.index, "bytes": c.bytes, "files": c.files,
             "duration_s": c.duration_max_s, "span_s": c.span_s, "aggregate_GiBps": c.aggregate_GiBps,
             "mlperf_throughput_GiBps": mlperf_throughput_GiBps(c),
             "rank_bandwidth_min_GiBps": c.rank_bandwidth_min_GiBps,

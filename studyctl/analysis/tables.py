@@ -30,7 +30,15 @@ from studyctl.analysis.cells import DERIVED, identity_columns
 from studyctl.analysis.hardware import add_hardware, ceilings_table, stated_peaks
 from studyctl.analysis.projection_table import add_projections, fit_all, measured, point_factors
 from studyctl.analysis.recovery import recovery_cells, recovery_table
-from studyctl.analysis.results import RANK_CONTEXT, RANK_FIELDS, Failure, LoadedRows, Problem, load_rows
+from studyctl.analysis.results import (
+    RANK_CONTEXT,
+    RANK_FIELDS,
+    REQUEST_COLUMNS,
+    Failure,
+    LoadedRows,
+    Problem,
+    load_rows,
+)
 from studyctl.analysis.stats import describe, total_over_total
 from studyctl.analysis.training_cells import cost_cells, summary_flags
 from studyctl.analysis.training_cost import load_training, training_table
@@ -42,7 +50,7 @@ from studyctl.fsutil import atomic_open, atomic_write_json, owned_dir
 from studyctl.units import GIB
 
 MEASURES = ("index", "bytes", "files", "duration_s", "span_s", "aggregate_GiBps", "mlperf_throughput_GiBps",
-            "rank_bandwidth_min_GiBps", "rank_bandwidth_max_GiBps", "active_ranks")
+            "rank_bandwidth_min_GiBps", "rank_bandwidth_max_GiBps", "active_ranks", *REQUEST_COLUMNS)
 TABLE_NAMES = ("checkpoints", "points", "summary", "ranks", "training", "ceilings", "recovery")
 HEADLINE = "bytes_over_time_GiBps"  # the figure every plot, ratio, comparison and "best" uses
 
@@ -79,7 +87,8 @@ def summarize_points(checkpoints: pd.DataFrame) -> pd.DataFrame:
                       duration_max_s=("duration_s", "max"),
                       mlperf_throughput_GiBps=("mlperf_throughput_GiBps", "mean"),
                       rank_bandwidth_min_GiBps=("rank_bandwidth_min_GiBps", "min"),
-                      active_ranks=("active_ranks", "max"))
+                      active_ranks=("active_ranks", "max"),
+                      **{c: (c, "mean") for c in REQUEST_COLUMNS if c in checkpoints})  # per checkpoint (objects)
     agg.insert(0, HEADLINE, agg["total_bytes"] / GIB / agg["total_time_s"])
     first = grouped[config].first()
     return first.join(agg).reset_index()[[*config, *keys, *agg.columns]]
@@ -104,6 +113,7 @@ def _cell_record(key: tuple, group_cols: list[str], g: pd.DataFrame) -> dict[str
         "rank_bandwidth_min_GiBps": g["rank_bandwidth_min_GiBps"].min(),
         "active_ranks": g["active_ranks"].max(), "bytes": int(g["bytes"].iloc[0]),
         "attempts_max": int(g["attempt"].max()), "point_ids": ",".join(sorted(g["point_id"].astype(str)))})
+    rec.update({c: g[c].mean() for c in REQUEST_COLUMNS if c in g})  # an object store's, per checkpoint
     for col in (*DERIVED, "nominal_checkpoint_bytes", "written_checkpoint_bytes", "nominal_restore_bytes", "fstype",
                 "tier_fstype"):
         if col in g.columns:

@@ -16,6 +16,7 @@ from enum import Enum
 from typing import Any
 
 from studyctl.attempt.paths import AttemptPaths, StudyPaths
+from studyctl.definition.filesystems import ObjectStoreSpec
 from studyctl.definition.places import Place, point_places, remove_place, study_dir_name
 from studyctl.definition.points import Point, WorkerTask, data_key
 
@@ -37,7 +38,8 @@ def read_task(paths: AttemptPaths) -> WorkerTask | None:
 
 
 def derive_places(study: StudyPaths, point_id: str, config: Mapping[str, Any] | None,
-                  filesystems: Mapping[str, str]) -> tuple[Point, tuple[Place, ...]] | str:
+                  filesystems: Mapping[str, str], stores: Mapping[str, ObjectStoreSpec] | None = None
+                  ) -> tuple[Point, tuple[Place, ...]] | str:
     """The point (from its configuration, which must hash to `point_id`) and every place it writes; or why not."""
     try:
         point = Point.model_validate(config)
@@ -49,7 +51,7 @@ def derive_places(study: StudyPaths, point_id: str, config: Mapping[str, Any] | 
     if point.filesystem not in filesystems or (tier is not None and tier not in filesystems):
         return f"point {point_id}: the sweep names no filesystem {point.filesystem!r} (or tier {tier!r})"
     places = point_places(study_dir_name(study.name, data_key(study.root)), point_id, filesystems[point.filesystem],
-                          filesystems[tier] if tier is not None else None)
+                          filesystems[tier] if tier is not None else None, (stores or {}).get(point.filesystem))
     problems = [p for place in places if (p := place.problem())]
     return f"point {point_id}: {problems[0]}" if problems else (point, places)
 
@@ -70,6 +72,11 @@ def remove_attempt_data(point: Point, places: Sequence[Place], remove_node_local
     if point.checkpoint.keep:
         return Cleanup.DONE
     shared, *node_local = places
+    if shared.store is not None:  # an object store: no claim file; its ranks are gone (the caller waited)
+        from studyctl.attempt.objects import remove_object_place
+
+        return Cleanup.DONE if remove_object_place(shared) and all(remove_node_local(p) for p in node_local) \
+            else Cleanup.LATER
     with _claim(shared) as held:
         if not held:
             return Cleanup.LATER

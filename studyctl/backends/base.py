@@ -67,7 +67,8 @@ class Backend(ABC):
         run the points (None: this backend cannot say). What `plan` and `submit` judge a sweep by."""
         from studyctl.definition.plan import Capacity
 
-        space = {name: host.free_space(fs.path) for name, fs in sweep.filesystems.items()}
+        space = {name: host.free_space(fs.path) if fs.object_store is None else (None, "an object store: no free "
+                 "space to read") for name, fs in sweep.filesystems.items()}
         return Capacity({name: free for name, (free, _) in space.items()},
                         {name: where for name, (_, where) in space.items()}, None,
                         f"the {cls.name} backend does not say")

@@ -13,7 +13,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from studyctl.definition.filesystems import must_exist
+from studyctl.definition.filesystems import ObjectStoreSpec, must_exist
 from studyctl.definition.plan import PlanSummary, capacity_notes, disk_problems, estimated_seconds, memory_problems
 from studyctl.definition.points import CALIBRATION_STEPS, IDLE_STEPS
 from studyctl.definition.sweep import SweepFile
@@ -81,6 +81,15 @@ def judge(sweep: SweepFile, backend: type[Backend], points: Iterable[PlannedPoin
     return judging.verdict(summary)
 
 
+def object_store_problem(url: str, store: ObjectStoreSpec) -> str | None:
+    """Whether an object store takes a small object under the filesystem's prefix (s3core's preflight): one line
+    naming the target and the cause (unreachable, bad credentials, no such bucket, denied), or None."""
+    from studyctl.definition.objects import object_target
+    from studyctl.objstore.preflight import target_problem
+
+    return target_problem(object_target(url, store))
+
+
 def placement_problems(sweep: SweepFile, shared: set[str], tiers: set[str], runs_here: bool) \
         -> tuple[list[str], list[str]]:
     """The worker's own placement check (worker.claim), made here on the filesystems points write: shared ones
@@ -88,6 +97,10 @@ def placement_problems(sweep: SweepFile, shared: set[str], tiers: set[str], runs
     problems, notes = [], []
     for name in sorted(shared | tiers):
         fs = sweep.filesystems[name]
+        if fs.object_store is not None:  # reached over the network: the same from here as from every node
+            problem = object_store_problem(fs.path, fs.object_store)
+            problems += [f"filesystems.{name}: {problem}"] if problem else []
+            continue
         if not runs_here and name not in shared:
             notes.append(f"filesystem {name} ({fs.path}) is a node-local tier: each node's worker checks it")
             continue

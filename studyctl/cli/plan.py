@@ -73,7 +73,7 @@ def _print_plan(study: str, rows: list[dict[str, Any]], summary: PlanSummary, li
         else:
             sizes = [format_bytes(r["checkpoint_bytes"]) + _restore_bytes(r),
                      f"{format_bytes(r['bytes_per_rank_max'])} / {format_bytes(r['bytes_per_rank_min'])}",
-                     str(r["files_per_checkpoint"]), format_bytes(r["worker_memory_per_host_bytes"]),
+                     str(r["files_per_checkpoint"]) + _requests(r), format_bytes(r["worker_memory_per_host_bytes"]),
                      format_bytes(r["dlio_memory_per_host_bytes"]), format_bytes(r["disk_bytes_needed"]),
                      "excluded" if r["excluded"] else f"{r['node_hours']:.3f}"]
         point = r["point_id"] + ("" if r["role"] == "measure" else f" {r['role']}")
@@ -101,6 +101,15 @@ def _print_plan(study: str, rows: list[dict[str, Any]], summary: PlanSummary, li
     for fs, need in summary.max_disk_bytes_needed.items():
         out.print(f"  disk needed on {fs}: {format_bytes(need)} at the peak of the largest point")
     _print_needs(summary.training_needs)
+
+
+def _requests(r: dict[str, Any]) -> str:
+    """On an object store: the requests a checkpoint and a restore make (the busiest rank's in brackets)."""
+    if r.get("objects_per_checkpoint") is None:
+        return ""
+    return (f" objects; {r['put_requests_per_checkpoint']} PUT+{r['part_requests_per_checkpoint']} part "
+            f"(rank ≤{r['write_requests_per_rank_max']}), {r['get_requests_per_restore']} GET/restore (rank "
+            f"≤{r['read_requests_per_rank_max']}) at {r['part_mib']} MiB ×{r['s3_concurrency']}")
 
 
 def _restore_bytes(r: dict[str, Any]) -> str:

@@ -67,10 +67,12 @@ class CeilingSources:
     def __init__(self, sweep: SweepFile) -> None:
         self.mode: CeilingsMode = sweep.ceilings
         self.largest: dict[Shape, Any] = {}  # a planned point
+        # the probes are POSIX files (fio's pattern): an object store's shapes have no ceiling point
+        self.objects = {name for name, fs in sweep.filesystems.items() if fs.object_store is not None}
 
     def add(self, pp: _Planned) -> None:
         p = pp.point
-        if pp.excluded or p.role != "measure":
+        if pp.excluded or p.role != "measure" or p.filesystem in self.objects:
             return
         shape = shape_of(p)
         best = self.largest.get(shape)

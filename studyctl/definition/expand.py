@@ -13,6 +13,7 @@ from pydantic import ValidationError
 
 from studyctl.definition.auxiliary import auxiliary_points
 from studyctl.definition.catalog import ModelSpec
+from studyctl.definition.objects import object_point_problems
 from studyctl.definition.planned import Exclusion, ExclusionKind, PlannedPoint
 from studyctl.definition.points import CHECKPOINT_AXES, CheckpointOptions, Point
 from studyctl.definition.recovery import parse_recovery
@@ -132,8 +133,8 @@ def iter_points(sweep: SweepFile) -> Iterator[PlannedPoint]:
         for values, fields, infeasible in combos:
             for fs in filesystems or [str(values["filesystem"])]:
                 point = Point.model_construct(**fields, filesystem=fs, repetition=repetition)
-                yield _planned(sweep, {**values, "filesystem": fs, "repetition": repetition}, point, infeasible,
-                               order)
+                yield _planned(sweep, {**values, "filesystem": fs, "repetition": repetition}, point,
+                               infeasible or _object_problems(sweep, fs, fields), order)
                 order += 1
 
 
@@ -195,6 +196,15 @@ def _problems(model: ModelSpec, world: int, tp: int, pp: int, zero: int, subset_
     from studyctl.definition.layout import layout_problems
 
     return tuple(layout_problems(model, world, tp, pp, zero, subset_of))
+
+
+def _object_problems(sweep: SweepFile, filesystem: str, fields: dict[str, Any]) -> Exclusion | None:
+    """A point on an object store that asks for what it has not (O_DIRECT, page-cache eviction): infeasible."""
+    if sweep.filesystems[filesystem].object_store is None:
+        return None
+    problems = object_point_problems(fields["io_mode"], fields["checkpoint"])
+    return Exclusion(ExclusionKind.INFEASIBLE, f"filesystem {filesystem} (kind s3): {'; '.join(problems)}") \
+        if problems else None
 
 
 def _strategy_problems(fields: dict[str, Any], sweep: SweepFile) -> tuple[str, ...]:

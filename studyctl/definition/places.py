@@ -4,6 +4,9 @@ A point writes `<root>/<study>.<key>/<point_id>` on its filesystem and, tiered, 
 with a folder per node below). Clean-up, the worker's own and studyctl's after a kill, removes exactly these:
 each name below the root is checked to be one plain component, and the walk never follows a symbolic link,
 so no file names (a task.json, a sweep) can point a removal anywhere else.
+On an object store (`store` set, root `s3://BUCKET[/PREFIX]`) the place is the key prefix
+`<prefix>/<study>.<key>/<point_id>/`: `remove_place` never touches it (no local path is ever derived from it);
+`worker.objects.remove_object_place` deletes its objects and aborts its incomplete uploads.
 """
 
 from __future__ import annotations
@@ -14,6 +17,8 @@ import re
 import stat
 from dataclasses import dataclass
 from pathlib import Path
+
+from studyctl.definition.filesystems import ObjectStoreSpec, is_object_path, object_url_problem
 
 NODE = "{node}"  # in a tier path: the node's name (each node has its own tier)
 POINT_ID = re.compile(r"[0-9a-f]{12}")
@@ -28,6 +33,12 @@ class Place:
     study_dir: str
     point_id: str
     node_local: bool = False
+    store: ObjectStoreSpec | None = None  # an object store's endpoint, region, addressing (root: s3://...)
+
+    @property
+    def object_key(self) -> str:
+        """On an object store: the point's key prefix below the root's (`<study>.<key>/<point_id>/`)."""
+        return f"{self.study_dir}/{self.point_id}/"
 
     @property
     def path(self) -> Path:
@@ -44,7 +55,7 @@ class Place:
 
     def on_node(self, node_dir: str) -> Place:
         """This place on one node ("{node}" in the root becomes `node_dir`)."""
-        return Place(self.root.replace(NODE, node_dir), self.study_dir, self.point_id, self.node_local)
+        return Place(self.root.replace(NODE, node_dir), self.study_dir, self.point_id, self.node_local, self.store)
 
     def problem(self) -> str | None:
         """Why this is not a directory studyctl writes (a name that is not one plain component), or None."""
@@ -53,6 +64,9 @@ class Place:
                 return f"{name} {value!r} is not one plain file name"
         if not POINT_ID.fullmatch(self.point_id):
             return f"point id {self.point_id!r} is not 12 hexadecimal digits"
+        if self.store is not None or is_object_path(self.root):
+            return object_url_problem(self.root) if self.store is not None and is_object_path(self.root) \
+                else f"filesystem path {self.root!r} and its object store settings disagree"
         if not os.path.isabs(self.root):
             return f"filesystem path {self.root!r} is not absolute"
         return None
@@ -63,9 +77,11 @@ def study_dir_name(study: str, key: str) -> str:
     return f"{study}.{key}" if key else study
 
 
-def point_places(study_dir: str, point_id: str, filesystem_path: str, tier_path: str | None) -> tuple[Place, ...]:
-    """Every place a point writes: its directory on the measured filesystem, then (tiered) on the tier."""
-    shared = Place(filesystem_path, study_dir, point_id)
+def point_places(study_dir: str, point_id: str, filesystem_path: str, tier_path: str | None,
+                 store: ObjectStoreSpec | None = None) -> tuple[Place, ...]:
+    """Every place a point writes: its directory (or key prefix, on an object store) on the measured filesystem,
+    then (tiered) on the tier."""
+    shared = Place(filesystem_path, study_dir, point_id, store=store)
     return (shared,) if tier_path is None else (shared, Place(tier_path, study_dir, point_id, node_local=True))
 
 
@@ -74,7 +90,7 @@ def remove_place(place: Place, node_dir: str | None = None) -> bool:
     what is left empty above it (the claim file of a data directory too). Never follows a symbolic link below
     the root; False if there was nothing to remove or it is not a directory studyctl made (a link, a file, a
     name that is not plain)."""
-    if place.problem() or place.per_node or (node_dir is not None and _not_plain(node_dir)):
+    if place.problem() or place.per_node or place.store is not None or (node_dir is not None and _not_plain(node_dir)):
         return False
     try:
         root_fd = os.open(place.root, os.O_RDONLY | os.O_DIRECTORY)  # the sweep's mount path: may be a link

@@ -12,6 +12,7 @@ from studyctl.definition.catalog import ModelSpec
 from studyctl.definition.ceilings import ceiling_sized
 from studyctl.definition.expand import PlannedPoint
 from studyctl.definition.layout import (
+    CheckpointFile,
     Parallelism,
     disk_steps_needed,
     num_parameters,
@@ -20,7 +21,15 @@ from studyctl.definition.layout import (
     summarize,
 )
 from studyctl.definition.needs import NEEDS_KEYS, training_needs
-from studyctl.definition.points import CheckpointOptions, Point, cold_read_method, replicated_kinds, restore_bytes
+from studyctl.definition.objects import OBJECT_COLD_READ, ObjectRequests, read_requests, write_requests
+from studyctl.definition.points import (
+    CheckpointOptions,
+    Point,
+    cold_read_method,
+    replicated_kinds,
+    restore_bytes,
+    restore_files,
+)
 from studyctl.definition.recovery_plan import plan_fields, recovery_label
 from studyctl.definition.strategies import host_snapshot_bytes, memory_per_host_bytes
 from studyctl.definition.sweep import Estimate, SweepFile
@@ -58,11 +67,15 @@ def plan_row(pp: PlannedPoint, sweep: SweepFile) -> dict[str, Any]:
         "parameters": None,  # filled with the sizes (cached per cell)
         **_settings(opts, p.io_mode), "recovery": recovery_label(p),
     }
+    objects = sweep.filesystems[p.filesystem].object_store is not None
+    row.update(dict.fromkeys(OBJECT_KEYS), cold_read=OBJECT_COLD_READ if objects else row["cold_read"])
     if pp.exclusion is not None and pp.exclusion.infeasible:
         row.update(dict.fromkeys(SIZED_KEYS), parameters=num_parameters(p.model))
         return row
     row.update(_sized(p.model, par, p.nodes, p.ranks_per_node, opts, sweep.estimate))
     row.update(plan_fields(p))  # a restart after a failure (issue 20): its reads against a same-shape restore
+    if objects:
+        row.update(object_requests(p.model, par, opts))
     if p.role == "ceiling":  # its probes' bytes and cost, not its source point's checkpoints
         row.update(ceiling_sized(p, sweep.estimate))
     row.update(training_needs(row["nominal_checkpoint_bytes"], row["nominal_storage_read_bytes"], p.nodes,
@@ -103,13 +116,43 @@ def storage_read_bytes(m: ModelSpec, par: Parallelism, opts: CheckpointOptions) 
     per replica group, by its root, data-parallel replica 0 — the other ranks receive them over MPI."""
     if opts.restore != "broadcast":
         return restore_bytes(m, par, opts)
+    return sum(count * sum(f.nbytes for f in files) for count, files in storage_read_files(m, par, opts))
+
+
+def storage_read_files(m: ModelSpec, par: Parallelism, opts: CheckpointOptions
+                       ) -> list[tuple[int, list[CheckpointFile]]]:
+    """Per class of ranks: (its ranks, the files each reads from storage in one restore); see storage_read_bytes."""
+    unshifted = opts.model_copy(update={"rank_shift": 0})
+    if opts.restore != "broadcast":
+        return [(count, restore_files(m, par, rank, unshifted)) for rank, count in rank_classes(par)]
     kinds = replicated_kinds(par.zero_stage)
-    total = 0
+    out = []
     for rank, count in rank_classes(par):
-        files = rank_files(m, par, rank, opts.scale)
         root = par.coords(rank)[2] == 0  # one class member per group: the group's root
-        total += count * sum(f.nbytes for f in files if root or f.kind not in kinds)
-    return total
+        out.append((count, [f for f in rank_files(m, par, rank, opts.scale) if root or f.kind not in kinds]))
+    return out
+
+
+OBJECT_KEYS = ("part_mib", "s3_concurrency", "objects_per_checkpoint", "put_requests_per_checkpoint",
+               "part_requests_per_checkpoint", "get_requests_per_restore", "write_requests_per_rank_max",
+               "read_requests_per_rank_max")
+
+
+@lru_cache(maxsize=4096)
+def object_requests(m: ModelSpec, par: Parallelism, opts: CheckpointOptions) -> dict[str, Any]:
+    """On an object store: how many objects and requests a checkpoint and a restore of this layout make at its
+    part size (definition.objects), in all and on the busiest rank."""
+    writes = [(count, write_requests([f.nbytes for f in rank_files(m, par, rank, opts.scale)], opts.part_mib))
+              for rank, count in rank_classes(par)]
+    reads = [(count, read_requests([f.nbytes for f in files], opts.part_mib))
+             for count, files in storage_read_files(m, par, opts)]
+    written = sum((r.times(count) for count, r in writes), ObjectRequests())
+    return {"part_mib": opts.part_mib, "s3_concurrency": opts.s3_concurrency,
+            "objects_per_checkpoint": written.objects, "put_requests_per_checkpoint": written.put,
+            "part_requests_per_checkpoint": written.part,
+            "get_requests_per_restore": sum(count * r.get for count, r in reads),
+            "write_requests_per_rank_max": max(r.put + r.part for _, r in writes),
+            "read_requests_per_rank_max": max((r.get for _, r in reads), default=0)}
 
 
 @lru_cache(maxsize=65536)

@@ -14,6 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from pydantic.json_schema import JsonDict
 
 from studyctl.definition.catalog import ARCHITECTURE_DEFAULTS, ModelSpec
+from studyctl.definition.filesystems import ObjectStoreSpec
 from studyctl.definition.layout import (
     CheckpointFile,
     LayoutSummary,
@@ -28,10 +29,12 @@ from studyctl.definition.layout import (
 from studyctl.definition.places import Place, point_places, study_dir_name
 from studyctl.definition.recovery import Recovery
 from studyctl.definition.training import ComputeModel, SimulatedStep
+from studyctl.objstore.target import MIN_PART_BYTES
 
 IoMode = Literal["buffered", "direct", "hybrid"]
 ColdRead = Literal["auto", "direct", "fadvise", "none"]
-ColdReadMethod = Literal["direct", "fadvise", "none"]  # what `auto` became
+ColdReadMethod = Literal["direct", "fadvise", "none", "no_cache"]  # what `auto` became (no_cache: an object
+# store, whose client keeps no cache: every restored byte comes from the server)
 RestoreMode = Literal["rank", "full", "broadcast"]
 # What a point is for: a measurement the study asked for; a ceiling of its resource shape (what the storage,
 # network and memory of that shape reach, measured the same way: issue 18); a calibration point at a larger
@@ -100,6 +103,11 @@ class CheckpointOptions(BaseModel):
     allreduce_mib: float | None = Field(None, ge=0, json_schema_extra={**_OMIT_AT_DEFAULT, **_NOT_AN_AXIS},
                                         description="async/tiered: gradient all-reduce per simulated step and rank "
                                                     "(training.simulated_step.allreduce_mib)")
+    part_mib: int = Field(16, ge=MIN_PART_BYTES >> 20, le=5120, json_schema_extra=_OMIT_AT_DEFAULT,
+                          description="object stores: multipart part size (an object at or below it is one PUT) "
+                                      "and ranged-GET size (S3's smallest part at least)")
+    s3_concurrency: int = Field(4, ge=1, le=64, json_schema_extra=_OMIT_AT_DEFAULT,
+                                description="object stores: part uploads or ranged GETs in flight per rank")
 
     @model_validator(mode="after")
     def _consistent(self) -> CheckpointOptions:
@@ -321,12 +329,14 @@ class WorkerTask(BaseModel):
     # a ceiling point of a study with `ceilings: shared` (definition.ceilings): the results directory whose studies
     # (this one is `<it>/<study>`) share their ceilings; None: the point measures its own
     shared_ceilings_root: str | None = None
+    # a filesystem of kind s3: how to reach it (filesystem_path is then s3://BUCKET[/PREFIX]); None: POSIX
+    object_store: ObjectStoreSpec | None = None
 
     @property
     def places(self) -> tuple[Place, ...]:
         """Every directory this attempt writes (definition.places): the data directory first, then the tier."""
         return point_places(study_dir_name(self.study, self.data_key), self.point_id, self.filesystem_path,
-                            self.tier_path)
+                            self.tier_path, self.object_store)
 
     @property
     def data_dir(self) -> Path:

@@ -44,6 +44,21 @@ class RankSplit(_Strict):
     other_s: Seconds  # duration_s minus the four above, floored at 0
 
 
+class RankRequests(_Strict):
+    """One rank's requests to an object store in one checkpoint or restore (studyctl.objstore.counts.RequestCounts:
+    each logical request once, however many attempts it took)."""
+
+    put: Count  # PutObject, plus each multipart upload's CreateMultipartUpload and CompleteMultipartUpload
+    part: Count  # UploadPart
+    get: Count  # GetObject: one per ranged read of part_mib
+    head: Count  # HeadObject / HeadBucket
+    list: Count  # ListObjectsV2 / ListMultipartUploads pages
+    delete: Count  # DeleteObject(s), AbortMultipartUpload
+    retries: Count  # attempts beyond the first, of any kind
+    throttled: Count  # answers 503 SlowDown or 429, retried or not
+    first_byte_s: Seconds | None = None  # the phase's first GET: from sending it to its first body byte
+
+
 class RankTiming(_Strict):
     """One rank's share of one checkpoint."""
 
@@ -56,6 +71,9 @@ class RankTiming(_Strict):
     duration_s: Seconds  # end_s - start_s
     bandwidth_GiBps: Rate  # this rank's own bytes / duration_s / 2^30; 0 for a rank that moved no bytes
     split: RankSplit | None = None  # where duration_s went (None in older results); see worker.io.Split
+    # an object store (filesystem kind s3): the rank's requests; None on POSIX filesystems and in older results.
+    # Its split: transfer_s is every request of its objects, open/fsync/close are 0 (worker.objects)
+    requests: RankRequests | None = None
 
 
 class CheckpointTiming(_Strict):
@@ -185,7 +203,8 @@ class IoInfo(_Strict):
     io_mode_requested: str  # the point's io_mode
     io_mode_used: str  # differs only when direct_fallback was allowed and O_DIRECT refused
     direct_fallback_reason: str | None = None  # why O_DIRECT was refused, when it was
-    cold_read_method: Literal["direct", "fadvise", "none"]  # how restores avoided the page cache (none: warm)
+    # how restores avoided the page cache (none: warm; no_cache: an object store, no client cache to avoid)
+    cold_read_method: Literal["direct", "fadvise", "none", "no_cache"]
     restore_mode: Literal["rank", "full", "broadcast"]  # rank: own files (DLIO); full: every DP replica reads
     # the weights; broadcast: one replica reads and MPI_Bcasts them to the others
     rank_shift: int  # rank r restored rank r+shift's files

@@ -184,7 +184,7 @@ class ExcludeRule(_Strict):
 
 # Kinds a node-local tier may have: those whose every mount type is a node's own disk or memory.
 TIER_KINDS = tuple(k for k, types in FILESYSTEM_KINDS.items()
-                   if set(types) <= {*FILESYSTEM_KINDS["local"], *FILESYSTEM_KINDS["memory"]})
+                   if types and set(types) <= {*FILESYSTEM_KINDS["local"], *FILESYSTEM_KINDS["memory"]})
 
 
 class Estimate(_Strict):

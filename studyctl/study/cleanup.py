@@ -17,6 +17,7 @@ from typing import Any
 from studyctl.attempt.data import Cleanup, derive_places, remove_attempt_data, task_disagrees
 from studyctl.attempt.paths import StudyPaths
 from studyctl.backends.base import Backend
+from studyctl.definition.filesystems import ObjectStoreSpec
 from studyctl.definition.sweep import SweepFile
 from studyctl.states import FINAL_STATES, State
 from studyctl.study.ledger import AttemptRow, Ledger
@@ -50,6 +51,7 @@ def finish_cleanups(paths: StudyPaths, ledger: Ledger, sweep: SweepFile | None, 
     ids = {point_id for point_id, _ in rows}
     configs = {p.point_id: p.config for p in ledger.points(only_in_sweep=False) if p.point_id in ids}
     filesystems = {name: fs.path for name, fs in sweep.filesystems.items()}
+    stores = {name: fs.object_store for name, fs in sweep.filesystems.items() if fs.object_store is not None}
     notes: list[str] = []
     by_backend: dict[str, list[AttemptRow]] = {}
     for row in rows.values():
@@ -59,18 +61,18 @@ def finish_cleanups(paths: StudyPaths, ledger: Ledger, sweep: SweepFile | None, 
         if backend is None:
             continue
         for row in _without_live_ranks(paths, backend, group, wait_s):
-            note = _clean(paths, row, configs.get(row.point_id), filesystems, backend)
+            note = _clean(paths, row, configs.get(row.point_id), filesystems, backend, stores)
             if note:
                 notes.append(note)
     return notes
 
 
 def _clean(paths: StudyPaths, row: AttemptRow, config: dict[str, Any] | None, filesystems: dict[str, str],
-           backend: Backend) -> str | None:
+           backend: Backend, stores: dict[str, ObjectStoreSpec]) -> str | None:
     """Remove one ended attempt's data if it is provably the study's (else a note, and it is never tried
     again); its marker goes once every place is clean."""
     key = (row.point_id, row.attempt)
-    derived = derive_places(paths, row.point_id, config, filesystems)
+    derived = derive_places(paths, row.point_id, config, filesystems, stores)
     refused = derived if isinstance(derived, str) else task_disagrees(paths.attempt(*key), derived[1])
     if refused is not None:
         _unmark(paths, key)

@@ -22,6 +22,7 @@ def new_launch(paths: StudyPaths, sweep: SweepFile, backend: Backend, point: Poi
                       filesystem_path=fs.path, filesystem_kind=fs.kind, data_key=data_key(paths.root),
                       result_path=str(files.result), error_path=str(files.error),
                       tier_path=tier.path if tier else None, tier_kind=tier.kind if tier else None,
+                      object_store=fs.object_store,
                       shared_ceilings_root=str(paths.root.parent)
                       if point.role == "ceiling" and sweep.ceilings == "shared" else None)
     atomic_write_text(files.task, task.model_dump_json(indent=1))

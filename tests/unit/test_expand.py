@@ -138,6 +138,7 @@ def test_checkpoint_option_axes() -> None:
                          ids=lambda p: p.name)
 def test_every_shipped_sweep_expands_to_runnable_points(path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("USER", "someone")  # cluster sweeps name their paths with $USER
+    monkeypatch.setenv("STUDYCTL_S3_ENDPOINT", "http://127.0.0.1:8333")  # quickstart-s3: the server's env file
     sweep = load_sweep(path)
     runnable = [p for p in expand(sweep) if not p.excluded]
     assert runnable and {p.point.repetition for p in runnable} == set(range(sweep.repetitions))

@@ -43,6 +43,7 @@ def error_of(tmp_path: Path, text: str) -> str:
 
 def test_shipped_sweeps_load(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("USER", "someone")  # the cluster sweeps name per-user scratch; CI's shell may not set it
+    monkeypatch.setenv("STUDYCTL_S3_ENDPOINT", "http://127.0.0.1:8333")  # quickstart-s3: the server's env file
     for path in sorted((REPO / "sweeps").glob("*.yaml")):
         sweep = load_sweep(path)
         assert sweep.study and sweep.filesystems

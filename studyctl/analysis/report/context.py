@@ -181,4 +181,6 @@ def build_context(study_dir: Path, study: str, description: str | None, tables: 
         "ledger": statuses is not None, "overview": overview(tables), "n_points": len(tables.infos),
         "fallbacks": fallbacks(tables), "ratios": extras.get("ratios", []), "dlio_runs": extras.get("dlio_runs", []),
         "training": cost_section(tables), "recovery": recovery_section(tables),
+        # cells on an object store: their requests per checkpoint (tables.REQUEST_COLUMNS, means over checkpoints)
+        "requests": [r for r in records if not missing(r.get("requests_put"))],
     }
