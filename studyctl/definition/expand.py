@@ -203,6 +203,9 @@ def _object_problems(sweep: SweepFile, filesystem: str, fields: dict[str, Any]) 
     if sweep.filesystems[filesystem].object_store is None:
         return None
     problems = object_point_problems(fields["io_mode"], fields["checkpoint"])
+    if fields.get("recovery") is not None:  # the restart world reads files (worker.restart, worker.reshard_read)
+        problems = (*problems, f"recovery {fields['recovery'].label()}: a restart reads files; restarts from an "
+                               "object store are not measured yet (recovery none)")
     return Exclusion(ExclusionKind.INFEASIBLE, f"filesystem {filesystem} (kind s3): {'; '.join(problems)}") \
         if problems else None
 
