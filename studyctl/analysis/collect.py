@@ -38,7 +38,7 @@ from studyctl.fsutil import atomic_write_json, owned_dir
 from studyctl.states import NOT_FAILED, State
 
 __all__ = ["CollectResult", "DlioRun", "Failure", "PointStatus", "Problem", "Tables", "build_tables", "collect"]
-MANIFEST_VERSION = 3
+MANIFEST_VERSION = 4  # 4: filesystem and object store request plots
 
 
 @dataclass

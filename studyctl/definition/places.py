@@ -15,7 +15,7 @@ import contextlib
 import os
 import re
 import stat
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from studyctl.definition.filesystems import ObjectStoreSpec, is_object_path, object_url_problem
@@ -33,7 +33,9 @@ class Place:
     study_dir: str
     point_id: str
     node_local: bool = False
-    store: ObjectStoreSpec | None = None  # an object store's endpoint, region, addressing (root: s3://...)
+    # an object store's endpoint, region, addressing (root: s3://...): how to reach the place, not which place it is
+    # (a server that moved to another port is the same place: the study's current sweep says where it is now)
+    store: ObjectStoreSpec | None = field(default=None, compare=False)
 
     @property
     def object_key(self) -> str:

@@ -85,6 +85,7 @@ def test_disk_and_s3_side_by_side_with_request_counts(tmp_path: Path, s3_server:
     assert on_disk["requests_put"].isna().all()
     summary = pd.read_csv(study / "tables" / "summary.csv")
     assert set(summary["filesystem"]) == {"disk", "s3"} and summary["requests_put"].notna().any()
+    assert (study / "plots" / "requests.png").is_file() and (study / "plots" / "filesystem.png").is_file()
     report = (study / "report.md").read_text()
     assert "requests" in report.lower() and "s3" in report
     assert left_in_bucket(s3_server, tmp_path.name) == ([], [])

@@ -1,8 +1,8 @@
 """Plots (matplotlib Agg, PNG), each a declared `Plot` (kind, title, path): functions of the tables alone.
 
 One module per plot family: `scaling` (bandwidth, time, efficiency vs nodes), `bars` (one axis side by
-side), `ranks` (per-rank spread), `forest` (ratios), `roofline` (cells against
-their shapes' ceilings). The report lists `Plot` objects; it never reads
+side), `ranks` (per-rank spread), `requests` (an object store's requests by kind), `forest` (ratios),
+`roofline` (cells against their shapes' ceilings). The report lists `Plot` objects; it never reads
 meaning back out of file names.
 """
 
@@ -16,6 +16,7 @@ from studyctl.analysis.cells import with_fallbacks_shown
 from studyctl.analysis.plots.bars import axis_bars
 from studyctl.analysis.plots.plot import Plot
 from studyctl.analysis.plots.ranks import rank_spread
+from studyctl.analysis.plots.requests import request_bars
 from studyctl.analysis.plots.roofline import roofline_plots
 from studyctl.analysis.plots.scaling import (
     BANDWIDTH,
@@ -70,9 +71,15 @@ def make_plots(summary: pd.DataFrame, ranks: pd.DataFrame, out_dir: Path) -> tup
         made.append(Plot("rank_spread", "Per-rank write bandwidth spread (stragglers)", path))
     else:
         skipped.append(str(reason))
-    path, reason = axis_bars(summary, "io_mode", out_dir / "io_mode.png")
+    for axis, title in (("io_mode", "I/O mode"), ("filesystem", "Filesystems")):
+        path, reason = axis_bars(summary, axis, out_dir / f"{axis}.png")
+        if path:
+            made.append(Plot("axis_bars", f"{title} side by side, every other axis held equal", path))
+        else:
+            skipped.append(str(reason))
+    path, reason = request_bars(summary, out_dir / "requests.png")
     if path:
-        made.append(Plot("axis_bars", "I/O mode side by side, every other axis held equal", path))
+        made.append(Plot("requests", "Object store requests per checkpoint and restore, by kind", path))
     else:
         skipped.append(str(reason))
     return made, skipped
