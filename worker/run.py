@@ -266,8 +266,9 @@ def _read_phases(run: Run, setup: Setup, clock: Clock, buf: io.Buffer, ck: Check
         prepare: Callable[[], object] = partial(_evict_all, paths, not opts.fsync) \
             if setup.cold_read == "fadvise" else _nothing
         read: Callable[[Phase], None] = partial(_read_all, paths=paths, buf=buf, block=block, direct=direct)
-        if run.objects is not None:  # cold by construction: no client cache to evict
-            prepare, read = _nothing, partial(run.objects.read_files, step=step, files=run.my_reads, buf=buf)
+        if run.objects is not None:  # no client cache to evict; the server's, where it can be, by rank 0
+            prepare = run.objects.drop_server_cache if run.rank == 0 else _nothing
+            read = partial(run.objects.read_files, step=step, files=run.my_reads, buf=buf)
         restore = ck.read_work(step)
         if restore is not None:  # tiered or broadcast: the restorer knows what to evict and read
             prepare, read = partial(ck.read_prepare, step), restore

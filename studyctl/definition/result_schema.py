@@ -213,6 +213,9 @@ class IoInfo(_Strict):
     fsync_per_file: bool  # every written file fsynced before the rank's end stamp; false mirrors DLIO: "no fsync"
     naming: Literal["dlio", "deepspeed"] = "dlio"  # file and folder names written
     subset_world_size: int | None = None  # MLPerf subset mode: the full run this point wrote a share of
+    # an object store: what was done about the server's own cache before each cold restore (studyctl.objstore.cache:
+    # the project's local server has its volume files evicted from the page cache; any other server's is its own)
+    server_cache: str | None = None
 
 
 class SizeInfo(_Strict):

@@ -65,6 +65,8 @@ def test_sync_point_counts_requests_and_leaves_nothing(tmp_path: Path, s3_server
     opts = point.checkpoint
     expected = summarize(point.model, point.parallelism, opts.scale)
     assert result.io.cold_read_method == "no_cache" and result.filesystem.fstype == "s3"
+    # the project's local server: its volume files were evicted before the cold restores, and the result says so
+    assert result.io.server_cache is not None and "evicted" in result.io.server_cache, result.io.server_cache
     assert s3_server.secret not in Path(task.result_path).read_text()
     for c in result.checkpoints:
         assert c.bytes == expected.total_bytes
