@@ -6,7 +6,7 @@ under Slurm `relaunch_srun` runs once in the batch script (submitit without srun
 larger world and starts each world as its own job step (`srun -N NODES -n RANKS`). Right before the restart's
 launcher is invoked it stamps the wall clock into STUDYCTL_LAUNCH_T0: the restart's launch phase runs from there
 until every rank has passed MPI init. The writing world leaves its result beside the final one
-(`definition.recovery.written_result_path`); the restart adds its timing and writes the point's result.
+(`definition.recovery.before_restart_path`); the restart adds its timing and writes the point's result.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 
 from studyctl.definition.points import WorkerTask
-from studyctl.definition.recovery import LAUNCH_T0_ENV, restart_world, written_result_path
+from studyctl.definition.recovery import LAUNCH_T0_ENV, before_restart_path, restart_world
 from studyctl.fsutil import atomic_write_text
 
 LAUNCH_HOST_ENV = "STUDYCTL_LAUNCH_HOST"  # the launcher's host: the restart says whether it shared its clock
@@ -29,8 +29,8 @@ LAUNCHERS = ("mpiexec", "srun")
 def writing_task(task_path: Path) -> tuple[WorkerTask, Path]:
     """The point's task, and a copy of it (beside it) whose result goes where the restart finds it."""
     task = WorkerTask.model_validate_json(task_path.read_text())
-    copy = task_path.with_name(task_path.stem + ".before-restart.json")
-    written = task.model_copy(update={"result_path": written_result_path(task.result_path)})
+    copy = Path(before_restart_path(str(task_path)))
+    written = task.model_copy(update={"result_path": before_restart_path(task.result_path)})
     atomic_write_text(copy, written.model_dump_json(indent=1))
     return task, copy
 

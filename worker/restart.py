@@ -26,10 +26,10 @@ from studyctl.definition.points import WorkerTask, restore_files
 from studyctl.definition.recovery import (
     LAUNCH_T0_ENV,
     Recovery,
+    before_restart_path,
     restart_layout,
     restart_step_dir,
     restart_world,
-    written_result_path,
 )
 from studyctl.definition.result_fields import RecoveryTiming
 from studyctl.definition.result_schema import SCHEMA_VERSION, CheckpointTiming, Result, WorkerError
@@ -123,7 +123,7 @@ def _written(task: WorkerTask, comm: Any) -> Result:
     """The writing world's result (rank 0 reads it; every rank learns it, with what ran: I/O mode, cold read)."""
     got: tuple[Result | None, str | None] = (None, None)
     if comm.Get_rank() == 0:
-        path = written_result_path(task.result_path)
+        path = before_restart_path(task.result_path)
         try:
             got = (Result.model_validate_json(Path(path).read_text()), None)
         except (OSError, ValueError) as exc:
@@ -228,7 +228,7 @@ def _write_result(task: WorkerTask, written: Result, recovery: RecoveryTiming) -
     """The point's result: the writing world's, with the restart's timing."""
     record = written.model_copy(update={"recovery": recovery})
     atomic_write_text(Path(task.result_path), record.model_dump_json(indent=1))
-    Path(written_result_path(task.result_path)).unlink(missing_ok=True)
+    Path(before_restart_path(task.result_path)).unlink(missing_ok=True)
 
 
 def _remove(task: WorkerTask, comm: Any, nodes: NodeMap) -> None:

@@ -27,6 +27,7 @@ from studyctl.backends.machine import Machine, misfit
 from studyctl.definition.options import LocalOptions
 from studyctl.definition.places import Place, remove_place
 from studyctl.definition.points import Point
+from studyctl.definition.recovery import before_restart_path
 from studyctl.errors import UserError
 from studyctl.states import FailureClass, State
 from worker import provenance
@@ -87,12 +88,12 @@ def pid_runs_task(pid: int, task_file: Path) -> bool:
 def task_processes(task_file: Path) -> list[int]:
     """Every process whose command line names `task_file`: our mpiexec, and the ranks its proxies start (each
     rank and proxy in a session of its own, so ending mpiexec's process group does not reach them)."""
-    needle = str(task_file).encode()
+    needles = {str(task_file).encode(), before_restart_path(str(task_file)).encode()}  # a recovery point's worlds
     found = []
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit() and int(entry.name) != os.getpid():
             try:
-                if needle in (entry / "cmdline").read_bytes().split(b"\0"):
+                if needles.intersection((entry / "cmdline").read_bytes().split(b"\0")):
                     found.append(int(entry.name))
             except OSError:
                 continue
@@ -316,8 +317,10 @@ class LocalBackend(Backend):
         return updates
 
     def still_running(self, attempts: Mapping[Path, Handle]) -> set[Path]:
-        """Task files some process on this machine still names (mpiexec, or a rank in its own session)."""
+        """Task files some process on this machine still names (mpiexec, or a rank in its own session; a recovery
+        point's writing world names its copy of the task)."""
         wanted = {str(t).encode(): t for t in attempts}
+        wanted.update({before_restart_path(str(t)).encode(): t for t in attempts})
         found: set[Path] = set()
         if not wanted:
             return found

@@ -148,9 +148,10 @@ def allocation_nodes(nodes: int, ranks_per_node: int, recovery: Recovery | None)
     return max(nodes, -(-restart_world(nodes * ranks_per_node, recovery) // ranks_per_node))
 
 
-def written_result_path(result_path: str) -> str:
-    """Where the writing world of a recovery point leaves its result until the restart adds its timing."""
-    return result_path.removesuffix(".json") + ".before-restart.json"
+def before_restart_path(path: str) -> str:
+    """The writing world's copy of a recovery point's task, or where it leaves its result until the restart adds
+    its timing: the same name with `.before-restart` before `.json`."""
+    return path.removesuffix(".json") + ".before-restart.json"
 
 
 # The launcher's wall clock (time.time()) just before it starts the restart world: the restart's launch runs from it.

@@ -14,7 +14,7 @@ import pytest
 
 from studyctl.definition.catalog import lookup
 from studyctl.definition.points import CheckpointOptions, Point, WorkerTask
-from studyctl.definition.recovery import parse_recovery, restart_layout, written_result_path
+from studyctl.definition.recovery import before_restart_path, parse_recovery, restart_layout
 from studyctl.definition.reshard import rank_reads, reshard_split
 from studyctl.definition.result_schema import Result, WorkerError
 from studyctl.definition.training import SimulatedStep
@@ -81,7 +81,7 @@ def test_a_4_rank_checkpoint_restarts_on_another_world(tmp_path: Path, recovery:
     assert 0 < x.launch_s < took and x.restore_s > 0 and x.ready_s >= STEP.compute_s
     assert x.time_to_first_step_s == pytest.approx(x.launch_s + x.restore_s + x.ready_s)
     assert x.launcher == "mpiexec" and x.shared_clock
-    assert not os.path.exists(written_result_path(str(tmp_path / "out" / "result.json")))
+    assert not os.path.exists(before_restart_path(str(tmp_path / "out" / "result.json")))
     assert not any((tmp_path / "fs").rglob("*.pt")) and not any(p.is_file() for p in (tmp_path / "fs").rglob("*")), \
         "the restart removes the checkpoint once restored"
 
