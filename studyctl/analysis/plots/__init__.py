@@ -80,6 +80,6 @@ def make_plots(summary: pd.DataFrame, ranks: pd.DataFrame, out_dir: Path) -> tup
     path, reason = request_bars(summary, out_dir / "requests.png")
     if path:
         made.append(Plot("requests", "Object store requests per checkpoint and restore, by kind", path))
-    else:
-        skipped.append(str(reason))
+    elif reason:
+        skipped.append(reason)
     return made, skipped
