@@ -122,6 +122,9 @@ class FilesystemSpec(BaseModel):
         if value is None:
             return None
         value = os.path.expandvars(value)
+        unset = UNSET_VAR.search(value)
+        if unset:  # e.g. STUDYCTL_S3_ENDPOINT before `source /tmp/studyctl-s3/env`
+            raise ValueError(f"environment variable {unset.group(1).strip('{}')} is not set")
         if not ENDPOINT.fullmatch(value):
             shown = re.sub(r"//[^/]*@", "//…@", value)  # a user or password in it is never repeated
             raise ValueError(f"{shown!r} is not an endpoint URL (http[s]://HOST[:PORT], no user, password or path)")

@@ -54,6 +54,8 @@ def test_s3_filesystem_form_and_points(tmp_path) -> None:
     (("addressing: path", "addressing: dns"), ["filesystems.objects.addressing", "path", "virtual"]),
     (("disk: {path: /tmp}", "disk: {path: /tmp, region: eu-west-1}"), ["filesystems.disk", "region", "kind s3"]),
     (("objects: {", "objects: {secret_key: x, "), ["filesystems.objects.secret_key"]),
+    (('"http://127.0.0.1:8333"', '"${STUDYCTL_NO_SUCH_VARIABLE}"'),
+     ["filesystems.objects.endpoint", "STUDYCTL_NO_SUCH_VARIABLE is not set"]),
 ])
 def test_bad_s3_filesystem_is_one_line_naming_file_and_key(tmp_path, change, fragments) -> None:
     message = error_of(tmp_path, S3.replace(*change))
