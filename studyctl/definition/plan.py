@@ -73,7 +73,8 @@ def plan_row(pp: PlannedPoint, sweep: SweepFile) -> dict[str, Any]:
         row.update(dict.fromkeys(SIZED_KEYS), parameters=num_parameters(p.model))
         return row
     row.update(_sized(p.model, par, p.nodes, p.ranks_per_node, opts, sweep.estimate))
-    row.update(plan_fields(p))  # a restart after a failure (issue 20): its reads against a same-shape restore
+    # a restart after a failure (issue 20): its reads against a same-shape restore, node-hours of its allocation
+    row.update(plan_fields(p, row["estimated_seconds"]))
     if objects:
         row.update(object_requests(p.model, par, opts))
     if p.role == "ceiling":  # its probes' bytes and cost, not its source point's checkpoints

@@ -37,11 +37,15 @@ def running_ranks(point: Point) -> int:
     return allocation_nodes(point.nodes, point.ranks_per_node, point.recovery) * point.ranks_per_node
 
 
-def plan_fields(point: Point) -> dict[str, Any]:
-    """A plan row's recovery columns: the scenario in the sweep's words, and for a restart onto another layout
+def plan_fields(point: Point, estimated_seconds: float) -> dict[str, Any]:
+    """A plan row's recovery columns: the scenario in the sweep's words, the node-hours of the allocation a
+    restart holds (the larger of both worlds, for the point's whole run), and for a restart onto another layout
     what it opens and reads against a same-shape restore (`restart_plan`, reshard's)."""
     recovery = point.recovery
     row: dict[str, Any] = {"recovery": recovery_label(point)}
+    if recovery is not None:
+        nodes = allocation_nodes(point.nodes, point.ranks_per_node, recovery)
+        row["node_hours"] = nodes * estimated_seconds / 3600
     if recovery is not None and recovery.scenario in ("shrink", "grow"):
         from studyctl.definition.recovery import restart_layout
         from studyctl.definition.restart_plan import restart_fields
