@@ -9,6 +9,7 @@ from typing import Any
 
 from studyctl import host
 from studyctl.definition.layout import summarize
+from studyctl.definition.points import WorkerTask
 from studyctl.definition.result_fields import StrategyInfo
 from studyctl.definition.result_schema import (
     SCHEMA_VERSION,
@@ -20,6 +21,7 @@ from studyctl.definition.result_schema import (
     Provenance,
     Result,
     SizeInfo,
+    WorkerError,
 )
 from studyctl.fsutil import atomic_write_text
 from studyctl.units import MIB
@@ -84,3 +86,10 @@ def write_result(run: Run, setup: Setup, timings: list[Any], got: Gathered, star
     )
     atomic_write_text(Path(task.result_path), record.model_dump_json(indent=1))
     return summary
+
+
+def write_error(task: WorkerTask, failure_class: str, reason: str) -> None:
+    """A known failure's record (one line of reason), written atomically where the backend looks for it."""
+    record = WorkerError(schema_version=SCHEMA_VERSION, point_id=task.point_id, attempt=task.attempt,
+                         failure_class=failure_class, reason=" ".join(reason.split())[:1000])
+    atomic_write_text(Path(task.error_path), record.model_dump_json(indent=1))

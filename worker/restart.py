@@ -32,7 +32,7 @@ from studyctl.definition.recovery import (
     restart_world,
 )
 from studyctl.definition.result_fields import RecoveryTiming
-from studyctl.definition.result_schema import SCHEMA_VERSION, CheckpointTiming, Result, WorkerError
+from studyctl.definition.result_schema import CheckpointTiming, Result
 from studyctl.fsutil import atomic_write_text
 from studyctl.states import FailureClass
 from studyctl.units import MIB
@@ -40,6 +40,7 @@ from worker import io
 from worker.clock import Clock, Phase, WorkerFailure, describe_oserror
 from worker.compute import Trainer, Window
 from worker.nodes import NodeMap, node_map, tier_place, tier_point_dir
+from worker.record import write_error
 from worker.relaunch import LAUNCH_HOST_ENV
 from worker.restore import Restorer, read_timing
 
@@ -59,22 +60,16 @@ def run_restart(task_path: str) -> None:
         _restart(task, comm, stamps)
     except WorkerFailure as failure:
         if comm.Get_rank() == 0:
-            _write_error(task, failure.failure_class.value, failure.reason)
+            write_error(task, failure.failure_class.value, failure.reason)
         raise
     except Exception as exc:
         traceback.print_exc()
-        _write_error(task, FailureClass.WORKER_CRASH.value, f"restart rank {comm.Get_rank()}: {type(exc).__name__}: "
+        write_error(task, FailureClass.WORKER_CRASH.value, f"restart rank {comm.Get_rank()}: {type(exc).__name__}: "
                                                             f"{exc}")
         if comm.Get_size() > 1:
             sys.stderr.flush()
             comm.Abort(1)
         raise
-
-
-def _write_error(task: WorkerTask, failure_class: str, reason: str) -> None:
-    record = WorkerError(schema_version=SCHEMA_VERSION, point_id=task.point_id, attempt=task.attempt,
-                         failure_class=failure_class, reason=" ".join(reason.split())[:1000])
-    atomic_write_text(Path(task.error_path), record.model_dump_json(indent=1))
 
 
 def _launch_s(stamps: list[tuple[float, str]]) -> tuple[float, bool]:

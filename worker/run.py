@@ -25,13 +25,10 @@ from studyctl.definition.objects import OBJECT_COLD_READ, OBJECT_IO_MODE
 from studyctl.definition.places import remove_place
 from studyctl.definition.points import WorkerTask, cold_read_method
 from studyctl.definition.result_fields import StrategyInfo
-from studyctl.definition.result_schema import (
-    SCHEMA_VERSION,
-    PhaseSummary,
-    WorkerError,
-)
 from studyctl.definition.result_schema import Phase as PhaseName
-from studyctl.fsutil import atomic_write_text
+from studyctl.definition.result_schema import (
+    PhaseSummary,
+)
 from studyctl.states import FailureClass
 from studyctl.units import MIB, format_bytes
 from worker import handoff, io, objects, provenance
@@ -40,7 +37,7 @@ from worker.checkpointing import Checkpointing
 from worker.claim import CLAIMS, claim, placement_problem, release
 from worker.clock import Clock, Phase, WorkerFailure, describe_oserror
 from worker.nodes import dir_name, tier_place
-from worker.record import Gathered, now, write_result
+from worker.record import Gathered, now, write_error, write_result
 from worker.state import Run, Setup
 from worker.stop import tier_removed_on_sigterm
 
@@ -120,12 +117,12 @@ def _run_reporting(task: WorkerTask, comm: Any, launch_s: float | None) -> dict[
         return _run(task, comm, launch_s)
     except WorkerFailure as failure:
         if comm.Get_rank() == 0:
-            _write_error(task, failure.failure_class.value, failure.reason)
+            write_error(task, failure.failure_class.value, failure.reason)
         raise
     except Exception as exc:
         traceback.print_exc()
         try:
-            _write_error(task, FailureClass.WORKER_CRASH.value, f"rank {comm.Get_rank()}: {type(exc).__name__}: {exc}")
+            write_error(task, FailureClass.WORKER_CRASH.value, f"rank {comm.Get_rank()}: {type(exc).__name__}: {exc}")
             if CLAIMS or (comm.Get_rank() != 0 and task.point.world_size == comm.Get_size()):  # ours, claimed
                 _remove_after_crash(task, comm.Get_rank())
         finally:
@@ -145,12 +142,6 @@ def _remove_after_crash(task: WorkerTask, rank: int) -> None:
     if task.tier_path is not None:
         node, _ = provenance.node_name(rank, task.point.ranks_per_node)
         remove_place(tier_place(task, node), node_dir=dir_name(node))
-
-
-def _write_error(task: WorkerTask, failure_class: str, reason: str) -> None:
-    record = WorkerError(schema_version=SCHEMA_VERSION, point_id=task.point_id, attempt=task.attempt,
-                         failure_class=failure_class, reason=" ".join(reason.split())[:1000])
-    atomic_write_text(Path(task.error_path), record.model_dump_json(indent=1))
 
 
 def _run(task: WorkerTask, comm: Any, launch_s: float | None) -> dict[str, Any]:
