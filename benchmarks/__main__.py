@@ -77,7 +77,7 @@ def main(argv: list[str]) -> int:
     if which == "projection":  # not in `all`: a 20 GiB checkpoint, ~45 GiB of scratch disk, minutes
         from benchmarks import projection_bench
 
-        projection_bench.main()
+        projection_bench.main(int(argv[1]) if len(argv) > 1 else 3)
     return 0
 
 

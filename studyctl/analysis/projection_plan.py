@@ -35,8 +35,7 @@ def projection_lines(shapes: list[ShapeCalibration], checkpoints_table: Path | N
                          f"point{'s' if s.points != 1 else ''} of {s.source} at scale{plural} "
                          f"{', '.join(f'{x:g}' for x in s.scales)} to fit from")
         else:
-            lines.append(f"{s.shape}: measured up to scale {s.measured_scale:g}; no calibration points "
-                         "(calibration off, at or above calibration.below_scale, or over its bounds)")
+            lines.append(f"{s.shape}: measured up to scale {s.measured_scale:g}; no calibration points: {s.why_none}")
     return lines
 
 

@@ -6,9 +6,10 @@ full-size time. A shape whose largest measured scale is below `calibration.below
 checkpoint (its biggest measure point), `calibration.scales` extra scales up to `calibration.max_scale`, evenly
 spaced on a log axis, each run `calibration.repetitions` times (at most the study's). Each is bounded: its disk
 need by `max_disk_gib` (its scale lowered to fit), its workers by `estimate.host_memory_gib`, and all of them
-together by a time budget, `budget_share` of the measure points' estimated run time or `budget_s` seconds
-(`Estimate.run_seconds`), spent first on every shape's largest scale that fits, then on the others. Shapes with
-measure points at or above the threshold already have their calibration and get none.
+together by a time budget, `budget_share` of the measure points' estimated run time (at least `min_budget_s`:
+a study of small points would afford no larger run otherwise) or `budget_s` seconds (`Estimate.run_seconds`),
+spent first on every shape's largest scale that fits, then on the others. Shapes with measure points at or above
+the threshold already have their calibration and get none; `plan` says why a shape got none.
 """
 
 from __future__ import annotations
@@ -51,21 +52,20 @@ class CalibrationSources:
         size = point.layout().total_bytes
         if shape not in self.source or size > self.source[shape][0]:
             self.source[shape] = (size, point)
-        self.seconds += _seconds(point, self.sweep)
+        self.seconds += estimated_run_seconds(point, self.sweep)
 
     def points(self, first_order: int) -> list[PlannedPoint]:
         """Within the budget, first every shape's largest scale that fits it (the one that reaches furthest), then
         the shapes' other scales; points in shape order, scales ascending, `order` after the measure points."""
-        spec = self.sweep.calibration
-        if not spec.enabled:
+        if not self.sweep.calibration.enabled:
             return []
-        budget = spec.budget_s or spec.budget_share * self.seconds
+        budget = self.budget()
         options = {shape: self._options(shape) for shape in sorted(self.source)}
         chosen: dict[Shape, list[list[Point]]] = {shape: [] for shape in options}
         for first_pass in (True, False):
             for shape, runs in options.items():
                 for copies in reversed(runs):
-                    cost = sum(_seconds(p, self.sweep) for p in copies)
+                    cost = sum(estimated_run_seconds(p, self.sweep) for p in copies)
                     if copies in chosen[shape] or cost > budget:
                         continue
                     chosen[shape].append(copies)
@@ -75,6 +75,30 @@ class CalibrationSources:
         made = [p for shape in chosen for copies in sorted(chosen[shape], key=lambda c: c[0].checkpoint.scale)
                 for p in copies]
         return [PlannedPoint(p, first_order + i) for i, p in enumerate(made)]
+
+    def budget(self) -> float:
+        """The estimated run seconds all calibration points together may take."""
+        spec = self.sweep.calibration
+        return spec.budget_s or max(spec.budget_share * self.seconds, spec.min_budget_s)
+
+    def why_none(self, shape: Shape) -> str:
+        """Why a shape gets no calibration points, naming the setting that decided it."""
+        spec, top = self.sweep.calibration, self.top[shape]
+        if not spec.enabled:
+            return "calibration is off (calibration.enabled)"
+        if top >= spec.below_scale:
+            return f"at or above calibration.below_scale {spec.below_scale:g}: its own points are its calibration"
+        if not ladder(top, spec):
+            return f"calibration.max_scale {spec.max_scale:g} is not above the scale measured"
+        runs = self._options(shape)
+        if not runs:
+            memory = self.sweep.estimate.host_memory_gib
+            return (f"no scale {MIN_SPREAD:g}× the measured one or more fits calibration.max_disk_gib "
+                    f"{spec.max_disk_gib:g} GiB" + (f" and estimate.host_memory_gib {memory:g} GiB" if memory else ""))
+        cheapest = min(sum(estimated_run_seconds(p, self.sweep) for p in copies) for copies in runs)
+        setting = "calibration.budget_s" if spec.budget_s else "calibration.budget_share and min_budget_s"
+        return (f"over the time budget: its cheapest calibration run needs ~{cheapest:.0f} s (estimated), the "
+                f"study's calibration budget is {self.budget():.0f} s ({setting})")
 
     def _options(self, shape: Shape) -> list[list[Point]]:
         """The shape's calibration runs (each scale's repetitions), within disk and memory, scales ascending."""
@@ -99,7 +123,7 @@ class CalibrationSources:
             writers = max(1, full.writer_ranks)
             out.append(ShapeCalibration(shape.key, self.top[shape], tuple(sorted(set(mine))), len(mine),
                                         f"{source.model.name} ZeRO-{source.zero_stage}", full.total_bytes / writers,
-                                        full.files_per_checkpoint / writers))
+                                        full.files_per_checkpoint / writers, "" if mine else self.why_none(shape)))
         return out
 
 
@@ -115,6 +139,7 @@ class ShapeCalibration:
     source: str  # the checkpoint they run: model and ZeRO stage
     full_bytes_per_rank: float
     files_per_rank: float
+    why_none: str = ""  # where `scales` is empty: why (`CalibrationSources.why_none`)
 
 
 def shape_calibrations(sweep: SweepFile, planned: Iterable[PlannedPoint]) -> list[ShapeCalibration]:
@@ -154,7 +179,7 @@ def _bounded(source: Point, scale: float, spec: CalibrationSpec, sweep: SweepFil
     return scale
 
 
-def _seconds(point: Point, sweep: SweepFile) -> float:
+def estimated_run_seconds(point: Point, sweep: SweepFile) -> float:
     opts = point.checkpoint
     moved = (point.layout().total_bytes * opts.writes
              + restore_bytes(point.model, point.parallelism, opts) * opts.reads)

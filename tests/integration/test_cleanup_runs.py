@@ -30,6 +30,7 @@ from tests.procs import pids_under
 SWEEP = """\
 study: stop
 ceilings: off
+calibration: off
 models: [gpt2-125m]
 matrix: {{nodes: 2, ranks_per_node: 1, zero_stage: 1, strategy: tiered}}
 filesystems:

@@ -27,6 +27,7 @@ from studyctl.states import State
 SWEEP = """\
 study: scope
 ceilings: off
+calibration: off
 models: [gpt2-125m]
 matrix: {{nodes: 1, ranks_per_node: 1, zero_stage: 1, strategy: tiered}}
 filesystems:

@@ -59,6 +59,7 @@ def test_three_simultaneous_collects_all_succeed_and_leave_a_complete_report(tmp
 SWEEP = """\
 study: shown
 ceilings: off
+calibration: off
 models: [gpt2-125m]
 matrix: {{nodes: [1, 2], ranks_per_node: 1}}
 filesystems: {{scratch: {{path: '{fs}'}}}}

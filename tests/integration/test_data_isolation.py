@@ -15,6 +15,7 @@ from tests.integration.test_worker import make_task, run_worker
 SWEEP = """\
 study: twin
 ceilings: off
+calibration: off
 models: [gpt2-125m]
 matrix: {{nodes: 1, ranks_per_node: 1}}
 filesystems: {{scratch: {{path: {fs}}}}}

@@ -22,6 +22,7 @@ from tests.resultgen import make_point, write_result
 SWEEP = """\
 study: {name}
 ceilings: off
+calibration: off
 models: [gpt2-125m]
 matrix:
   zero_stage: 1

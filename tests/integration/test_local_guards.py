@@ -16,6 +16,7 @@ from tests.cli import run_cli
 SWEEP = """\
 study: g
 ceilings: off
+calibration: off
 models: [gpt2-125m]
 matrix: {{zero_stage: 1, nodes: {nodes}, ranks_per_node: {rpn}}}
 filesystems:

@@ -29,6 +29,7 @@ matrix: {{zero_stage: 1, nodes: 1, ranks_per_node: 2, io_mode: buffered}}
 filesystems:
   shm: {{path: {path}, kind: memory}}
 checkpoint: {{scale: 0.01, writes: 1, reads: 1, buffer_mib: 16, block_mib: 16}}
+calibration: off
 """
 
 SMALL_FILES = """\
@@ -38,6 +39,7 @@ matrix: {{zero_stage: 1, nodes: 1, ranks_per_node: 2, pipeline_parallel: 2, io_m
 filesystems:
   scratch: {{path: {path}}}
 checkpoint: {{scale: 0.00002, writes: 1, reads: 1, buffer_mib: 4, block_mib: 4}}
+calibration: off
 """
 
 

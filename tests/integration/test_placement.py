@@ -23,6 +23,7 @@ MPIEXEC = str(Path(sys.executable).parent / "mpiexec")
 SWEEP = """\
 study: tiers
 ceilings: off
+calibration: off
 models: [gpt2-125m]
 matrix: {{zero_stage: 1, nodes: 2, ranks_per_node: 1, strategy: tiered}}
 filesystems:
@@ -125,6 +126,7 @@ def test_submit_judges_free_space_as_the_worker_does_with_its_margin(tmp_path: P
     sweep.write_text(f"""\
 study: margin
 ceilings: off
+calibration: off
 models: [gpt2-125m]
 matrix: {{zero_stage: 1, nodes: 2, ranks_per_node: 1}}
 filesystems: {{scratch: {{path: "{tmpfs}"}}}}
@@ -152,6 +154,7 @@ def test_resubmit_refuses_up_front_as_submit_does(tmp_path: Path) -> None:
         sweep.write_text(f"""\
 study: again
 ceilings: off
+calibration: off
 models: [gpt2-125m]
 matrix: {{zero_stage: 1, nodes: 1, ranks_per_node: 2}}
 filesystems: {{scratch: {{path: "{read_only}"}}}}

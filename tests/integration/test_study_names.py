@@ -10,6 +10,7 @@ from tests.cli import run_cli
 SWEEP = """\
 study: named
 ceilings: off
+calibration: off
 models: [{model}]
 matrix: {{nodes: 1, ranks_per_node: 1, block_mib: {blocks}}}
 filesystems: {{scratch: {{path: {fs}}}}}

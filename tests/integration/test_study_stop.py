@@ -29,6 +29,7 @@ from studyctl.study.store import sync_points
 SWEEP = """\
 study: s
 ceilings: off
+calibration: off
 models: [gpt2-125m]
 matrix: {{zero_stage: {zero}, nodes: 1, ranks_per_node: 1}}
 filesystems:

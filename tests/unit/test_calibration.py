@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from studyctl.definition.auxiliary import auxiliary_points
+from studyctl.definition.calibration import CalibrationSources, estimated_run_seconds, ladder, shape_calibrations
 from studyctl.definition.expand import expand
 from studyctl.definition.shapes import shape_of
 from studyctl.definition.sweep import load_sweep, parse_sweep
@@ -101,3 +102,54 @@ def test_bad_values_are_one_line_naming_file_key_and_what_is_allowed(tmp_path: P
     message = str(exc.value)
     assert "\n" not in message and str(path) in message and key in message and exc.value.exit_code == 2
     assert "allowed" in message or "less than or equal" in message or "greater than" in message
+
+
+def one_small_shape(**calibration: Any) -> Any:
+    return sweep(models=["gpt2-1.5b"], matrix={"zero_stage": 3, "io_mode": "direct"}, calibration=calibration)
+
+
+def test_a_study_of_small_points_still_affords_its_calibration() -> None:
+    """A share of a few tiny points' estimated time buys no larger run; `min_budget_s` does, and never more."""
+    s = one_small_shape(max_disk_gib=1000)
+    sources = CalibrationSources(s)
+    for pp in expand(s):
+        sources.add(pp)
+    assert s.calibration.budget_share * sources.seconds < s.calibration.min_budget_s  # the share alone: too little
+    made = sources.points(0)
+    scales = sorted({pp.point.checkpoint.scale for pp in made})
+    assert scales == ladder(0.001, s.calibration) and len(made) == len(scales) * s.repetitions
+    assert sum(estimated_run_seconds(pp.point, s) for pp in made) <= sources.budget() == s.calibration.min_budget_s
+    starved = one_small_shape(min_budget_s=0)
+    assert not [pp for pp in expand(starved) if pp.point.role == "calibration"]
+
+
+@pytest.mark.parametrize(("changes", "says"), [
+    ({"calibration": {"enabled": False}}, "calibration.enabled"),
+    ({"checkpoint": {"scale": 0.2}}, "calibration.below_scale 0.05"),
+    ({"calibration": {"max_scale": 0.001}}, "calibration.max_scale 0.001"),
+    ({"calibration": {"max_disk_gib": 0.0001}}, "calibration.max_disk_gib 0.0001 GiB"),
+    ({"calibration": {"budget_s": 1}}, "calibration budget is 1 s (calibration.budget_s)"),
+    ({"calibration": {"min_budget_s": 0, "budget_share": 0.01}}, "(calibration.budget_share and min_budget_s)"),
+])
+def test_plan_says_why_a_shape_gets_no_calibration(changes: dict[str, Any], says: str) -> None:
+    s = sweep(models=["gpt2-1.5b"], matrix={"zero_stage": 3, "io_mode": "direct"}, **changes)
+    shapes = shape_calibrations(s, expand(s))
+    assert shapes and all(not c.scales and says in c.why_none for c in shapes), [c.why_none for c in shapes]
+    calibrated = shape_calibrations(one_small_shape(), expand(one_small_shape()))
+    assert all(c.scales and not c.why_none for c in calibrated)
+
+
+@pytest.mark.parametrize(("value", "enabled"), [("off", False), ('"off"', False), ('"On"', True), ("{}", True)])
+def test_the_switch_takes_yaml_booleans_and_the_words(tmp_path: Path, value: str, enabled: bool) -> None:
+    path = tmp_path / "s.yaml"
+    path.write_text(f"study: x\nmodels: [gpt2-1.5b]\nfilesystems: {{a: {{path: /tmp/a}}}}\ncalibration: {value}\n")
+    assert load_sweep(path).calibration.enabled is enabled
+
+
+def test_another_word_names_what_is_allowed(tmp_path: Path) -> None:
+    path = tmp_path / "s.yaml"
+    path.write_text("study: x\nmodels: [gpt2-1.5b]\nfilesystems: {a: {path: /tmp/a}}\ncalibration: sometimes\n")
+    with pytest.raises(UserError) as exc:
+        load_sweep(path)
+    assert "calibration" in str(exc.value) and "on, off, or a block of" in str(exc.value)
+    assert "min_budget_s" in str(exc.value) and exc.value.exit_code == 2

@@ -64,7 +64,7 @@ def test_plan_prints_reasons_and_paths_verbatim(tmp_path: Path) -> None:
     sweep.write_text(f"study: s\nmodels: [gpt2-125m]\nmatrix: {{nodes: [1, 2]}}\n"
                      f"filesystems: {{scratch: {{path: '{fs}'}}}}\n"
                      "exclude:\n  - {nodes: 2, reason: 'no [/x] [project] [bold]here:smile:'}\n"
-                     "checkpoint: {scale: 0.01}\nceilings: off\n")
+                     "checkpoint: {scale: 0.01}\nceilings: off\ncalibration: off\n")
     res = run_cli("plan", str(sweep))
     assert res.returncode == 0, res.stderr
     assert "  excluded ×1: no [/x] [project] [bold]here:smile:\n" in res.stdout

@@ -33,6 +33,7 @@ training: {{simulated_step: {{compute_s: {step_s}}}}}
 local: {{timeout_s: {timeout_s}}}
 slurm: {{time_limit_min: {time_limit_min}}}
 ceilings: off
+calibration: off
 """
 
 

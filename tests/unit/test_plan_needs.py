@@ -126,7 +126,7 @@ def test_storage_bytes_of_a_broadcast_restore_are_what_each_worker_reads(
     if subset:
         checkpoint["subset_world_size"] = subset
     sweep = parse_sweep({"study": "b", "models": ["gpt2-125m"], "filesystems": {"fs": {"path": str(tmp_path)}},
-                         "ceilings": "off",
+                         "ceilings": "off", "calibration": "off",
                          "matrix": {"nodes": 4, "ranks_per_node": rpn, "zero_stage": zero, "tensor_parallel": tp,
                                     "pipeline_parallel": pp},
                          "checkpoint": checkpoint}, tmp_path / "s.yaml")
