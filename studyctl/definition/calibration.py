@@ -97,8 +97,9 @@ class CalibrationSources:
                     f"{spec.max_disk_gib:g} GiB" + (f" and estimate.host_memory_gib {memory:g} GiB" if memory else ""))
         cheapest = min(sum(estimated_run_seconds(p, self.sweep) for p in copies) for copies in runs)
         setting = "calibration.budget_s" if spec.budget_s else "calibration.budget_share and min_budget_s"
+        others = ", spent on other shapes first" if cheapest <= self.budget() else ""
         return (f"over the time budget: its cheapest calibration run needs ~{cheapest:.0f} s (estimated), the "
-                f"study's calibration budget is {self.budget():.0f} s ({setting})")
+                f"study's calibration budget is {self.budget():.0f} s{others} ({setting})")
 
     def _options(self, shape: Shape) -> list[list[Point]]:
         """The shape's calibration runs (each scale's repetitions), within disk and memory, scales ascending."""

@@ -153,3 +153,15 @@ def test_another_word_names_what_is_allowed(tmp_path: Path) -> None:
         load_sweep(path)
     assert "calibration" in str(exc.value) and "on, off, or a block of" in str(exc.value)
     assert "min_budget_s" in str(exc.value) and exc.value.exit_code == 2
+
+
+def test_a_shape_left_without_calibration_by_others_says_so() -> None:
+    s = sweep(models=["gpt2-1.5b"], matrix={"zero_stage": 3, "io_mode": ["buffered", "direct"]},
+              calibration={"scales": 1, "repetitions": 1, "max_disk_gib": 1000})
+    one_run = estimated_run_seconds(next(pp.point for pp in expand(s) if pp.point.role == "calibration"), s)
+    tight = sweep(models=["gpt2-1.5b"], matrix={"zero_stage": 3, "io_mode": ["buffered", "direct"]},
+                  calibration={"scales": 1, "repetitions": 1, "max_disk_gib": 1000, "budget_s": one_run * 1.5})
+    shapes = shape_calibrations(tight, expand(tight))
+    assert [bool(c.scales) for c in shapes].count(True) == 1
+    starved = next(c for c in shapes if not c.scales)
+    assert "spent on other shapes first" in starved.why_none and "(calibration.budget_s)" in starved.why_none
