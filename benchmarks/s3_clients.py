@@ -31,8 +31,8 @@ from studyctl.objstore.calls import boto_client
 from studyctl.objstore.client import ObjectClient, spans
 from studyctl.objstore.counts import RequestCounts
 from studyctl.objstore.target import S3Target
+from studyctl.units import MIB
 
-MIB = 1 << 20
 PHASES = ("write", "read", "write_cpu", "read_cpu")
 
 

@@ -26,8 +26,8 @@ from studyctl.definition.points import CheckpointOptions, Point, WorkerTask
 from studyctl.definition.result_schema import Result
 from studyctl.objstore.client import ObjectClient
 from studyctl.objstore.target import S3Target
+from studyctl.units import MIB
 
-MIB = 1 << 20
 PART_MIB, CONCURRENCY, CHECKPOINTS = 16, 4, 3
 
 

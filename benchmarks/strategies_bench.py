@@ -28,9 +28,8 @@ from studyctl.definition.catalog import lookup
 from studyctl.definition.layout import rank_files, summarize
 from studyctl.definition.points import CheckpointOptions, Point, WorkerTask
 from studyctl.definition.training import SimulatedStep
+from studyctl.units import GIB, MIB
 
-GIB = 1 << 30
-MIB = 1 << 20
 BLOCK_MIB = 16
 
 

@@ -15,8 +15,8 @@ from pathlib import Path
 from studyctl.definition.catalog import lookup
 from studyctl.definition.layout import summarize
 from studyctl.definition.points import CheckpointOptions, Point, WorkerTask
+from studyctl.units import MIB
 
-MIB = 1 << 20
 MPIEXEC = str(Path(sys.executable).parent / "mpiexec")
 PROBE = str(Path(__file__).with_name("_rss_probe.py"))
 BUFFER_MIB = 16

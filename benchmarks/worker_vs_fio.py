@@ -37,9 +37,8 @@ from pathlib import Path
 from studyctl.definition.catalog import lookup
 from studyctl.definition.layout import summarize
 from studyctl.definition.points import CheckpointOptions, Point, WorkerTask
+from studyctl.units import GIB, MIB
 
-GIB = 1 << 30
-MIB = 1 << 20
 MPIEXEC = str(Path(sys.executable).parent / "mpiexec")
 
 
