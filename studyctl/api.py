@@ -24,13 +24,13 @@ from studyctl.definition.expand import iter_points
 from studyctl.definition.modelinfo import model_rows
 from studyctl.definition.needs import BLOCKS_ON, RESTORE_AT
 from studyctl.definition.plan import PlanSummary, check_budget, plan_rows
-from studyctl.definition.sweep import SweepFile, load_sweep
+from studyctl.definition.sweep import SweepFile
 from studyctl.errors import UserError
 from studyctl.states import EXCLUDED
 from studyctl.study.cancel import cancel
 from studyctl.study.resubmit import resubmit
 from studyctl.study.status import StatusReport, read_points, status
-from studyctl.study.store import find_study
+from studyctl.study.store import find_study, load_given_sweep
 from studyctl.study.submit import SubmitReport, submit
 
 if TYPE_CHECKING:
@@ -95,7 +95,7 @@ def _judged(points: Iterator[PlannedPoint], judge: Any) -> Iterator[PlannedPoint
 def plan(sweep_path: Path, backend: str = "local") -> Plan:
     """The plan of a sweep for `backend` (an unknown one: UserError, exit 2, before anything is read)."""
     check_backend(backend)
-    return Plan(load_sweep(sweep_path), backend)
+    return Plan(load_given_sweep(sweep_path), backend)
 
 
 def plan_capacity(sweep: Any, summary: Any, backend: str) -> tuple[list[str], list[str]]:

@@ -65,17 +65,21 @@ def task_disagrees(paths: AttemptPaths, places: Sequence[Place]) -> str | None:
             f"{', '.join(str(p.path) for p in places)}")
 
 
-def remove_attempt_data(point: Point, places: Sequence[Place], remove_node_local: RemoveNodeLocal) -> Cleanup:
+def remove_attempt_data(point: Point, places: Sequence[Place], remove_node_local: RemoveNodeLocal,
+                        problems: list[str] | None = None) -> Cleanup:
     """Remove every place of a finished attempt, holding the point's claim meanwhile (a live writer holds it:
     LATER). The worker removes its own files when it can; a killed or crashed one cannot, and at full scale
-    they are hundreds of GiB."""
+    they are hundreds of GiB. Why an object store's place was left (LATER) is added to `problems`."""
     if point.checkpoint.keep:
         return Cleanup.DONE
     shared, *node_local = places
     if shared.store is not None:  # an object store: no claim file; its ranks are gone (the caller waited)
         from studyctl.attempt.objects import remove_object_place
 
-        return Cleanup.DONE if remove_object_place(shared) and all(remove_node_local(p) for p in node_local) \
+        problem = remove_object_place(shared)
+        if problem is not None and problems is not None:
+            problems.append(problem)
+        return Cleanup.DONE if problem is None and all(remove_node_local(p) for p in node_local) \
             else Cleanup.LATER
     with _claim(shared) as held:
         if not held:

@@ -83,11 +83,14 @@ def judge(sweep: SweepFile, backend: type[Backend], points: Iterable[PlannedPoin
 
 def object_store_problem(url: str, store: ObjectStoreSpec) -> str | None:
     """Whether an object store takes a small object under the filesystem's prefix (s3core's preflight): one line
-    naming the target and the cause (unreachable, bad credentials, no such bucket, denied), or None."""
+    naming the target and the cause (unreachable, bad credentials, no such bucket, denied), or None. A store the
+    user did not supply (a study's own sweep copy names it: `objstore.trust`) is refused without a request."""
     from studyctl.definition.objects import object_target
+    from studyctl.objstore import trust
     from studyctl.objstore.preflight import target_problem
 
-    return target_problem(object_target(url, store))
+    target = object_target(url, store)
+    return trust.refusal(target) or target_problem(target)
 
 
 def placement_problems(sweep: SweepFile, shared: set[str], tiers: set[str], runs_here: bool) \

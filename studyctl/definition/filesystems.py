@@ -14,6 +14,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from studyctl.objstore.target import masked
+
 UNSET_VAR = re.compile(r"\$(\w+|\{[^}]*\})")
 
 
@@ -126,8 +128,8 @@ class FilesystemSpec(BaseModel):
         if unset:  # e.g. STUDYCTL_S3_ENDPOINT before `source /tmp/studyctl-s3/env`
             raise ValueError(f"environment variable {unset.group(1).strip('{}')} is not set")
         if not ENDPOINT.fullmatch(value):
-            shown = re.sub(r"//[^/]*@", "//…@", value)  # a user or password in it is never repeated
-            raise ValueError(f"{shown!r} is not an endpoint URL (http[s]://HOST[:PORT], no user, password or path)")
+            raise ValueError(f"{masked(value)!r} is not an endpoint URL (http[s]://HOST[:PORT], no user, password "
+                             "or path)")
         return value.rstrip("/")
 
     @model_validator(mode="after")

@@ -10,11 +10,11 @@ server's. So an object point runs io_mode buffered and cold_read auto, and anyth
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Literal
 
-from studyctl.definition.filesystems import ObjectStoreSpec
+from studyctl.definition.filesystems import FilesystemSpec, ObjectStoreSpec
 from studyctl.definition.places import Place
 from studyctl.definition.points import CheckpointOptions
 from studyctl.objstore.target import S3Target
@@ -83,6 +83,11 @@ def read_requests(sizes: Iterable[int], part_mib: int) -> ObjectRequests:
 def object_target(url: str, store: ObjectStoreSpec) -> S3Target:
     """The S3 target of a filesystem of kind s3 (its `path` and how to reach it)."""
     return S3Target.from_url(url, endpoint=store.endpoint, region=store.region, addressing=store.addressing)
+
+
+def sweep_targets(filesystems: Mapping[str, FilesystemSpec]) -> list[S3Target]:
+    """The S3 target of every filesystem of kind s3 (`sweep.filesystems`)."""
+    return [object_target(fs.path, fs.object_store) for fs in filesystems.values() if fs.object_store is not None]
 
 
 def place_target(place: Place) -> S3Target:

@@ -16,7 +16,7 @@ from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
 from typing import Any
 
 from studyctl.objstore import cleanup
-from studyctl.objstore.calls import MAX_ATTEMPTS, TIMEOUT_S, CountedCalls
+from studyctl.objstore.calls import MAX_ATTEMPTS, TIMEOUT_S, CountedCalls, RetryPolicy, worker_policy
 from studyctl.objstore.counts import RequestCounts
 from studyctl.objstore.errors import ObjectStoreError, failure
 from studyctl.objstore.target import MIN_PART_BYTES, S3Target
@@ -34,15 +34,15 @@ class ObjectClient:
     """Puts and gets whole objects of one target (keys are full keys: use `target.key(relative)`)."""
 
     def __init__(self, target: S3Target, concurrency: int, part_bytes: int, attempts: int = MAX_ATTEMPTS,
-                 timeout_s: float = TIMEOUT_S) -> None:
+                 timeout_s: float = TIMEOUT_S, policy: RetryPolicy | None = None) -> None:
         """`attempts` per request (botocore's standard retry mode); `timeout_s` to connect (at most 10 s) and
-        between bytes of an answer."""
+        between bytes of an answer; or a whole `policy` (clean-up's short one)."""
         if concurrency < 1 or part_bytes < MIN_PART_BYTES:
             raise ValueError(f"concurrency ≥ 1 and part_bytes ≥ {MIN_PART_BYTES} (S3's smallest part but the last)")
         self.target = target
         self.concurrency = concurrency
         self.part_bytes = part_bytes
-        self.calls = CountedCalls(target, concurrency, attempts, timeout_s)
+        self.calls = CountedCalls(target, concurrency, policy or worker_policy(attempts, timeout_s))
         self._pool = ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="objstore")
         self._open: dict[str, str] = {}  # upload id → key, of multipart uploads not yet completed or aborted
         self._open_lock = threading.Lock()

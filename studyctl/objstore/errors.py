@@ -56,7 +56,7 @@ def _client_cause(error: ClientError, what: str) -> str:
     if code in ("AccessDenied", "AllAccessDisabled") or (code == "403" and what == "HEAD bucket"):
         return "access denied (or bad credentials)" if code == "403" else "access denied"
     if code in THROTTLED or status in (429, 503):
-        return f"throttled ({code or status}) after retries"
+        return f"throttled ({code or status})"
     message = _first_line(str(info.get("Message", ""))) or "no message"
     return f"{what + ': ' if what else ''}{code or status} ({message})"
 
@@ -65,9 +65,12 @@ def _first_line(text: str) -> str:
     return text.strip().splitlines()[0][:200] if text.strip() else ""
 
 
-def failure(target: S3Target, error: BaseException, what: str = "") -> ObjectStoreError:
-    """`error` of a request about `target` as an ObjectStoreError (one line: target and cause)."""
+def failure(target: S3Target, error: BaseException, what: str = "",
+            tried: tuple[int, float] | None = None) -> ObjectStoreError:
+    """`error` of a request about `target` as an ObjectStoreError (one line: target and cause, and with `tried`
+    (attempts, seconds) what was tried: `..., 5 attempts over 12.3 s`)."""
     if isinstance(error, ObjectStoreError):
         return error
     code = str(error.response.get("Error", {}).get("Code", "")) or None if isinstance(error, ClientError) else None
-    return ObjectStoreError(f"{target.describe()}: {cause(error, what)}", code)
+    attempts = f", {tried[0]} attempt{'s' * (tried[0] != 1)} over {tried[1]:.1f} s" if tried else ""
+    return ObjectStoreError(f"{target.describe()}: {cause(error, what)}{attempts}", code)

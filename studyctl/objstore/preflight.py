@@ -1,23 +1,23 @@
 """Before any rank starts: can this target be written? A HEAD of the bucket and a tiny PUT/DELETE under its
-prefix, with short timeouts and no retry loop, so a dead endpoint answers in seconds."""
+prefix, with short deadlines. A throttled answer is retried as the worker retries it (a store that slows
+requests down is not refused for it); an unreachable endpoint is not, so a dead endpoint answers in seconds."""
 
 from __future__ import annotations
 
 import uuid
 
-from studyctl.objstore.calls import CountedCalls
+from studyctl.objstore.calls import PREFLIGHT, CountedCalls, RetryPolicy
 from studyctl.objstore.counts import RequestCounts
 from studyctl.objstore.errors import ObjectStoreError
 from studyctl.objstore.target import S3Target
 
-PROBE_TIMEOUT_S = 5.0
 
-
-def target_problem(target: S3Target, timeout_s: float = PROBE_TIMEOUT_S) -> str | None:
+def target_problem(target: S3Target, policy: RetryPolicy = PREFLIGHT) -> str | None:
     """One line naming the target and the cause (unreachable, bad credentials, no such bucket, access
-    denied), or None when an object can be written and deleted under the prefix."""
+    denied, throttled: with the attempts made and over how long), or None when an object can be written and
+    deleted under the prefix."""
     try:
-        calls = CountedCalls(target, 1, attempts=1, timeout_s=timeout_s)
+        calls = CountedCalls(target, 1, policy)
         counts = RequestCounts()
         _head_bucket(calls, counts)
         key = target.key(f".studyctl-probe-{uuid.uuid4().hex}")

@@ -2,12 +2,23 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 ADDRESSING = ("path", "virtual")
+SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://")
 DEFAULT_REGION = "us-east-1"
 MIN_PART_BYTES = 5 * 2**20  # S3's smallest multipart part (every part but the last): the least part size
+
+
+def masked(url: str) -> str:
+    """`url` with whatever sits between its scheme and its last `@` shown as `…`: a user name or password in
+    it (with `/`, `:`, `@` or %-escapes, or empty) is never repeated; a URL without `@` is returned as is."""
+    if "@" not in url:
+        return url
+    scheme = SCHEME.match(url)
+    return f"{scheme.group(0) if scheme else ''}…@{url.rpartition('@')[2]}"
 
 
 @dataclass(frozen=True)
@@ -50,4 +61,4 @@ class S3Target:
 
     def describe(self) -> str:
         """`s3://bucket/prefix at ENDPOINT` for messages (never credentials)."""
-        return f"{self.url()} at {self.endpoint or f'AWS ({self.region})'}"
+        return f"{self.url()} at {masked(self.endpoint) if self.endpoint else f'AWS ({self.region})'}"

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import time
+from collections import Counter
 from collections.abc import Callable, Collection, Iterable
 from functools import partial
 from pathlib import Path
@@ -56,21 +57,26 @@ def finish_cleanups(paths: StudyPaths, ledger: Ledger, sweep: SweepFile | None, 
     by_backend: dict[str, list[AttemptRow]] = {}
     for row in rows.values():
         by_backend.setdefault(row.backend, []).append(row)
+    left: Counter[str] = Counter()  # why an object store's data was left → attempts
     for name, group in by_backend.items():
         backend = backend_of(name)
         if backend is None:
             continue
         for row in _without_live_ranks(paths, backend, group, wait_s):
-            note = _clean(paths, row, configs.get(row.point_id), filesystems, backend, stores)
+            problems: list[str] = []
+            note = _clean(paths, row, configs.get(row.point_id), filesystems, backend, stores, problems)
             if note:
                 notes.append(note)
+            left.update(problems)
+    notes += [f"objects of {n} ended attempt{'s' * (n != 1)} not removed yet (clean-up marked in {paths.cleanup}; "
+              f"a later command retries): {why}" for why, n in left.items()]
     return notes
 
 
 def _clean(paths: StudyPaths, row: AttemptRow, config: dict[str, Any] | None, filesystems: dict[str, str],
-           backend: Backend, stores: dict[str, ObjectStoreSpec]) -> str | None:
+           backend: Backend, stores: dict[str, ObjectStoreSpec], problems: list[str]) -> str | None:
     """Remove one ended attempt's data if it is provably the study's (else a note, and it is never tried
-    again); its marker goes once every place is clean."""
+    again); its marker goes once every place is clean (why an object store's was not: `problems`)."""
     key = (row.point_id, row.attempt)
     derived = derive_places(paths, row.point_id, config, filesystems, stores)
     refused = derived if isinstance(derived, str) else task_disagrees(paths.attempt(*key), derived[1])
@@ -81,7 +87,7 @@ def _clean(paths: StudyPaths, row: AttemptRow, config: dict[str, Any] | None, fi
     point, places = derived
     remover = partial(backend.remove_node_local, point=point, node_list=row.node_list,
                       completed=row.state is State.COMPLETED, job_id=row.job_id)
-    if remove_attempt_data(point, places, remover) is Cleanup.DONE:
+    if remove_attempt_data(point, places, remover, problems) is Cleanup.DONE:
         _unmark(paths, key)
     return None
 

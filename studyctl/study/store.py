@@ -7,9 +7,11 @@ from pathlib import Path
 
 from studyctl.attempt.paths import StudyPaths
 from studyctl.definition.expand import PlannedPoint, expand
+from studyctl.definition.objects import sweep_targets
 from studyctl.definition.sweep import SweepFile, load_sweep
 from studyctl.errors import UserError
 from studyctl.fsutil import atomic_write_text
+from studyctl.objstore import trust
 from studyctl.study.ledger import Ledger
 from studyctl.study.same_study import check_same_study, is_recorded
 
@@ -22,6 +24,14 @@ def find_study(study: str | Path, results: Path = Path("results")) -> StudyPaths
             return paths
     raise UserError(f"no study {str(study)!r}: neither a study directory nor a name under {results}/ "
                     "(run 'studyctl sweep submit SWEEP.yaml' first)")
+
+
+def load_given_sweep(path: Path) -> SweepFile:
+    """The sweep file the user gave this command (`plan`, `submit`): its object stores are the user's own, so
+    this command may send them the user's credentials (`objstore.trust`); a study's own copy is never that."""
+    sweep = load_sweep(path)
+    trust.given(sweep_targets(sweep.filesystems))
+    return sweep
 
 
 def load_current_sweep(paths: StudyPaths, ledger: Ledger, update_copy: bool = False,

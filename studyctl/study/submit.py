@@ -17,7 +17,7 @@ from studyctl.backends.capacity import Judgement, judge
 from studyctl.definition.expand import PlannedPoint, expand
 from studyctl.definition.plan import check_budget, plan_rows, summarize_plan
 from studyctl.definition.points import Point
-from studyctl.definition.sweep import SweepFile, load_sweep
+from studyctl.definition.sweep import SweepFile
 from studyctl.errors import StorageError, UserError
 from studyctl.fsutil import atomic_write_text
 from studyctl.states import ACTIVE_STATES, FailureClass, State
@@ -30,7 +30,7 @@ from studyctl.study.recorder import ProgressHook, Recorder
 from studyctl.study.repair import open_ledger
 from studyctl.study.same_study import check_same_study, checked_same_study
 from studyctl.study.signals import stop_on_signals
-from studyctl.study.store import sync_points
+from studyctl.study.store import load_given_sweep, sync_points
 
 
 @dataclass
@@ -120,7 +120,7 @@ def submit(sweep_path: Path, backend: str = "local", results: Path = Path("resul
     `on_plan` sees the report (counts, backend capabilities) before anything runs.
     """
     base.check_name(backend)
-    sweep = load_sweep(sweep_path)
+    sweep = load_given_sweep(sweep_path)
     planned = expand(sweep)
     summary = summarize_plan(plan_rows(planned, sweep))
     check_budget(summary, budget_node_hours)
