@@ -64,7 +64,9 @@ def resubmit(study_ref: str | Path, results: Path = Path("results"), states: Seq
         sync_points(ledger, planned)
         name = backend or ledger.meta("backend") or base.DEFAULT
         runner = base.make(name, sweep, paths)
-        alive = reconcile(paths, ledger, sweep, {name: runner}).alive
+        reconciled = reconcile(paths, ledger, sweep, {name: runner})
+        alive = reconciled.alive
+        notes += reconciled.notes
         report = SubmitReport(paths, name, runner.runs_to_completion, points=len(planned), notes=notes)
         todo = _select(report, planned, ledger, set(states or RETRYABLE_STATES), point_ids, max_attempts)
         chosen_ids = {p.point_id for p in todo}  # as submit: what will not fit is refused up front
@@ -72,5 +74,5 @@ def resubmit(study_ref: str | Path, results: Path = Path("results"), states: Seq
         refuse_up_front(paths.sweep_copy, judge(sweep, type(runner), chosen, summarize_plan(plan_rows(chosen, sweep))),
                         name)
         report.launched = len(todo)
-        launch_points(paths, ledger, sweep, runner, todo, alive, progress)
+        launch_points(paths, ledger, sweep, runner, todo, alive, progress, report.notes)
     return report

@@ -53,10 +53,11 @@ class SubmitReport:
 
 
 def launch_points(paths: StudyPaths, ledger: Ledger, sweep: SweepFile, backend: Backend, todo: Sequence[Point],
-                  alive: dict[str, list[Active]], progress: ProgressHook | None) -> int:
+                  alive: dict[str, list[Active]], progress: ProgressHook | None, notes: list[str] | None = None) -> int:
     """A new attempt per point in `todo`, handed to `backend` with the attempts of it still alive.
 
-    A point the backend refuses (`Backend.refuse`: it cannot run there at all) is FAILED before anything starts."""
+    A point the backend refuses (`Backend.refuse`: it cannot run there at all) is FAILED before anything starts.
+    `notes` gets what clean-up of the ended attempts could not do (data refused, or left for a later command)."""
     on_disk = {p.point_id: max(paths.attempts_on_disk(p.point_id), default=0) for p in todo}
     numbers = ledger.new_attempts([(p.point_id, backend.name) for p in todo], backend.initial_state, on_disk)
     launches = [new_launch(paths, sweep, backend, p, numbers[p.point_id]) for p in todo]
@@ -67,6 +68,7 @@ def launch_points(paths: StudyPaths, ledger: Ledger, sweep: SweepFile, backend: 
                              ended_at=time.time()) for la in launches if la.point_id in refused])
     launches = [la for la in launches if la.point_id not in refused]
     started = {(la.point_id, la.attempt) for la in [*launches, *(a.launch for a in adopted)]}
+    notes = notes if notes is not None else []
     try:
         with stop_on_signals():
             backend.launch(launches, recorder.handle, recorder.update, adopted=adopted)
@@ -77,7 +79,10 @@ def launch_points(paths: StudyPaths, ledger: Ledger, sweep: SweepFile, backend: 
             finish_cleanups(paths, ledger, sweep, {backend.name: backend}.get, only=started, wait_s=CLEANUP_WAIT_S)
         raise
     recorder.flush()  # an end the disk refused to record (full): retried once more, else one line
-    finish_cleanups(paths, ledger, sweep, {backend.name: backend}.get, only=started, wait_s=CLEANUP_WAIT_S)
+    with stop_on_signals():  # SIGTERM during the clean-up stops the command too (its markers stay)
+        later = finish_cleanups(paths, ledger, sweep, {backend.name: backend}.get, only=started,
+                                wait_s=CLEANUP_WAIT_S)
+    notes[:] = dict.fromkeys(notes + recorder.notes + later)  # one line per cause, however many passes saw it
     return len(launches)
 
 
@@ -141,12 +146,14 @@ def submit(sweep_path: Path, backend: str = "local", results: Path = Path("resul
         atomic_write_text(paths.sweep_copy, text)
         ledger.set_meta(source_path=str(sweep_path.resolve()), study=sweep.study, backend=backend)
         report.new_points = sync_points(ledger, planned)
-        alive = reconcile(paths, ledger, sweep, {backend: runner}).alive
+        reconciled = reconcile(paths, ledger, sweep, {backend: runner})
+        alive = reconciled.alive
+        report.notes += reconciled.notes
         todo = _select(report, planned, ledger)
         report.launched = len(todo)
         report.bytes_to_write = {p.point_id: p.layout().total_bytes * p.checkpoint.writes
                                  for p in todo if not p.problems()}
         if on_plan:
             on_plan(report)
-        launch_points(paths, ledger, sweep, runner, todo, alive, progress)
+        launch_points(paths, ledger, sweep, runner, todo, alive, progress, report.notes)
     return report

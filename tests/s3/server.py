@@ -7,8 +7,10 @@ its endpoint and credentials read from the env file the script writes. Fixtures 
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
+import signal
 import subprocess
 import tempfile
 from collections.abc import Iterator
@@ -54,6 +56,18 @@ class Server:
         if down.returncode:
             raise RuntimeError(f"s3-local-server.sh down failed:\n{down.stdout}{down.stderr}")
 
+    def pause(self) -> None:
+        """SIGSTOP to the server: it keeps its sockets (connections are accepted) but answers nothing, as a store
+        that hangs does. `resume` (SIGCONT) undoes it."""
+        os.kill(self.pid, signal.SIGSTOP)
+
+    def resume(self) -> None:
+        os.kill(self.pid, signal.SIGCONT)
+
+    @property
+    def pid(self) -> int:
+        return int((self.directory / "weed.pid").read_text())
+
     def start(self) -> None:
         """Starts it again (the same key pair; the port may differ: `endpoint` follows it)."""
         self.exports = ensure_server(self.directory).exports
@@ -94,5 +108,7 @@ def s3_private_server(monkeypatch: pytest.MonkeyPatch) -> Iterator[Server]:
             monkeypatch.setenv(name, value)
         yield server
     finally:
+        with contextlib.suppress(OSError, ValueError):  # a test that paused it and failed: resumed for `down`
+            os.kill(int((directory / "weed.pid").read_text()), signal.SIGCONT)
         script("down", directory)
         shutil.rmtree(directory, ignore_errors=True)

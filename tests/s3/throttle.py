@@ -1,6 +1,7 @@
-"""A fault injector in front of the real server: the first N part uploads are answered 503 SlowDown (or 429)
-without reaching it, everything else is passed through unchanged (the signature still holds: headers, Host
-included, are forwarded as sent). Not a mock of S3: every request that succeeds is the server's answer."""
+"""A fault injector in front of the real server: the first N part uploads (or, `every` k, one request of any
+kind in k) are answered 503 SlowDown (or 429) without reaching it, everything else is passed through unchanged
+(the signature still holds: headers, Host included, are forwarded as sent). Not a mock of S3: every request
+that succeeds is the server's answer."""
 
 from __future__ import annotations
 
@@ -16,10 +17,11 @@ SLOW_DOWN = (b'<?xml version="1.0" encoding="UTF-8"?><Error><Code>SlowDown</Code
 
 
 @contextmanager
-def throttling_proxy(endpoint: str, refuse: int, status: int = 503) -> Iterator[str]:
-    """An endpoint URL that refuses the first `refuse` UploadPart requests with `status`, then passes through."""
+def throttling_proxy(endpoint: str, refuse: int, status: int = 503, every: int = 0) -> Iterator[str]:
+    """An endpoint URL that refuses the first `refuse` UploadPart requests with `status`, then passes through;
+    with `every` k, it refuses the first of each k requests of any kind instead (every: 1 refuses all)."""
     upstream = urlsplit(endpoint)
-    left = [refuse]
+    left, seen = [refuse], [0]
     lock = threading.Lock()
 
     class Handler(BaseHTTPRequestHandler):
@@ -31,8 +33,11 @@ def throttling_proxy(endpoint: str, refuse: int, status: int = 503) -> Iterator[
         def _any(self) -> None:
             body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
             with lock:
-                refused = self.command == "PUT" and "partNumber=" in self.path and left[0] > 0
-                left[0] -= refused
+                if every:
+                    refused, seen[0] = seen[0] % every == 0, seen[0] + 1
+                else:
+                    refused = self.command == "PUT" and "partNumber=" in self.path and left[0] > 0
+                    left[0] -= refused
             if refused:
                 return self._answer(status, {"Content-Type": "application/xml"}, SLOW_DOWN)
             conn = http.client.HTTPConnection(upstream.hostname, upstream.port, timeout=60)
