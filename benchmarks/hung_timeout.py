@@ -81,7 +81,12 @@ def one_run(tmp: Path, limit_s: int) -> tuple[bool, str]:
     return bool(_files(fs)), state
 
 
+def _stop(signum: int, _frame: object) -> None:
+    raise KeyboardInterrupt  # SIGTERM too ends the busy loops (below)
+
+
 def main(runs: int, limit_s: int = 6) -> None:
+    signal.signal(signal.SIGTERM, _stop)
     load = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(LOAD_PROCESSES)]
     left, states = 0, []
     try:
