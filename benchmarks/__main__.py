@@ -1,6 +1,6 @@
 """`python -m benchmarks all` (or one of: orchestrator, status, collect, memory, submission, fio, buffered,
-strategies, ledger, ceilings; `projection` and `s3_clients` run only when named: a 20 GiB checkpoint; the
-project's S3 server, started when down)."""
+strategies, ledger, ceilings; `projection`, `s3_clients` and `hung_timeout` run only when named: a 20 GiB
+checkpoint; the project's S3 server, started when down; minutes of three busy loops loading the machine)."""
 
 from __future__ import annotations
 
@@ -78,6 +78,10 @@ def main(argv: list[str]) -> int:
         from benchmarks import projection_bench
 
         projection_bench.main(int(argv[1]) if len(argv) > 1 else 3)
+    if which == "hung_timeout":  # not in `all`: it loads the machine with 3 busy loops for minutes
+        from benchmarks import hung_timeout
+
+        hung_timeout.main(int(argv[1]) if len(argv) > 1 else 20, int(argv[2]) if len(argv) > 2 else 6)
     return 0
 
 

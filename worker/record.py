@@ -23,6 +23,7 @@ from studyctl.definition.result_schema import (
     SizeInfo,
     WorkerError,
 )
+from studyctl.errors import NO_SPACE
 from studyctl.fsutil import atomic_write_text
 from studyctl.units import MIB
 from worker import objects, provenance
@@ -88,8 +89,27 @@ def write_result(run: Run, setup: Setup, timings: list[Any], got: Gathered, star
     return summary
 
 
+class RecordRefused(Exception):
+    """The results filesystem is full (or over quota): not even the error record could be written. The worker
+    exits RECORD_REFUSED_EXIT, the one way left to say so."""
+
+
 def write_error(task: WorkerTask, failure_class: str, reason: str) -> None:
-    """A known failure's record (one line of reason), written atomically where the backend looks for it."""
+    """A known failure's record (one line of reason), written atomically where the backend looks for it;
+    RecordRefused when the results disk has no room for it."""
     record = WorkerError(schema_version=SCHEMA_VERSION, point_id=task.point_id, attempt=task.attempt,
                          failure_class=failure_class, reason=" ".join(reason.split())[:1000])
-    atomic_write_text(Path(task.error_path), record.model_dump_json(indent=1))
+    try:
+        atomic_write_text(Path(task.error_path), record.model_dump_json(indent=1))
+    except OSError as exc:
+        if exc.errno in NO_SPACE:
+            raise RecordRefused(f"{task.error_path}: {exc.strerror}") from exc
+        raise
+
+
+def crash_reason(task: WorkerTask, rank: int, exc: Exception) -> str:
+    """An unexpected exception in one line; the results disk's own refusal named as such."""
+    if isinstance(exc, OSError) and exc.errno in NO_SPACE and exc.filename is not None \
+            and Path(exc.filename).parent == Path(task.result_path).parent:
+        return f"rank {rank}: the results disk is full: cannot write {exc.filename} ({exc.strerror})"
+    return f"rank {rank}: {type(exc).__name__}: {exc}"

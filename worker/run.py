@@ -9,6 +9,7 @@ Memory is one buffer per rank whatever the checkpoint size.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import shutil
 import sys
@@ -25,10 +26,11 @@ from studyctl.definition.objects import OBJECT_COLD_READ, OBJECT_IO_MODE
 from studyctl.definition.places import remove_place
 from studyctl.definition.points import WorkerTask, cold_read_method
 from studyctl.definition.result_fields import StrategyInfo
-from studyctl.definition.result_schema import Phase as PhaseName
 from studyctl.definition.result_schema import (
+    RECORD_REFUSED_EXIT,
     PhaseSummary,
 )
+from studyctl.definition.result_schema import Phase as PhaseName
 from studyctl.states import FailureClass
 from studyctl.units import MIB, format_bytes
 from worker import handoff, io, objects, provenance
@@ -37,7 +39,7 @@ from worker.checkpointing import Checkpointing
 from worker.claim import CLAIMS, claim, placement_problem, release
 from worker.clock import Clock, Phase, WorkerFailure, describe_oserror
 from worker.nodes import dir_name, tier_place
-from worker.record import Gathered, now, write_error, write_result
+from worker.record import Gathered, RecordRefused, crash_reason, now, write_error, write_result
 from worker.state import Run, Setup
 from worker.stop import tier_removed_on_sigterm
 
@@ -112,7 +114,8 @@ def _launch_s(comm: Any, ready: float) -> float | None:
 
 
 def _run_reporting(task: WorkerTask, comm: Any, launch_s: float | None) -> dict[str, Any]:
-    """`_run`, with known failures recorded and unexpected ones turned into a crash record and an abort."""
+    """`_run`, with known failures recorded and unexpected ones turned into a crash record and an abort.
+    RecordRefused where the results disk had no room for the record (the abort's exit code says so)."""
     try:
         return _run(task, comm, launch_s)
     except WorkerFailure as failure:
@@ -120,16 +123,24 @@ def _run_reporting(task: WorkerTask, comm: Any, launch_s: float | None) -> dict[
             write_error(task, failure.failure_class.value, failure.reason)
         raise
     except Exception as exc:
-        traceback.print_exc()
+        with contextlib.suppress(OSError):  # stderr may be a file on the results disk, and that disk full
+            traceback.print_exc()
+        refused: RecordRefused | None = None
         try:
-            write_error(task, FailureClass.WORKER_CRASH.value, f"rank {comm.Get_rank()}: {type(exc).__name__}: {exc}")
+            try:
+                write_error(task, FailureClass.WORKER_CRASH.value, crash_reason(task, comm.Get_rank(), exc))
+            except RecordRefused as full:
+                refused = full  # the data goes all the same; the exit code says why there is no record
             if CLAIMS or (comm.Get_rank() != 0 and task.point.world_size == comm.Get_size()):  # ours, claimed
                 _remove_after_crash(task, comm.Get_rank())
         finally:
             if comm.Get_size() > 1:
                 release(task)  # Abort ends this process before run_task's own release
-                sys.stderr.flush()
-                comm.Abort(1)
+                with contextlib.suppress(OSError):
+                    sys.stderr.flush()
+                comm.Abort(RECORD_REFUSED_EXIT if refused else 1)
+        if refused:
+            raise refused from exc
         raise
 
 

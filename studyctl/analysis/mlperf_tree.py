@@ -19,20 +19,19 @@ view judged nearest CLOSED):
 
 `<submitter>` is a placeholder (studyctl does not know the organisation); a system is one filesystem of the
 study (a submission's system name groups the results of one storage configuration, Rules.md §2.1.8-2.1.9).
-The tree is built beside DIR and renamed into place, every file written atomically: a reader sees the old
-tree or the new one. An existing DIR is replaced only when empty or marked as studyctl's.
+DIR is a link to the tree, swapped atomically (`linked_tree`): a reader, or a kill -9 at any instant, finds the
+old tree or the new one, and a later run removes what a killed one left. An existing DIR is replaced only when
+empty or marked as studyctl's (a link, only when studyctl made it).
 """
 
 from __future__ import annotations
 
-import os
 import re
-import shutil
-import uuid
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from studyctl.analysis.linked_tree import current_tree, replaced
 from studyctl.analysis.mlperf import ModelVerdict, PointVerdict, Where
 from studyctl.analysis.mlperf_rules import RuleSet
 from studyctl.analysis.mlperf_summary import metadata_json, provenance_json, rank_stats, run_datetime, summary_json
@@ -117,7 +116,12 @@ def _write_model(paths: TreePaths, v: ModelVerdict, rules: RuleSet, where: Where
 
 
 def _check_out(out: Path) -> None:
-    if out.is_symlink() or (out.exists() and not out.is_dir()):
+    if out.is_symlink():
+        tree = current_tree(out)
+        if tree is None or not (tree / MARKER).is_file():
+            raise UserError(f"--out {out}: a link studyctl did not make; name a new or empty directory")
+        return
+    if out.exists() and not out.is_dir():
         raise UserError(f"--out {out}: not a directory")
     if out.is_dir() and any(out.iterdir()) and not (out / MARKER).is_file():
         raise UserError(f"--out {out}: exists and is not a tree studyctl wrote (no {MARKER}); name a new or empty "
@@ -125,28 +129,11 @@ def _check_out(out: Path) -> None:
 
 
 def write_tree(out: Path, study: str, verdicts: list[ModelVerdict], rules: RuleSet, where: Where) -> Path:
-    """Build the tree beside `out`, then rename it into place; returns `out`."""
+    """Build the tree beside `out`, then make `out` it; returns `out`."""
     _check_out(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    build = out.parent / f".{out.name}.{uuid.uuid4().hex[:8]}.tmp"
-    try:
-        build.mkdir()
+    with replaced(out) as build:
         atomic_write_text(build / MARKER, f"written by studyctl mlperf --rules {rules.edition}\n")
         for v in verdicts:
             if v.points:
                 _write_model(TreePaths(build), v, rules, where, study)
-        _swap(build, out)
-    finally:
-        shutil.rmtree(build, ignore_errors=True)
     return out
-
-
-def _swap(build: Path, out: Path) -> None:
-    """Put the built tree at `out`: an empty or studyctl-marked `out` moves aside first, then goes."""
-    old = None
-    if out.exists():
-        old = out.parent / f".{out.name}.{uuid.uuid4().hex[:8]}.old"
-        os.replace(out, old)
-    os.replace(build, out)
-    if old is not None:
-        shutil.rmtree(old, ignore_errors=True)

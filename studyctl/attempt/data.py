@@ -26,7 +26,8 @@ RemoveNodeLocal = Callable[[Place], bool]
 
 class Cleanup(Enum):
     DONE = "done"  # nothing of the attempt is left (or the point keeps its files)
-    LATER = "later"  # a live run holds the point's claim, or a node's place is not cleaned yet
+    HELD = "held"  # a process holds the point's claim: a live run, or one whose exit has not closed its files yet
+    LATER = "later"  # a node's place is not cleaned yet
     REFUSED = "refused"  # the places cannot be proven the study's own: nothing is touched, ever
 
 
@@ -68,7 +69,7 @@ def task_disagrees(paths: AttemptPaths, places: Sequence[Place]) -> str | None:
 def remove_attempt_data(point: Point, places: Sequence[Place], remove_node_local: RemoveNodeLocal,
                         problems: list[str] | None = None) -> Cleanup:
     """Remove every place of a finished attempt, holding the point's claim meanwhile (a live writer holds it:
-    LATER). The worker removes its own files when it can; a killed or crashed one cannot, and at full scale
+    HELD). The worker removes its own files when it can; a killed or crashed one cannot, and at full scale
     they are hundreds of GiB. Why an object store's place was left (LATER) is added to `problems`."""
     if point.checkpoint.keep:
         return Cleanup.DONE
@@ -83,7 +84,7 @@ def remove_attempt_data(point: Point, places: Sequence[Place], remove_node_local
             else Cleanup.LATER
     with _claim(shared) as held:
         if not held:
-            return Cleanup.LATER
+            return Cleanup.HELD
         remove_place(shared)
         done = all(remove_node_local(place) for place in node_local)
     return Cleanup.DONE if done else Cleanup.LATER

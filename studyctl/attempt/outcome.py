@@ -10,7 +10,11 @@ from typing import Any
 from studyctl.attempt.paths import AttemptPaths, StudyPaths
 from studyctl.attempt.records import Update
 from studyctl.attempt.tree import file_status, read_regular
+from studyctl.definition.result_schema import RECORD_REFUSED_EXIT
 from studyctl.states import FailureClass, State
+from studyctl.units import KIB, format_bytes
+
+RECORD_ROOM = 64 * KIB  # what a worker's error record needs, with the temporary file of its atomic write
 
 
 def _json_of(path: Path, study: StudyPaths) -> Any:
@@ -67,3 +71,22 @@ def stderr_tail(paths: AttemptPaths, lines: int = 6, limit: int = 600) -> str | 
     kept = [ln.strip() for ln in text.splitlines() if ln.strip()][-lines:]
     folded = " | ".join(kept)
     return folded[-limit:] or None
+
+
+def results_full(paths: AttemptPaths, exit_code: int | None) -> str | None:
+    """Why a worker left neither result nor error record, where the reason is the results filesystem: the
+    worker's exit code says it was refused (full, or over quota), or the filesystem has no room for a record
+    now (mpiexec ORs its ranks' exit codes, so the code alone can be lost). None otherwise."""
+    try:
+        st = os.statvfs(paths.dir)
+    except OSError:
+        return None
+    free = st.f_bavail * st.f_frsize
+    full = free < RECORD_ROOM or (st.f_files > 0 and st.f_favail == 0)  # f_files 0: no inode count reported
+    if full:
+        return (f"the results disk is full: {paths.dir} has {format_bytes(free)} free, no room for the worker's "
+                "result or error record; results already written are kept; free space, then resubmit")
+    if exit_code == RECORD_REFUSED_EXIT:
+        return (f"the results filesystem refused the worker's error record in {paths.dir} (full or over quota); "
+                "results already written are kept; free space, then resubmit")
+    return None

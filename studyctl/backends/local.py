@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar
 
-from studyctl.attempt.outcome import read_outcome, stderr_tail
+from studyctl.attempt.outcome import read_outcome, results_full, stderr_tail
 from studyctl.attempt.records import Active, Handle, Launch, RecordHandle, RecordUpdate, Update
 from studyctl.backends.base import Backend
 from studyctl.backends.machine import Machine, misfit
@@ -231,6 +231,10 @@ class LocalBackend(Backend):
         if outcome is not None and (outcome.state is not State.COMPLETED or exit_code in (0, None)):
             return Update(**{**outcome.__dict__, "exit_code": exit_code, "started_at": run.started,
                              "ended_at": ended})
+        full = results_full(launch.paths, exit_code)
+        if full is not None:
+            return Update(launch.point_id, launch.attempt, State.FAILED, FailureClass.IO_ERROR, full, exit_code,
+                          started_at=run.started, ended_at=ended)
         reason = stderr_tail(launch.paths) or f"worker exited with code {exit_code} and no error record"
         return Update(launch.point_id, launch.attempt, State.FAILED, FailureClass.WORKER_CRASH, reason,
                       exit_code, started_at=run.started, ended_at=ended)

@@ -276,6 +276,11 @@ class Result(_Strict):
     recovery: RecoveryTiming | None = None  # only in the results of recovery points (issue 20)
 
 
+# The worker's exit code when the results filesystem refused its error record (full, or over quota): the one
+# way left to say so. mpiexec ORs its ranks' codes, so the backend also looks at the filesystem itself.
+RECORD_REFUSED_EXIT = 28
+
+
 class WorkerError(_Strict):
     """Written (atomically, by rank 0) instead of a result on a failure the worker understood."""
 

@@ -12,7 +12,6 @@ import time
 from collections import Counter
 from collections.abc import Callable, Collection, Iterable
 from functools import partial
-from pathlib import Path
 from typing import Any
 
 from studyctl.attempt.data import Cleanup, derive_places, remove_attempt_data, task_disagrees
@@ -53,32 +52,50 @@ def finish_cleanups(paths: StudyPaths, ledger: Ledger, sweep: SweepFile | None, 
     configs = {p.point_id: p.config for p in ledger.points(only_in_sweep=False) if p.point_id in ids}
     filesystems = {name: fs.path for name, fs in sweep.filesystems.items()}
     stores = {name: fs.object_store for name, fs in sweep.filesystems.items() if fs.object_store is not None}
-    notes: list[str] = []
     by_backend: dict[str, list[AttemptRow]] = {}
     for row in rows.values():
         by_backend.setdefault(row.backend, []).append(row)
+    deadline = time.monotonic() + wait_s
+    notes: list[str] = []
     left: Counter[str] = Counter()  # why an object store's data was left → attempts
     for name, group in by_backend.items():
         backend = backend_of(name)
-        if backend is None:
-            continue
-        for row in _without_live_ranks(paths, backend, group, wait_s):
-            problems: list[str] = []
-            note = _clean(paths, row, configs.get(row.point_id), filesystems, backend, stores, problems)
-            if note:
-                notes.append(note)
-            left.update(problems)
+        if backend is not None:
+            clean = partial(_clean, paths, configs=configs, filesystems=filesystems, backend=backend, stores=stores,
+                            left=left)
+            notes += _clean_when_gone(paths, backend, group, clean, deadline)
     notes += [f"objects of {n} ended attempt{'s' * (n != 1)} not removed yet (clean-up marked in {paths.cleanup}; "
               f"a later command retries): {why}" for why, n in left.items()]
     return notes
 
 
-def _clean(paths: StudyPaths, row: AttemptRow, config: dict[str, Any] | None, filesystems: dict[str, str],
-           backend: Backend, stores: dict[str, ObjectStoreSpec], problems: list[str]) -> str | None:
+def _clean_when_gone(paths: StudyPaths, backend: Backend, rows: list[AttemptRow],
+                     clean: Callable[[AttemptRow], Cleanup | str], deadline: float) -> list[str]:
+    """Clean each row once its ranks are gone, trying again until `deadline` while they run or the point's claim
+    is still held. The claim is the proof that no rank writes: a rank leaves the process table's view (its
+    command line goes with its memory) before its exit closes its files, the claim's lock among them."""
+    notes: list[str] = []
+    while True:
+        live = _live(paths, backend, rows)
+        again = []
+        for row in rows:
+            outcome = Cleanup.HELD if (row.point_id, row.attempt) in live else clean(row)
+            if isinstance(outcome, str):
+                notes.append(outcome)
+            elif outcome is Cleanup.HELD:
+                again.append(row)
+        if not again or time.monotonic() >= deadline:
+            return notes
+        rows = again
+        time.sleep(POLL_S)
+
+
+def _clean(paths: StudyPaths, row: AttemptRow, configs: dict[str, dict[str, Any]], filesystems: dict[str, str],
+           backend: Backend, stores: dict[str, ObjectStoreSpec], left: Counter[str]) -> Cleanup | str:
     """Remove one ended attempt's data if it is provably the study's (else a note, and it is never tried
-    again); its marker goes once every place is clean (why an object store's was not: `problems`)."""
+    again); its marker goes once every place is clean (why an object store's was not: counted in `left`)."""
     key = (row.point_id, row.attempt)
-    derived = derive_places(paths, row.point_id, config, filesystems, stores)
+    derived = derive_places(paths, row.point_id, configs.get(row.point_id), filesystems, stores)
     refused = derived if isinstance(derived, str) else task_disagrees(paths.attempt(*key), derived[1])
     if refused is not None:
         _unmark(paths, key)
@@ -87,9 +104,12 @@ def _clean(paths: StudyPaths, row: AttemptRow, config: dict[str, Any] | None, fi
     point, places = derived
     remover = partial(backend.remove_node_local, point=point, node_list=row.node_list,
                       completed=row.state is State.COMPLETED, job_id=row.job_id)
-    if remove_attempt_data(point, places, remover, problems) is Cleanup.DONE:
+    problems: list[str] = []
+    outcome = remove_attempt_data(point, places, remover, problems)
+    left.update(problems)
+    if outcome is Cleanup.DONE:
         _unmark(paths, key)
-    return None
+    return outcome
 
 
 def _ended_rows(ledger: Ledger, keys: Collection[tuple[str, int]]) -> dict[tuple[str, int], AttemptRow]:
@@ -99,18 +119,11 @@ def _ended_rows(ledger: Ledger, keys: Collection[tuple[str, int]]) -> dict[tuple
             if (a.point_id, a.attempt) in wanted and a.state in FINAL_STATES}
 
 
-def _without_live_ranks(paths: StudyPaths, backend: Backend, rows: list[AttemptRow],
-                        wait_s: float) -> list[AttemptRow]:
-    """The rows none of whose processes still run, after waiting up to `wait_s` for the others (a stopped
-    attempt's ranks, in their own sessions, take a moment to go)."""
-    task = {(r.point_id, r.attempt): paths.attempt(r.point_id, r.attempt).task for r in rows}
-    handles = {task[(r.point_id, r.attempt)]: r.handle for r in rows}
-    deadline = time.monotonic() + wait_s
-    while True:
-        live: set[Path] = backend.still_running(handles)
-        if not live or time.monotonic() >= deadline:
-            return [r for r in rows if task[(r.point_id, r.attempt)] not in live]
-        time.sleep(POLL_S)
+def _live(paths: StudyPaths, backend: Backend, rows: list[AttemptRow]) -> set[tuple[str, int]]:
+    """The rows some of whose processes still run, as the backend sees them."""
+    task = {paths.attempt(r.point_id, r.attempt).task: (r.point_id, r.attempt) for r in rows}
+    return {task[t] for t in backend.still_running({paths.attempt(r.point_id, r.attempt).task: r.handle
+                                                      for r in rows})}
 
 
 def _unmark(paths: StudyPaths, key: tuple[str, int]) -> None:

@@ -77,7 +77,7 @@ def test_leftover_data_is_removed_only_when_unclaimed_and_not_kept(tmp_path: Pat
     (task.data_dir / "step" / "f.pt").write_bytes(b"y")
     fd = hold_claim(task)
     try:
-        assert remove_attempt_data(task.point, task.places, no_tier) is Cleanup.LATER and task.data_dir.is_dir()
+        assert remove_attempt_data(task.point, task.places, no_tier) is Cleanup.HELD and task.data_dir.is_dir()
     finally:
         os.close(fd)
     kept = task.point.model_copy(update={"checkpoint": task.point.checkpoint.model_copy(update={"keep": True})})

@@ -5,6 +5,7 @@ no credentials, atomic replacement of its own tree only; and the --rules option'
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -115,7 +116,9 @@ def test_the_tree_replaces_only_its_own_and_leaves_no_temporaries(tmp_path: Path
     stale.write_text("from before")
     mlperf_for_study(root, "tree", "v3.0", out)
     assert not stale.exists() and (out / MARKER).is_file()
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["results", "submission"]
+    assert sorted(p.name for p in tmp_path.iterdir() if not p.name.startswith(".")) == ["results", "submission"]
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".")) == sorted(
+        [".submission.studyctl-lock", os.readlink(out)]), "beside it: the lock and the one tree it links to"
 
     foreign = tmp_path / "mine"
     foreign.mkdir()
