@@ -13,6 +13,7 @@ from pydantic import ValidationError
 
 from studyctl.definition.auxiliary import auxiliary_points
 from studyctl.definition.catalog import ModelSpec
+from studyctl.definition.layout import over_max_ranks
 from studyctl.definition.objects import object_point_problems
 from studyctl.definition.planned import Exclusion, ExclusionKind, PlannedPoint
 from studyctl.definition.points import CHECKPOINT_AXES, CheckpointOptions, Point
@@ -158,6 +159,7 @@ def _combo(sweep: SweepFile, models: dict[str, ModelSpec], combo: tuple[dict[str
         "checkpoint": _checkpoint_options(sweep.where, sweep.checkpoint, overrides, sweep.training.simulated_step,
                                           frozenset(sweep.checkpoint.model_fields_set)),
     }
+    _check_world(sweep, values["nodes"], values["ranks_per_node"])
     _check_replaced_nodes(sweep, fields["checkpoint"], values["nodes"])
     problems = _problems(fields["model"], values["nodes"] * values["ranks_per_node"], values["tensor_parallel"],
                          values["pipeline_parallel"], values["zero_stage"], fields["checkpoint"].subset_world_size)
@@ -168,6 +170,14 @@ def _combo(sweep: SweepFile, models: dict[str, ModelSpec], combo: tuple[dict[str
     problems = (*problems, *restart_problems)
     infeasible = Exclusion(ExclusionKind.INFEASIBLE, "; ".join(problems)) if problems else None
     return values, fields, infeasible
+
+
+def _check_world(sweep: SweepFile, nodes: int, ranks_per_node: int) -> None:
+    """Each axis is bounded where the sweep is read; their product, the point's world, is bounded here."""
+    problem = over_max_ranks(nodes * ranks_per_node)
+    if problem:
+        raise UserError(f"{sweep.where}: matrix: nodes × ranks_per_node = {nodes:,} × {ranks_per_node:,} ranks: "
+                        f"{problem}")
 
 
 def _check_replaced_nodes(sweep: SweepFile, opts: CheckpointOptions, nodes: int) -> None:

@@ -17,6 +17,7 @@ from studyctl.definition.catalog import ARCHITECTURE_DEFAULTS, ModelSpec
 from studyctl.definition.filesystems import ObjectStoreSpec
 from studyctl.definition.layout import (
     CheckpointFile,
+    MAX_RANKS,
     LayoutSummary,
     Naming,
     Parallelism,
@@ -76,7 +77,7 @@ class CheckpointOptions(BaseModel):
                                      description="fraction kept free")
     naming: Naming = Field("dlio", description="file and folder names: DLIO's exactly, or DeepSpeed's")
     fsync: bool = Field(True, description="fsync every file; false only mirrors DLIO, labelled 'no fsync'")
-    subset_world_size: int | None = Field(None, ge=1, description=(
+    subset_world_size: int | None = Field(None, ge=1, le=MAX_RANKS, description=(
         "MLPerf subset mode (node-local storage): the full run's process count; this point's ranks write "
         "the first ranks' share of that run's checkpoint"))
     strategy: Strategy = Field("sync", json_schema_extra=_OMIT_AT_DEFAULT,

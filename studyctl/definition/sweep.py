@@ -28,6 +28,7 @@ from studyctl.definition.calibration_spec import CalibrationSetting, Calibration
 from studyctl.definition.catalog import CATALOG, DIMENSIONS, DTYPE_BYTES, MlpKind, ModelSpec, lookup
 from studyctl.definition.ceilings_spec import CeilingsSetting
 from studyctl.definition.filesystems import FILESYSTEM_KINDS, FilesystemSpec
+from studyctl.definition.layout import over_max_ranks
 from studyctl.definition.names import plain_name
 from studyctl.definition.options import LocalOptions, SlurmOptions
 from studyctl.definition.points import CHECKPOINT_AXES, CheckpointOptions, IoMode
@@ -48,6 +49,18 @@ def _zero_alias(value: Any) -> Any:
 
 ZeroStage = Annotated[Literal[0, 1, 2, 3], BeforeValidator(_zero_alias)]
 RecoveryValue = Annotated[Recovery | None, BeforeValidator(parse_recovery)]
+# Axes that size a world: each value at most MAX_RANKS (and so is their product, checked at expansion).
+WORLD_AXES = ("nodes", "ranks_per_node", "tensor_parallel", "pipeline_parallel")
+
+
+def _world_bound(value: int) -> int:
+    problem = over_max_ranks(value)
+    if problem:
+        raise ValueError(problem)
+    return value
+
+
+Ranks = Annotated[PositiveInt, AfterValidator(_world_bound)]
 
 
 class _Strict(BaseModel):
@@ -107,10 +120,10 @@ class _PointAxes(_Strict):
 
     model: list[str] | None = None  # subset of `models` by name; default: all
     zero_stage: list[ZeroStage] = [1]
-    nodes: list[PositiveInt] = [1]
-    ranks_per_node: list[PositiveInt] = [1]
-    tensor_parallel: list[PositiveInt] = [1]
-    pipeline_parallel: list[PositiveInt] = [1]
+    nodes: list[Ranks] = [1]  # each value, and nodes × ranks_per_node, at most MAX_RANKS (2^20)
+    ranks_per_node: list[Ranks] = [1]
+    tensor_parallel: list[Ranks] = [1]
+    pipeline_parallel: list[Ranks] = [1]
     filesystem: list[str] | None = None  # default: every filesystem
     io_mode: list[IoMode] = ["buffered"]
     recovery: list[RecoveryValue] = [None]  # restarts after a failure (definition.recovery); none: no restart
@@ -204,6 +217,9 @@ def _zip_group(group: dict[str, list[Any]]) -> dict[str, list[Any]]:
     for key in group:
         if key not in AXES:
             raise ValueError(_unknown_axis(key))
+        for value in group[key] if key in WORLD_AXES else ():
+            if isinstance(value, int) and not isinstance(value, bool) and over_max_ranks(value):
+                raise ValueError(f"{key}: {over_max_ranks(value)}")
     lengths = {len(v) for v in group.values()}
     if len(group) < 2 or len(lengths) != 1 or 0 in lengths:
         raise ValueError("a zip group needs two or more axes, lists of one equal, non-zero length")
