@@ -16,8 +16,8 @@ from pydantic.json_schema import JsonDict
 from studyctl.definition.catalog import ARCHITECTURE_DEFAULTS, ModelSpec
 from studyctl.definition.filesystems import ObjectStoreSpec
 from studyctl.definition.layout import (
-    CheckpointFile,
     MAX_RANKS,
+    CheckpointFile,
     LayoutSummary,
     Naming,
     Parallelism,

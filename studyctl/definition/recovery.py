@@ -6,9 +6,9 @@ simulated training step. Scenarios, as written in a sweep:
 - `same`: the job restarts in the same shape (every file from shared storage, as after a full restart);
 - `{lost_nodes: N}`: the same shape, N nodes replaced (their node-local tier is gone: tiered points only);
 - `{shrink_to: RANKS}` / `{grow_to: RANKS}`: the restart's world size in ranks, at most MAX_RANKS (2^20; not
-  nodes; ranks_per_node is kept, so its nodes = RANKS / ranks_per_node), with `tensor_parallel` / `pipeline_parallel` when they change
-  too. ZeRO stage is kept. Each new rank reads exactly its byte ranges of the old files (the reshard map,
-  `definition.reshard`).
+  nodes; ranks_per_node is kept, so its nodes = RANKS / ranks_per_node), with `tensor_parallel` /
+  `pipeline_parallel` when they change too. ZeRO stage is kept. Each new rank reads exactly its byte ranges of
+  the old files (the reshard map, `definition.reshard`).
 `none` (the default) is a point without a restart. Impossible restarts are infeasible points at plan time, with
 the reason (`recovery_problems`).
 """
