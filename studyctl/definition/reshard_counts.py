@@ -92,44 +92,42 @@ def _scaled_kind(m: ModelSpec, old: Parallelism, rank: int, kind: str, scale: fl
 
 def optimizer_reads(m: ModelSpec, old: Parallelism, new: Parallelism, scale: float, naming: Naming
                     ) -> tuple[list[int], list[int]]:
-    """Per optimizer piece of the new layout: the old optimizer files its rank opens, and their bytes it reads."""
+    """Per optimizer piece of the new layout: the old optimizer files its rank opens, and their bytes it reads.
+
+    A piece spans old pieces from its start to its end (whole ones between), and reads the small state from the
+    first. Q(x), the scaled offsets of element x summed over the groups, is found once per piece boundary: the
+    bytes of elements [a, b) of an old piece are Q(b) − Q(a), of a whole one Q(n) − Q(0)."""
     n_new, _ = optimizer_sizes(m, new)
     n_old, small = optimizer_sizes(m, old)
     writers, span = optimizer_writers(old), n_old + small
     f = _scaled_kind(m, old, optimizer_writer(old, 0), "optimizer", scale, naming)
-    groups = [g * span for g in range(OPTIMIZER_GROUPS)]
-    if f.nominal == f.scaled:
-        def part(a: int, b: int) -> int:  # elements [a, b) of an old piece, in every group
-            return len(groups) * (b - a) * f.per
-    else:
-        mul, nominal = f.per * f.scaled, f.nominal
-        starts = [g * mul for g in groups]
+    starts = [g * span for g in range(OPTIMIZER_GROUPS)]
 
-        def part(a: int, b: int) -> int:
-            return sum((g + b * mul) // nominal - (g + a * mul) // nominal for g in starts)
+    def q(x: int) -> int:
+        return sum(f.at(g + x) for g in starts)
 
-    small_bytes = part(n_old, n_old + small)
-    whole = part(0, n_old)
+    q_start, q_end = q(0), q(n_old)
+    small_bytes, whole = q(n_old + small) - q_end, q_end - q_start
+    limit = writers * n_old  # past it: elements in no old piece
+    pieces = optimizer_writers(new)
+    at = [q(min(p * n_new, limit) % n_old) for p in range(pieces + 1)] if n_old else []  # Q at each boundary
     files: list[int] = []
     nbytes: list[int] = []
-    for piece in range(optimizer_writers(new)):
+    for piece in range(pieces):
         lo = piece * n_new
-        hi = lo + n_new
-        first = min(lo // max(n_old, 1), writers - 1)
-        if n_old <= 0 or hi <= lo or first * n_old + n_old <= lo:  # no old piece holds it: the small state only
+        if lo >= limit or n_new == 0:  # no old piece holds it: the small state of the last (or its first) only
             files.append(1 if small_bytes else 0)
             nbytes.append(small_bytes)
             continue
-        last = min(writers, -(-hi // n_old)) - 1
-        head = part(lo - first * n_old, min(hi - first * n_old, n_old)) + small_bytes
-        if last == first:
-            files.append(1 if head else 0)
-            nbytes.append(head)
-            continue
-        tail = part(0, min(hi - last * n_old, n_old))
-        middle = last - first - 1
-        files.append((1 if head else 0) + (1 if tail else 0) + (middle if whole else 0))
-        nbytes.append(head + tail + middle * whole)
+        first = lo // n_old
+        last = min(lo + n_new, limit) // n_old
+        if first == last:
+            head, middle, tail = at[piece + 1] - at[piece], 0, 0
+        else:
+            head, middle, tail = q_end - at[piece], last - first - 1, at[piece + 1] - q_start
+        head += small_bytes
+        files.append((1 if head else 0) + (middle if whole else 0) + (1 if tail else 0))
+        nbytes.append(head + middle * whole + tail)
     return files, nbytes
 
 
@@ -184,10 +182,12 @@ def sharded_weight_reads(m: ModelSpec, old: Parallelism, new: Parallelism, scale
                 new_piece = n // new.tensor if split else n
                 tensors.append((split, new_piece, new_piece // new_shards, piece, size, old_shards * size, sums,
                                 sums[size] - sums[0]))
+    # TP kept: every TP rank of a shard reads its own TP rank's files alike (all old files have one layout), so
+    # TP rank 0's figures stand for every TP rank of its shard
     same_tp = new.tensor == old_tp_count
     files: list[int] = []
     nbytes: list[int] = []
-    for rank in range(new.world_size):
+    for rank in range(0, new.world_size, new.tensor if same_tp else 1):
         tp, shard = rank % new.tensor, rank // new.tensor
         opened: set[int] = set()
         moved = 0
@@ -222,6 +222,8 @@ def sharded_weight_reads(m: ModelSpec, old: Parallelism, new: Parallelism, scale
                 moved += head + tail
         files.append(len(opened))
         nbytes.append(moved)
+    if same_tp:
+        return [v for v in files for _ in range(new.tensor)], [v for v in nbytes for _ in range(new.tensor)]
     return files, nbytes
 
 
