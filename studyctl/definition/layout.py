@@ -17,17 +17,6 @@ from studyctl.definition.catalog import ARCHITECTURE_DEFAULTS, ModelSpec
 
 OPTIMIZER_GROUPS = 3  # fp32 master weights, Adam m, Adam v
 OPTIMIZER_SMALL_TENSOR_FACTOR = 5  # DLIO adds 3 tensors of 5h elements; kept for exact agreement
-# The most ranks any world may have (a point's, its restart's, a subset run's full one), and so the most nodes,
-# ranks per node or TP/PP degree: 2^20, about ten times the largest training run built so far, so no real cluster
-# reaches it, while a typo (2^63) is refused at once instead of being planned rank by rank.
-MAX_RANKS = 1 << 20
-
-
-def over_max_ranks(value: int) -> str | None:
-    """Why `value` is too large a world (or a part of one), or None: the one wording of the bound."""
-    if value <= MAX_RANKS:
-        return None
-    return f"{value:,} is over the most ranks a world may have, {MAX_RANKS:,} (MAX_RANKS)"
 
 
 Naming = Literal["dlio", "deepspeed"]

@@ -20,8 +20,9 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from studyctl.definition.catalog import ModelSpec
-from studyctl.definition.layout import Parallelism, over_max_ranks, step_dir_name
+from studyctl.definition.layout import Parallelism, step_dir_name
 from studyctl.definition.training import SimulatedStep
+from studyctl.definition.worlds import over_max_ranks
 
 Scenario = Literal["same", "lost_nodes", "shrink", "grow"]
 # The sweep's keys of a scenario given as a mapping, and the scenario each names.

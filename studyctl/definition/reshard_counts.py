@@ -162,6 +162,26 @@ class _Offsets(dict[int, int]):
         return value
 
 
+_ShardTensor = tuple[bool, int, int, int, int, int, _Offsets, int]
+
+
+def _shard_tensors(m: ModelSpec, old: Parallelism, new: Parallelism, f: _Scaled) -> list[_ShardTensor]:
+    """Per tensor of the old file's runs: (split by TP, its new TP piece, a new shard's elements of it, its old TP
+    piece, an old shard's elements, the elements in old shards, B of the run, a whole old shard's bytes)."""
+    old_shards, new_shards = model_shards(old), model_shards(new)
+    tensors = []
+    for layers, starts, reps, stride in _runs(m, old):
+        for (n, split), start in zip(layers, starts, strict=True):
+            piece = n // old.tensor if split else n
+            size = piece // old_shards
+            if size > 0:
+                sums = _Offsets(f, start, reps, stride)
+                new_piece = n // new.tensor if split else n
+                tensors.append((split, new_piece, new_piece // new_shards, piece, size, old_shards * size, sums,
+                                sums[size] - sums[0]))
+    return tensors
+
+
 def sharded_weight_reads(m: ModelSpec, old: Parallelism, new: Parallelism, scale: float,
                          naming: Naming) -> tuple[list[int], list[int]]:
     """ZeRO-3 (one pipeline stage both sides): per new rank, the old model files it opens, and their bytes.
@@ -170,18 +190,8 @@ def sharded_weight_reads(m: ModelSpec, old: Parallelism, new: Parallelism, scale
     the bytes of its elements [c, d) in one shard are B(d) − B(c), and a whole shard's are the same for every
     shard: per rank and tensor a few sums (`tensor_layout.held`, `cuts` and `weight_holder`, inlined: one stage,
     old rank tp + TP·shard)."""
-    f = _scaled_kind(m, old, 0, "model", scale, naming)
-    old_tp_count, old_shards, new_shards = old.tensor, model_shards(old), model_shards(new)
-    tensors = []
-    for layers, starts, reps, stride in _runs(m, old):
-        for (n, split), start in zip(layers, starts, strict=True):
-            piece = n // old_tp_count if split else n
-            size = piece // old_shards
-            if size > 0:
-                sums = _Offsets(f, start, reps, stride)
-                new_piece = n // new.tensor if split else n
-                tensors.append((split, new_piece, new_piece // new_shards, piece, size, old_shards * size, sums,
-                                sums[size] - sums[0]))
+    old_tp_count = old.tensor
+    tensors = _shard_tensors(m, old, new, _scaled_kind(m, old, 0, "model", scale, naming))
     # TP kept: every TP rank of a shard reads its own TP rank's files alike (all old files have one layout), so
     # TP rank 0's figures stand for every TP rank of its shard
     same_tp = new.tensor == old_tp_count

@@ -28,12 +28,12 @@ from studyctl.definition.calibration_spec import CalibrationSetting, Calibration
 from studyctl.definition.catalog import CATALOG, DIMENSIONS, DTYPE_BYTES, MlpKind, ModelSpec, lookup
 from studyctl.definition.ceilings_spec import CeilingsSetting
 from studyctl.definition.filesystems import FILESYSTEM_KINDS, FilesystemSpec
-from studyctl.definition.layout import over_max_ranks
 from studyctl.definition.names import plain_name
 from studyctl.definition.options import LocalOptions, SlurmOptions
 from studyctl.definition.points import CHECKPOINT_AXES, CheckpointOptions, IoMode
 from studyctl.definition.recovery import Recovery, parse_recovery
 from studyctl.definition.training import TrainingSpec
+from studyctl.definition.worlds import WORLD_AXES, Ranks, over_max_ranks
 from studyctl.definition.yamlpos import Loc, line_of, load_yaml_with_lines
 from studyctl.errors import UserError
 
@@ -49,18 +49,6 @@ def _zero_alias(value: Any) -> Any:
 
 ZeroStage = Annotated[Literal[0, 1, 2, 3], BeforeValidator(_zero_alias)]
 RecoveryValue = Annotated[Recovery | None, BeforeValidator(parse_recovery)]
-# Axes that size a world: each value at most MAX_RANKS (and so is their product, checked at expansion).
-WORLD_AXES = ("nodes", "ranks_per_node", "tensor_parallel", "pipeline_parallel")
-
-
-def _world_bound(value: int) -> int:
-    problem = over_max_ranks(value)
-    if problem:
-        raise ValueError(problem)
-    return value
-
-
-Ranks = Annotated[PositiveInt, AfterValidator(_world_bound)]
 
 
 class _Strict(BaseModel):

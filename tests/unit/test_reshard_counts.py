@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from hypothesis import assume, given, settings
+from hypothesis import assume, example, given, settings
 from hypothesis import strategies as st
 
 from studyctl.definition.catalog import ModelSpec, lookup
@@ -35,21 +35,32 @@ def rank_by_rank(model: ModelSpec, old: Parallelism, new: Parallelism, scale: fl
                           sum(nbytes) / len(nbytes), sum(nbytes), sent)
 
 
-@settings(max_examples=300, deadline=None)
-@given(model=st.sampled_from(MODELS), zero=st.sampled_from((0, 1, 2, 3)), tp=st.sampled_from((1, 2, 4)),
-       pp=st.integers(1, 3), dp=st.integers(1, 4), world=st.integers(1, 12),
-       new_tp=st.sampled_from((None, 1, 2, 4)), new_pp=st.sampled_from((None, 1, 2, 3)),
-       scale=st.sampled_from((1.0, 0.5, 0.07, 0.003, 1e-6)), restore=st.sampled_from(("full", "rank", "broadcast")))
-def test_the_arithmetic_equals_the_map_summed_rank_by_rank(model: ModelSpec, zero: int, tp: int, pp: int, dp: int,
-                                                           world: int, new_tp: int | None, new_pp: int | None,
-                                                           scale: float, restore: str) -> None:
+@st.composite
+def restarts(draw: st.DrawFn) -> tuple[ModelSpec, Parallelism, Parallelism]:
+    """A valid checkpoint layout and a valid restart of it, small enough to list every rank's reads."""
+    model, zero = draw(st.sampled_from(MODELS)), draw(st.sampled_from((0, 1, 2, 3)))
+    most_pp = 1 if zero == 3 else 3  # ZeRO-3 runs one pipeline stage
+    tp, pp, dp = draw(st.sampled_from((1, 2, 4))), draw(st.integers(1, most_pp)), draw(st.integers(1, 5))
     assume(not layout_problems(model, tp * pp * dp, tp, pp, zero))
     old = Parallelism(tp, pp, dp, zero)
+    world = draw(st.integers(1, 12))
+    new_tp, new_pp = draw(st.sampled_from((None, 1, 2, 4))), draw(st.sampled_from((None, 1, 2, 3)[:most_pp + 1]))
     try:
-        new = restart_parallelism(old, world, new_tp, new_pp, model=model)
+        return model, old, restart_parallelism(old, world, new_tp, new_pp, model=model)
     except ReshardError:
         assume(False)
         raise
+
+
+@settings(max_examples=400, deadline=None)
+@given(case=restarts(), scale=st.sampled_from((1.0, 0.5, 0.07, 0.003, 1e-6)),
+       restore=st.sampled_from(("full", "rank", "broadcast")))
+@example(case=(TINY, Parallelism(1, 1, 3, 3), Parallelism(1, 1, 2, 3)), scale=1.0, restore="full")  # a remainder
+@example(case=(TINY, Parallelism(2, 1, 3, 3), Parallelism(4, 1, 2, 3)), scale=0.07, restore="rank")  # TP 2 → 4
+@example(case=(GPTISH, Parallelism(1, 2, 2, 1), Parallelism(1, 1, 3, 1)), scale=0.003, restore="broadcast")
+def test_the_arithmetic_equals_the_map_summed_rank_by_rank(case: tuple[ModelSpec, Parallelism, Parallelism],
+                                                           scale: float, restore: str) -> None:
+    model, old, new = case
     assert reshard_summary(model, old, new, scale, "dlio", restore) == rank_by_rank(model, old, new, scale, restore)
 
 
