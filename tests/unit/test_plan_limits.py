@@ -13,7 +13,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from studyctl.definition.catalog import lookup
+from studyctl.definition.catalog import CATALOG
 from studyctl.definition.expand import expand
 from studyctl.definition.filesystems import ObjectStoreSpec
 from studyctl.definition.layout import rank_files, step_dir_name
@@ -113,7 +113,7 @@ def s3_point(tmp_path: Path, part_mib: int, prefix: str = "ckpt") -> PlannedPoin
 
 
 def test_an_object_of_more_parts_than_s3_takes_is_refused_with_the_part_size_that_fits(tmp_path: Path) -> None:
-    files = rank_files(lookup("llama_7b"), s3_point(tmp_path, 5).point.parallelism, 0)
+    files = rank_files(CATALOG["llama_7b"], s3_point(tmp_path, 5).point.parallelism, 0)
     largest = max(files, key=lambda f: f.nbytes)
     part_mib = MIN_PART_BYTES // MIB
     assert parts_of(largest.nbytes, part_mib * MIB) > MAX_PARTS  # the case: S3 would fail it mid-upload

@@ -6,7 +6,7 @@ from __future__ import annotations
 from hypothesis import assume, example, given, settings
 from hypothesis import strategies as st
 
-from studyctl.definition.catalog import ModelSpec, lookup
+from studyctl.definition.catalog import CATALOG, ModelSpec
 from studyctl.definition.layout import Parallelism, layout_problems
 from studyctl.definition.reshard import ReshardError, rank_reads, reshard_split, restart_parallelism
 from studyctl.definition.reshard_counts import ReshardSummary, floor_sum, reshard_summary
@@ -16,7 +16,7 @@ TINY = ModelSpec("tiny", num_layers=4, hidden_size=20, ffn_hidden_size=30, num_a
 GPTISH = ModelSpec("gptish", num_layers=3, hidden_size=16, ffn_hidden_size=40, num_attention_heads=4,
                    num_kv_heads=4, vocab_size=30, mlp="plain", tied_embeddings=True, biases=True,
                    position_embeddings=8)
-MODELS = (TINY, GPTISH, lookup("llama_7b"))
+MODELS = (TINY, GPTISH, CATALOG["llama_7b"])
 
 
 def rank_by_rank(model: ModelSpec, old: Parallelism, new: Parallelism, scale: float, restore: str
