@@ -23,8 +23,12 @@ from studyctl.definition.points import CheckpointOptions, WorkerTask
 from studyctl.definition.sweep import load_sweep
 from studyctl.definition.worlds import MAX_RANKS
 from studyctl.errors import UserError
+from studyctl.objstore.counts import RequestCounts
+from studyctl.objstore.errors import ObjectStoreError
 from studyctl.objstore.limits import MAX_KEY_BYTES, MAX_PART_BYTES, MAX_PARTS, MIN_PART_BYTES
 from studyctl.units import MIB, format_bytes
+from worker.io import Split
+from worker.objects import ObjectStore
 from worker.record import MAX_REASON_CHARS, write_error
 
 SWEEP = """\
@@ -176,3 +180,23 @@ def test_a_long_recorded_reason_keeps_its_cause(tmp_path: Path) -> None:
     recorded = json.loads((tmp_path / "e.json").read_text())["reason"]
     assert len(recorded) <= MAX_REASON_CHARS and "\n" not in recorded
     assert recorded.startswith("s3://studyctl/kkk") and recorded.endswith("KeyTooLongError (Your key is too long.)")
+
+
+@pytest.mark.parametrize("what", ["parts", "key"])
+def test_the_worker_refuses_what_s3_would_before_any_request(tmp_path: Path, what: str) -> None:
+    """A point plan let through by mistake: its rank's PUT fails at once with the limit, not after 48.8 GiB."""
+    planned = s3_point(tmp_path, MIN_PART_BYTES // MIB)
+    task = WorkerTask(study="s3limits", point_id=planned.point.point_id, point=planned.point, data_key="aaaa1111",
+                      filesystem_path="s3://studyctl/ckpt", object_store=planned_store(tmp_path, "ckpt"),
+                      result_path="/r", error_path="/e")
+    store = ObjectStore(task)
+    try:
+        nbytes = (MAX_PARTS + 1) * MIN_PART_BYTES if what == "parts" else MIB
+        name = "f" if what == "parts" else "f" * MAX_KEY_BYTES
+        with pytest.raises(ObjectStoreError) as info:
+            store.put(store.key("step", name), memoryview(bytearray(MIB)), nbytes, Split())
+    finally:
+        store.close()
+    words = f"{MAX_PARTS + 1:,} parts, over S3's {MAX_PARTS:,}" if what == "parts" else f"over S3's {MAX_KEY_BYTES:,}"
+    assert words in info.value.reason and "s3://studyctl/ckpt" in info.value.reason
+    assert store.counts == RequestCounts()  # no request was made
