@@ -145,6 +145,8 @@ def store_limit_problems(point: Point, url: str, store: ObjectStoreSpec, study: 
     opts = point.checkpoint
     name, nbytes, longest = _extremes(point.model, point.parallelism, opts.scale, opts.naming)
     problems = [p for p in (object_size_problem(name, nbytes, opts.part_mib),) if p]
+    if problems and smallest_part_mib(nbytes) > opts.buffer_mib:
+        problems[0] += " (and buffer_mib at least as large: a part is a slice of the rank's buffer)"
     root = object_target(url, store)
     study_dir = study_dir_name(study, "k" * len(data_key(Path("/"))))
     step = step_dir_name(max(opts.writes - 1, 0), opts.naming)

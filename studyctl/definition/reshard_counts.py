@@ -1,7 +1,7 @@
 """What one restore onto a restart layout reads, counted over its ranks without listing each rank's byte ranges.
 
 The figures are exactly those of summing `reshard.reshard_split` rank by rank (what each restarted rank reads),
-found by arithmetic, so that planning a 100,000-rank restart takes well under a second:
+found by arithmetic, a few integer operations per rank (`python -m benchmarks plan_restart`):
 - a rank's bytes of one file are the sum of its pieces' lengths as written (pieces never overlap, so merging
   adjacent ones changes no sum), and it opens the files of which it reads at least one byte;
 - its optimizer piece spans consecutive old pieces: whole ones in the middle (the same bytes each), partial ones

@@ -132,6 +132,14 @@ def test_an_object_of_more_parts_than_s3_takes_is_refused_with_the_part_size_tha
     assert "parts" in (s3_point(tmp_path, fits - 1).exclude_reason or "")
 
 
+def test_the_part_size_that_fits_asks_for_a_buffer_that_holds_it(tmp_path: Path) -> None:
+    path = tmp_path / "s3.yaml"
+    path.write_text(S3_SWEEP.replace("PREFIX", "ckpt").replace("PART", "5").replace("buffer_mib: 64",
+                                                                                    "buffer_mib: 6, block_mib: 4"))
+    (point,) = expand(load_sweep(path))
+    assert "(and buffer_mib at least as large: a part is a slice of the rank's buffer)" in (point.exclude_reason or "")
+
+
 def test_a_key_longer_than_s3_takes_is_refused_naming_its_long_part(tmp_path: Path) -> None:
     prefix = "p" * (MAX_KEY_BYTES - 40)
     planned = s3_point(tmp_path, 16, prefix)
