@@ -262,7 +262,8 @@ def reshard_summary(model: ModelSpec, old: Parallelism, new: Parallelism, scale:
     shared = replica_kinds(model, new.zero_stage)
     by_piece = optimizer_reads(model, old, new, scale, naming)
     order = [optimizer_piece(new, rank) for rank in range(new.model_parallel)]  # the pieces of DP replica 0
-    step = optimizer_piece(new, new.model_parallel) - order[0] if new.data > 1 else 0  # from replica to replica
+    # a rank's piece moves by one step from a DP replica to the next (1 under ZeRO >= 1, 0 under ZeRO 0)
+    step = optimizer_piece(new, new.model_parallel) - order[0] if new.data > 1 else 0
     kinds = {"model": weight_reads(model, old, new, scale, naming),
              "optimizer": tuple([values[p + dp * step] for dp in range(new.data) for p in order]
                                 for values in by_piece)}
