@@ -1,6 +1,7 @@
 """`python -m benchmarks all` (or one of: orchestrator, status, collect, memory, submission, fio, buffered,
-strategies, ledger, ceilings; `projection`, `s3_clients` and `hung_timeout` run only when named: a 20 GiB
-checkpoint; the project's S3 server, started when down; minutes of three busy loops loading the machine)."""
+strategies, ledger, ceilings; `projection`, `s3_clients`, `hung_timeout` and `plan_restart` run only when named: a
+20 GiB checkpoint; the project's S3 server, started when down; minutes of three busy loops loading the machine;
+the code before a change checked out and run)."""
 
 from __future__ import annotations
 
@@ -74,6 +75,10 @@ def main(argv: list[str]) -> int:
         from benchmarks import s3_worker
 
         s3_worker.main(repeat)
+    if which == "plan_restart":  # not in `all`: the code before is checked out and runs for minutes
+        from benchmarks import plan_restart
+
+        plan_restart.main(repeat if len(argv) > 1 else 3)
     if which == "projection":  # not in `all`: a 20 GiB checkpoint, ~45 GiB of scratch disk, minutes
         from benchmarks import projection_bench
 

@@ -118,10 +118,12 @@ def _point_statuses(study: StudyPaths) -> list[PointStatus]:
     for p in read_points(study):
         label = point_label({**point_settings(p.point), "repetition": p.point.repetition})
         if p.excluded:
-            out.append(PointStatus(p.point_id, EXCLUDED, p.attempts, excluded_reason=p.exclude_reason, label=label))
+            out.append(PointStatus(p.point_id, EXCLUDED, p.attempts, excluded_reason=p.exclude_reason, label=label,
+                                   role=p.point.role))
         else:
             out.append(PointStatus(p.point_id, p.state.value, p.attempts,
-                                   failure_reason=p.latest.reason if p.latest else None, label=label))
+                                   failure_reason=p.latest.reason if p.latest else None, label=label,
+                                   role=p.point.role))
     return out
 
 

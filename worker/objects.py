@@ -26,7 +26,7 @@ from time import perf_counter_ns
 from typing import Any, TypeVar
 
 from studyctl.definition.layout import CheckpointFile
-from studyctl.definition.objects import object_target, place_target
+from studyctl.definition.objects import key_problem, object_size_problem, object_target, place_target
 from studyctl.definition.points import WorkerTask
 from studyctl.objstore.cache import drop_server_cache
 from studyctl.objstore.client import ObjectClient
@@ -97,7 +97,11 @@ class ObjectStore:
         return ph.split
 
     def put(self, key: str, data: memoryview, nbytes: int, split: io.Split) -> None:
-        """One object from `data` (its first `nbytes`, or cycling through it), timed as transfer."""
+        """One object from `data` (its first `nbytes`, or cycling through it), timed as transfer; one S3 would
+        refuse (plan refuses its point first) fails before any request, with the limit as its reason."""
+        problem = object_size_problem(key, nbytes, self.part // MIB) or key_problem(key)
+        if problem:
+            raise ObjectStoreError(f"{self.target.describe()}: {problem}")
         began = perf_counter_ns()
         try:
             if nbytes <= len(data):

@@ -94,11 +94,27 @@ class RecordRefused(Exception):
     exits RECORD_REFUSED_EXIT, the one way left to say so."""
 
 
+# A recorded reason's most characters: its start (what failed) and its end (the cause) are kept, the middle
+# (e.g. a long object key, named twice) is cut.
+MAX_REASON_CHARS = 1000
+CUT = " … "
+
+
+def one_line(reason: str, limit: int = MAX_REASON_CHARS) -> str:
+    """`reason` on one line of at most `limit` characters, its middle cut where it is longer: the cause, which
+    comes last, is never lost."""
+    text = " ".join(reason.split())
+    if len(text) <= limit:
+        return text
+    head = (limit - len(CUT)) // 3
+    return f"{text[:head]}{CUT}{text[len(text) - (limit - len(CUT) - head):]}"
+
+
 def write_error(task: WorkerTask, failure_class: str, reason: str) -> None:
     """A known failure's record (one line of reason), written atomically where the backend looks for it;
     RecordRefused when the results disk has no room for it."""
     record = WorkerError(schema_version=SCHEMA_VERSION, point_id=task.point_id, attempt=task.attempt,
-                         failure_class=failure_class, reason=" ".join(reason.split())[:1000])
+                         failure_class=failure_class, reason=one_line(reason))
     try:
         atomic_write_text(Path(task.error_path), record.model_dump_json(indent=1))
     except OSError as exc:

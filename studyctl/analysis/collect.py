@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import studyctl
+from studyctl.analysis.ceiling_gaps import ceilings_setting
 from studyctl.analysis.dlio_import import DlioRun, import_runs
 from studyctl.analysis.hardware import share_lines
 from studyctl.analysis.plots import Plot, make_plots, training_plots
@@ -38,7 +39,7 @@ from studyctl.fsutil import atomic_write_json, owned_dir
 from studyctl.states import NOT_FAILED, State
 
 __all__ = ["CollectResult", "DlioRun", "Failure", "PointStatus", "Problem", "Tables", "build_tables", "collect"]
-MANIFEST_VERSION = 4  # 4: filesystem and object store request plots
+MANIFEST_VERSION = 5  # 4: filesystem and object store request plots; 5: why ceilings are missing
 
 
 @dataclass
@@ -267,7 +268,7 @@ def collect(study_dir: Path, statuses: Sequence[PointStatus] | None = None,
     result = CollectResult(paths.name, paths.root, False, measured, len(tables.summary), completed, failed,
                            written + ratio_files, plots, skipped, ratio_lines, html, md, tables.problems,
                            tables.failures, tables.files_read, tables.files_cached, tables.left_out,
-                           share_lines(tables.summary, tables.ceilings))
+                           share_lines(tables.summary, tables.ceilings, statuses, ceilings_setting(paths.sweep_copy)))
     _save_manifest(manifest_path, stamp, result)
     return result
 

@@ -12,14 +12,17 @@ median over a shape's ceiling points standing for it. Columns this adds to the s
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
+from studyctl.analysis.ceiling_gaps import gap_lines, no_ceiling_line
 from studyctl.analysis.cells import DERIVED, describe_cell, independent, varying
 from studyctl.analysis.limits import CellFacts, name_limit
 from studyctl.analysis.rank_load import SPLIT_FIELDS
+from studyctl.analysis.status import PointStatus
 from studyctl.analysis.values import missing
 from studyctl.definition.shapes import Shape
 from studyctl.definition.yamlpos import load_yaml_bounded
@@ -185,16 +188,18 @@ def add_hardware(summary: pd.DataFrame, ranks: pd.DataFrame, checkpoints: pd.Dat
 MAX_LINES = 12
 
 
-def share_lines(summary: pd.DataFrame, ceilings: pd.DataFrame) -> list[str]:
-    """What `collect` prints: the ceilings measured; per cell × phase its share of the ceiling and its limit (the
+def share_lines(summary: pd.DataFrame, ceilings: pd.DataFrame, statuses: Sequence[PointStatus] | None = None,
+                setting: str | None = None) -> list[str]:
+    """What `collect` prints: the ceilings measured and the ceiling points that left none (`statuses`, the
+    ledger's; `setting`, the sweep's `ceilings:`); per cell × phase its share of the ceiling and its limit (the
     counts per limit for many cells)."""
     if summary.empty or "limit" not in summary:
         return []
     shapes = ceilings["shape"].nunique() if not ceilings.empty else 0
-    head = [f"ceilings of {shapes} resource shape(s) from {len(ceilings)} ceiling point(s)" if shapes else
-            "no ceilings measured (the sweep's `ceilings:` setting): shares and limits need them"]
     if not shapes:
-        return head
+        return [no_ceiling_line(statuses, setting)]
+    head = [f"ceilings of {shapes} resource shape(s) from {len(ceilings)} ceiling point(s)",
+            *gap_lines(statuses, set(ceilings["point_id"]))]
     if len(summary) > MAX_LINES:
         counts = summary["limit"].value_counts()
         told = ", ".join(f"{limit} {n}" for limit, n in counts.items())

@@ -18,6 +18,7 @@ class PointStatus:
     excluded_reason: str | None = None  # set for points the planner excluded
     resubmit_command: str | None = None  # default: studyctl sweep resubmit <study> --point <id>
     label: str = ""  # short config, e.g. "llama_7b ZeRO-1 2×4 lustre buffered rep 0"
+    role: str = "measure"  # the point's role: measure, or one a study adds itself (ceiling, calibration)
 
     @property
     def excluded(self) -> bool:

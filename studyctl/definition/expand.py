@@ -13,7 +13,7 @@ from pydantic import ValidationError
 
 from studyctl.definition.auxiliary import auxiliary_points
 from studyctl.definition.catalog import ModelSpec
-from studyctl.definition.objects import object_point_problems
+from studyctl.definition.objects import object_point_problems, store_limit_problems
 from studyctl.definition.planned import Exclusion, ExclusionKind, PlannedPoint
 from studyctl.definition.points import CHECKPOINT_AXES, CheckpointOptions, Point
 from studyctl.definition.recovery import parse_recovery
@@ -21,6 +21,7 @@ from studyctl.definition.recovery_plan import recovery_fields
 from studyctl.definition.strategies import strategy_problems
 from studyctl.definition.sweep import CONDITION, POINT_AXES, ZERO_ALIASES, SweepFile
 from studyctl.definition.training import SimulatedStep
+from studyctl.definition.worlds import over_max_ranks
 from studyctl.errors import UserError
 
 OPS = {"<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge, "==": operator.eq,
@@ -134,7 +135,7 @@ def iter_points(sweep: SweepFile) -> Iterator[PlannedPoint]:
             for fs in filesystems or [str(values["filesystem"])]:
                 point = Point.model_construct(**fields, filesystem=fs, repetition=repetition)
                 yield _planned(sweep, {**values, "filesystem": fs, "repetition": repetition}, point,
-                               infeasible or _object_problems(sweep, fs, fields), order)
+                               infeasible or _object_problems(sweep, point), order)
                 order += 1
 
 
@@ -158,6 +159,7 @@ def _combo(sweep: SweepFile, models: dict[str, ModelSpec], combo: tuple[dict[str
         "checkpoint": _checkpoint_options(sweep.where, sweep.checkpoint, overrides, sweep.training.simulated_step,
                                           frozenset(sweep.checkpoint.model_fields_set)),
     }
+    _check_world(sweep, values["nodes"], values["ranks_per_node"])
     _check_replaced_nodes(sweep, fields["checkpoint"], values["nodes"])
     problems = _problems(fields["model"], values["nodes"] * values["ranks_per_node"], values["tensor_parallel"],
                          values["pipeline_parallel"], values["zero_stage"], fields["checkpoint"].subset_world_size)
@@ -168,6 +170,14 @@ def _combo(sweep: SweepFile, models: dict[str, ModelSpec], combo: tuple[dict[str
     problems = (*problems, *restart_problems)
     infeasible = Exclusion(ExclusionKind.INFEASIBLE, "; ".join(problems)) if problems else None
     return values, fields, infeasible
+
+
+def _check_world(sweep: SweepFile, nodes: int, ranks_per_node: int) -> None:
+    """Each axis is bounded where the sweep is read; their product, the point's world, is bounded here."""
+    problem = over_max_ranks(nodes * ranks_per_node)
+    if problem:
+        raise UserError(f"{sweep.where}: matrix: nodes × ranks_per_node = {nodes:,} × {ranks_per_node:,} ranks: "
+                        f"{problem}")
 
 
 def _check_replaced_nodes(sweep: SweepFile, opts: CheckpointOptions, nodes: int) -> None:
@@ -198,15 +208,18 @@ def _problems(model: ModelSpec, world: int, tp: int, pp: int, zero: int, subset_
     return tuple(layout_problems(model, world, tp, pp, zero, subset_of))
 
 
-def _object_problems(sweep: SweepFile, filesystem: str, fields: dict[str, Any]) -> Exclusion | None:
-    """A point on an object store that asks for what it has not (O_DIRECT, page-cache eviction): infeasible."""
-    if sweep.filesystems[filesystem].object_store is None:
+def _object_problems(sweep: SweepFile, point: Point) -> Exclusion | None:
+    """A point on an object store that asks for what it has not (O_DIRECT, page-cache eviction), or whose objects
+    or keys S3 would refuse: infeasible."""
+    fs = sweep.filesystems[point.filesystem]
+    if fs.object_store is None:
         return None
-    problems = object_point_problems(fields["io_mode"], fields["checkpoint"])
-    if fields.get("recovery") is not None:  # the restart world reads files (worker.restart, worker.reshard_read)
-        problems = (*problems, f"recovery {fields['recovery'].label()}: a restart reads files; restarts from an "
+    problems = (*object_point_problems(point.io_mode, point.checkpoint),
+                *store_limit_problems(point, fs.path, fs.object_store, sweep.study))
+    if point.recovery is not None:  # the restart world reads files (worker.restart, worker.reshard_read)
+        problems = (*problems, f"recovery {point.recovery.label()}: a restart reads files; restarts from an "
                                "object store are not measured yet (recovery none)")
-    return Exclusion(ExclusionKind.INFEASIBLE, f"filesystem {filesystem} (kind s3): {'; '.join(problems)}") \
+    return Exclusion(ExclusionKind.INFEASIBLE, f"filesystem {point.filesystem} (kind s3): {'; '.join(problems)}") \
         if problems else None
 
 

@@ -29,7 +29,8 @@ from studyctl.definition.layout import (
 from studyctl.definition.places import Place, point_places, study_dir_name
 from studyctl.definition.recovery import Recovery
 from studyctl.definition.training import ComputeModel, SimulatedStep
-from studyctl.objstore.target import MIN_PART_BYTES
+from studyctl.definition.worlds import Ranks
+from studyctl.objstore.limits import MAX_PART_BYTES, MIN_PART_BYTES
 
 IoMode = Literal["buffered", "direct", "hybrid"]
 ColdRead = Literal["auto", "direct", "fadvise", "none"]
@@ -76,7 +77,7 @@ class CheckpointOptions(BaseModel):
                                      description="fraction kept free")
     naming: Naming = Field("dlio", description="file and folder names: DLIO's exactly, or DeepSpeed's")
     fsync: bool = Field(True, description="fsync every file; false only mirrors DLIO, labelled 'no fsync'")
-    subset_world_size: int | None = Field(None, ge=1, description=(
+    subset_world_size: Ranks | None = Field(None, description=(
         "MLPerf subset mode (node-local storage): the full run's process count; this point's ranks write "
         "the first ranks' share of that run's checkpoint"))
     strategy: Strategy = Field("sync", json_schema_extra=_OMIT_AT_DEFAULT,
@@ -103,9 +104,10 @@ class CheckpointOptions(BaseModel):
     allreduce_mib: float | None = Field(None, ge=0, json_schema_extra={**_OMIT_AT_DEFAULT, **_NOT_AN_AXIS},
                                         description="async/tiered: gradient all-reduce per simulated step and rank "
                                                     "(training.simulated_step.allreduce_mib)")
-    part_mib: int = Field(16, ge=MIN_PART_BYTES >> 20, le=5120, json_schema_extra=_OMIT_AT_DEFAULT,
+    part_mib: int = Field(16, ge=MIN_PART_BYTES >> 20, le=MAX_PART_BYTES >> 20, json_schema_extra=_OMIT_AT_DEFAULT,
                           description="object stores: multipart part size (an object at or below it is one PUT) "
-                                      "and ranged-GET size (S3's smallest part at least)")
+                                      "and ranged-GET size (S3's smallest and largest part; at most 10,000 parts "
+                                      "an object: plan refuses a point whose largest object needs more)")
     s3_concurrency: int = Field(4, ge=1, le=64, json_schema_extra=_OMIT_AT_DEFAULT,
                                 description="object stores: part uploads or ranged GETs in flight per rank")
 

@@ -5,10 +5,10 @@ A recovery point writes its checkpoints in its own layout, then a NEW launch of 
 simulated training step. Scenarios, as written in a sweep:
 - `same`: the job restarts in the same shape (every file from shared storage, as after a full restart);
 - `{lost_nodes: N}`: the same shape, N nodes replaced (their node-local tier is gone: tiered points only);
-- `{shrink_to: RANKS}` / `{grow_to: RANKS}`: the restart's world size in ranks (not nodes; ranks_per_node is
-  kept, so its nodes = RANKS / ranks_per_node), with `tensor_parallel` / `pipeline_parallel` when they change
-  too. ZeRO stage is kept. Each new rank reads exactly its byte ranges of the old files (the reshard map,
-  `definition.reshard`).
+- `{shrink_to: RANKS}` / `{grow_to: RANKS}`: the restart's world size in ranks, at most MAX_RANKS (2^20; not
+  nodes; ranks_per_node is kept, so its nodes = RANKS / ranks_per_node), with `tensor_parallel` /
+  `pipeline_parallel` when they change too. ZeRO stage is kept. Each new rank reads exactly its byte ranges of
+  the old files (the reshard map, `definition.reshard`).
 `none` (the default) is a point without a restart. Impossible restarts are infeasible points at plan time, with
 the reason (`recovery_problems`).
 """
@@ -22,6 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from studyctl.definition.catalog import ModelSpec
 from studyctl.definition.layout import Parallelism, step_dir_name
 from studyctl.definition.training import SimulatedStep
+from studyctl.definition.worlds import over_max_ranks
 
 Scenario = Literal["same", "lost_nodes", "shrink", "grow"]
 # The sweep's keys of a scenario given as a mapping, and the scenario each names.
@@ -71,6 +72,8 @@ def parse_recovery(value: Any) -> Recovery | None:
     count = value[key]
     if isinstance(count, bool) or not isinstance(count, int) or count < 1:
         raise ValueError(f"{key}: {count!r} is not a whole number ≥ 1")
+    if key != "lost_nodes" and over_max_ranks(count):
+        raise ValueError(f"{key}: {over_max_ranks(count)}")
     layout = {k: value[k] for k in LAYOUT_KEYS if k in value}
     if key == "lost_nodes":
         if layout:
@@ -80,6 +83,8 @@ def parse_recovery(value: Any) -> Recovery | None:
     for k, v in layout.items():
         if isinstance(v, bool) or not isinstance(v, int) or v < 1:
             raise ValueError(f"{k}: {v!r} is not a whole number ≥ 1")
+        if over_max_ranks(v):
+            raise ValueError(f"{k}: {over_max_ranks(v)}")
     return Recovery(scenario=SCENARIO_KEYS[key], world_size=count, **layout)
 
 

@@ -162,7 +162,7 @@ def reshard_split(model: ModelSpec, old: Parallelism, new: Parallelism, new_rank
     if not 0 <= new_rank < new.world_size:
         raise ReshardError(f"rank {new_rank} is outside the restart's {new.world_size} ranks")
     tp, pp, dp = new.coords(new_rank)
-    ranges = {"model": list(_weights(model, old, new, tp, pp, dp if new.zero_stage == 3 else 0, scale, naming)),
+    ranges = {"model": list(weight_ranges(model, old, new, tp, pp, dp if new.zero_stage == 3 else 0, scale, naming)),
               "optimizer": _to_ranges(model, old, _optimizer_pieces(model, old, new, new_rank), scale, naming)}
     shared_kinds = replica_kinds(model, new.zero_stage)
     own = [r for kind in KINDS if kind not in shared_kinds for r in ranges[kind]]
@@ -171,8 +171,8 @@ def reshard_split(model: ModelSpec, old: Parallelism, new: Parallelism, new_rank
 
 
 @lru_cache(maxsize=4096)
-def _weights(m: ModelSpec, old: Parallelism, new: Parallelism, tp: int, pp: int, shard: int, scale: float,
-             naming: Naming) -> tuple[ByteRange, ...]:
+def weight_ranges(m: ModelSpec, old: Parallelism, new: Parallelism, tp: int, pp: int, shard: int, scale: float,
+                  naming: Naming) -> tuple[ByteRange, ...]:
     """A new rank's weight ranges: the same for every DP replica of a model-parallel rank below ZeRO-3."""
     return tuple(_to_ranges(m, old, _model_pieces(m, old, new, tp, pp, shard), scale, naming))
 
@@ -184,38 +184,7 @@ def reshard_reads(model: ModelSpec, old: Parallelism, new: Parallelism, new_rank
     return own + shared  # never the same file: a file holds one kind
 
 
-@dataclass(frozen=True)
-class ReshardSummary:
-    """One restore onto a restart layout, over its ranks: what storage serves, and what broadcast delivers."""
-
-    ranks: int
-    files_opened_max: int
-    files_opened_mean: float
-    bytes_per_rank_max: int
-    bytes_per_rank_mean: float
-    total_bytes: int  # read from storage by all ranks together
-    broadcast_bytes: int = 0  # delivered by MPI_Bcast to the ranks that did not read them (restore broadcast)
-
-
 def rank_reads(own: list[ByteRange], shared: list[ByteRange], root: bool, restore: str) -> list[ByteRange]:
     """What one rank reads from storage: everything (`full`); its own bytes, and the shared ones only as its
     group's reader (`broadcast`, and `rank`, DLIO's: what the rank would write in the new layout)."""
     return own + shared if restore == "full" or root else own
-
-
-def reshard_summary(model: ModelSpec, old: Parallelism, new: Parallelism, scale: float = 1.0,
-                    naming: Naming = "dlio", restore: str = "full") -> ReshardSummary:
-    """Files opened and bytes read per rank (max, mean) and in total for one restore onto `new`."""
-    files: list[int] = []
-    nbytes: list[int] = []
-    sent = 0
-    for rank in range(new.world_size):
-        _, own, shared = reshard_split(model, old, new, rank, scale, naming)
-        root = rank < new.model_parallel
-        reads = rank_reads(own, shared, root, restore)
-        files.append(len({r.name for r in reads}))
-        nbytes.append(sum(r.length for r in reads))
-        if restore == "broadcast" and not root:
-            sent += sum(r.length for r in shared)
-    return ReshardSummary(new.world_size, max(files), sum(files) / len(files), max(nbytes),
-                          sum(nbytes) / len(nbytes), sum(nbytes), sent)

@@ -15,7 +15,7 @@ from typing import Any
 from studyctl.definition.catalog import ModelSpec
 from studyctl.definition.layout import Naming, Parallelism
 from studyctl.definition.points import RestoreMode
-from studyctl.definition.reshard import ReshardSummary, reshard_summary
+from studyctl.definition.reshard_counts import ReshardSummary, reshard_summary
 
 SIDES = ("restart", "same_shape")
 RESTART_KEYS = ("restart_layout", *(f"{side}_{f.name}" for side in SIDES for f in fields(ReshardSummary)))

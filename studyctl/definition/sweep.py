@@ -33,6 +33,7 @@ from studyctl.definition.options import LocalOptions, SlurmOptions
 from studyctl.definition.points import CHECKPOINT_AXES, CheckpointOptions, IoMode
 from studyctl.definition.recovery import Recovery, parse_recovery
 from studyctl.definition.training import TrainingSpec
+from studyctl.definition.worlds import WORLD_AXES, Ranks, over_max_ranks
 from studyctl.definition.yamlpos import Loc, line_of, load_yaml_with_lines
 from studyctl.errors import UserError
 
@@ -107,10 +108,10 @@ class _PointAxes(_Strict):
 
     model: list[str] | None = None  # subset of `models` by name; default: all
     zero_stage: list[ZeroStage] = [1]
-    nodes: list[PositiveInt] = [1]
-    ranks_per_node: list[PositiveInt] = [1]
-    tensor_parallel: list[PositiveInt] = [1]
-    pipeline_parallel: list[PositiveInt] = [1]
+    nodes: list[Ranks] = [1]  # each value, and nodes × ranks_per_node, at most MAX_RANKS (2^20)
+    ranks_per_node: list[Ranks] = [1]
+    tensor_parallel: list[Ranks] = [1]
+    pipeline_parallel: list[Ranks] = [1]
     filesystem: list[str] | None = None  # default: every filesystem
     io_mode: list[IoMode] = ["buffered"]
     recovery: list[RecoveryValue] = [None]  # restarts after a failure (definition.recovery); none: no restart
@@ -204,6 +205,9 @@ def _zip_group(group: dict[str, list[Any]]) -> dict[str, list[Any]]:
     for key in group:
         if key not in AXES:
             raise ValueError(_unknown_axis(key))
+        for value in group[key] if key in WORLD_AXES else ():
+            if isinstance(value, int) and not isinstance(value, bool) and over_max_ranks(value):
+                raise ValueError(f"{key}: {over_max_ranks(value)}")
     lengths = {len(v) for v in group.values()}
     if len(group) < 2 or len(lengths) != 1 or 0 in lengths:
         raise ValueError("a zip group needs two or more axes, lists of one equal, non-zero length")

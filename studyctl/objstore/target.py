@@ -6,10 +6,12 @@ import re
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
+from studyctl.objstore.limits import MIN_PART_BYTES
+
+__all__ = ["ADDRESSING", "DEFAULT_REGION", "MIN_PART_BYTES", "S3Target"]
 ADDRESSING = ("path", "virtual")
 SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://")
 DEFAULT_REGION = "us-east-1"
-MIN_PART_BYTES = 5 * 2**20  # S3's smallest multipart part (every part but the last): the least part size
 
 
 def masked(url: str) -> str:

@@ -75,9 +75,13 @@ def test_no_ceiling_no_share_and_the_limit_says_so(tmp_path: Path) -> None:
     t = build_tables(study(tmp_path, ceilings=False))
     assert t.summary["ceiling_share"].isna().all() and set(t.summary["limit"]) == {"unknown"}
     assert t.ceilings.empty
-    out = collect(study(tmp_path, "off", ceilings=False))  # `ceilings: off`: one line says so, no empty section
+    off = study(tmp_path, "off", ceilings=False)
+    with (off / "sweep.yaml").open("a") as f:
+        f.write("ceilings: off\n")
+    out = collect(off)  # `ceilings: off`: one line says so, no empty section
     assert [line for line in out.summary_lines() if line.startswith("hardware: ")] == [
-        "hardware: no ceilings measured (the sweep's `ceilings:` setting): shares and limits need them"]
+        "hardware: no ceilings measured: the sweep's `ceilings: off` adds no ceiling point: shares and limits need "
+        "them"]
     assert "How close to the hardware" not in (out.report_md or Path()).read_text()
 
 

@@ -16,9 +16,9 @@ from studyctl.definition.reshard import (
     ReshardError,
     reshard_reads,
     reshard_split,
-    reshard_summary,
     restart_parallelism,
 )
+from studyctl.definition.reshard_counts import reshard_summary
 from studyctl.definition.tensor_layout import replica_kinds
 from tests.unit import reshard_oracle as oracle
 
