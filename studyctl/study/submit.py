@@ -14,7 +14,8 @@ from studyctl.attempt.records import Active, Update
 from studyctl.backends import base
 from studyctl.backends.base import Backend
 from studyctl.backends.capacity import Judgement, judge
-from studyctl.definition.expand import PlannedPoint, expand
+from studyctl.definition.expand import PlannedPoint, measure_points
+from studyctl.definition.fit_added import within_capacity
 from studyctl.definition.plan import check_budget, plan_rows, summarize_plan
 from studyctl.definition.points import Point
 from studyctl.definition.sweep import SweepFile, load_sweep
@@ -49,7 +50,8 @@ class SubmitReport:
     node_hours: float = 0.0
     states: Counter[str] = field(default_factory=Counter)
     bytes_to_write: dict[str, int] = field(default_factory=dict)  # per point launched: for a progress view
-    notes: list[str] = field(default_factory=list)  # what the command repaired (a lost or damaged ledger)
+    # what the command repaired (a lost or damaged ledger), and the points it adds itself that it left out
+    notes: list[str] = field(default_factory=list)
 
 
 def launch_points(paths: StudyPaths, ledger: Ledger, sweep: SweepFile, backend: Backend, todo: Sequence[Point],
@@ -101,6 +103,14 @@ def _select(report: SubmitReport, planned: Sequence[PlannedPoint], ledger: Ledge
     return todo
 
 
+def planned_to_run(sweep: SweepFile, backend: type[Backend], notes: list[str]) -> list[PlannedPoint]:
+    """The sweep's points as they will run on `backend`: calibration within the free space of its filesystem, and
+    the points studyctl adds that would still not fit there left out (a line each into `notes`), so only a
+    measure point can refuse the study (`refuse_up_front`)."""
+    return list(within_capacity(sweep, measure_points(sweep), backend.capacity(sweep),
+                                lambda p: backend.point_time_limit_s(sweep, p), notes))
+
+
 def refuse_up_front(sweep_path: Path, judgement: Judgement, backend: str) -> None:
     """What `plan` would say will not fit, as one line and exit 2 before anything is recorded or started: a
     filesystem path missing or of another kind, a disk too small, a point longer than its time limit. (Memory
@@ -121,13 +131,14 @@ def submit(sweep_path: Path, backend: str = "local", results: Path = Path("resul
     """
     base.check_name(backend)
     sweep = load_sweep(sweep_path)
-    planned = expand(sweep)
+    left_out: list[str] = []
+    planned = planned_to_run(sweep, base.backend_class(backend), left_out)
     summary = summarize_plan(plan_rows(planned, sweep))
     check_budget(summary, budget_node_hours)
     refuse_up_front(sweep_path, judge(sweep, base.backend_class(backend), planned, summary), backend)
     paths = StudyPaths((results / sweep.study).resolve())
     report = SubmitReport(paths, backend, points=len(planned), excluded=summary.excluded,
-                          node_hours=summary.node_hours)
+                          node_hours=summary.node_hours, notes=left_out)
     text = sweep_path.read_text()
     if dry_run:
         check_same_study(paths, planned, text)
