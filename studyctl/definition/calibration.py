@@ -5,9 +5,9 @@ A small checkpoint's time is mostly fixed costs, so bytes over a scaled-down run
 full-size time. A shape whose largest measured scale is below `calibration.below_scale` gets, from its largest
 checkpoint (its biggest measure point), `calibration.scales` extra scales up to `calibration.max_scale`, evenly
 spaced on a log axis, each run `calibration.repetitions` times (at most the study's). Each is bounded: its disk
-need by `max_disk_gib` and by the free space its filesystem has where submit reads it (its scale lowered to fit;
-to two significant digits, rounded down, under free space, so a little more or less free space between two
-submits names the same point), its workers by `estimate.host_memory_gib`, and all of them
+need by `max_disk_gib` and by the free space its filesystem has where plan and submit read it (its scale lowered
+to fit; under free space, down to the next of FREE_SPACE_STEPS, so a little more or less free space between two
+submits mostly names the same point), its workers by `estimate.host_memory_gib`, and all of them
 together by a time budget, `budget_share` of the measure points' estimated run time (at least `min_budget_s`:
 a study of small points would afford no larger run otherwise) or `budget_s` seconds (`Estimate.run_seconds`),
 spent first on every shape's largest scale that fits, then on the others. Shapes with measure points at or above
@@ -33,6 +33,9 @@ if TYPE_CHECKING:
 
 # A lowered scale must still be this many times the largest measured one to tell the fit anything new.
 MIN_SPREAD = 1.5
+# A scale lowered to the free space is one of these times a power of ten: free space changes between submits, and
+# a scale that followed it exactly would make a new calibration point at each.
+FREE_SPACE_STEPS = (1.0, 1.5, 2.0, 3.0, 5.0, 7.0)
 
 
 class CalibrationSources:
@@ -183,7 +186,7 @@ def _bounded(source: Point, scale: float, spec: CalibrationSpec, sweep: SweepFil
         point = calibration_copy(source, scale, 0)
         need = point.checkpoint.disk_bytes_required(point.layout().total_bytes)
     if free is not None and need > free:
-        scale = _floor_2_digits(scale * free / need * 0.99)
+        scale = _floor_to_steps(scale * free / need * 0.99)
         point = calibration_copy(source, scale, 0)
     memory = sweep.estimate.host_memory_gib
     if memory is not None:
@@ -193,12 +196,13 @@ def _bounded(source: Point, scale: float, spec: CalibrationSpec, sweep: SweepFil
     return scale
 
 
-def _floor_2_digits(x: float) -> float:
-    """`x` rounded down to two significant digits (a scale that fits stays one that fits)."""
+def _floor_to_steps(x: float) -> float:
+    """`x` rounded down to the next of FREE_SPACE_STEPS times a power of ten (a scale that fits stays one that fits)."""
     if x <= 0:
         return 0.0
-    step = 10.0 ** (math.floor(math.log10(x)) - 1)
-    return float(f"{math.floor(x / step) * step:.2g}")
+    power = 10.0 ** math.floor(math.log10(x))
+    step = max((s for s in FREE_SPACE_STEPS if s * power <= x * (1 + 1e-9)), default=1.0)
+    return float(f"{step * power:.3g}")
 
 
 def estimated_run_seconds(point: Point, sweep: SweepFile) -> float:
