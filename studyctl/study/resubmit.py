@@ -17,8 +17,8 @@ from studyctl.study.lock import study_lock
 from studyctl.study.reconcile import reconcile
 from studyctl.study.recorder import ProgressHook
 from studyctl.study.repair import open_ledger
-from studyctl.study.store import find_study, load_current_sweep, sync_points
-from studyctl.study.submit import SubmitReport, launch_points, planned_to_run, refuse_up_front
+from studyctl.study.store import find_study, load_current_sweep, planned_to_run, sync_points
+from studyctl.study.submit import SubmitReport, launch_points, refuse_up_front
 
 
 def _select(report: SubmitReport, planned: Sequence[PlannedPoint], ledger: Ledger, states: set[State],
@@ -61,7 +61,7 @@ def resubmit(study_ref: str | Path, results: Path = Path("results"), states: Seq
     with study_lock(paths), open_ledger(paths, backend or base.DEFAULT, notes) as ledger:
         sweep = load_current_sweep(paths, ledger, update_copy=True, notes=notes)
         name = backend or ledger.meta("backend") or base.DEFAULT
-        planned = planned_to_run(sweep, base.backend_class(name), notes)
+        planned = planned_to_run(sweep, name, notes)
         sync_points(ledger, planned)
         runner = base.make(name, sweep, paths)
         alive = reconcile(paths, ledger, sweep, {name: runner}).alive

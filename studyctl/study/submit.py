@@ -14,8 +14,7 @@ from studyctl.attempt.records import Active, Update
 from studyctl.backends import base
 from studyctl.backends.base import Backend
 from studyctl.backends.capacity import Judgement, judge
-from studyctl.definition.expand import PlannedPoint, measure_points
-from studyctl.definition.fit_added import within_capacity
+from studyctl.definition.expand import PlannedPoint
 from studyctl.definition.plan import check_budget, plan_rows, summarize_plan
 from studyctl.definition.points import Point
 from studyctl.definition.sweep import SweepFile, load_sweep
@@ -31,7 +30,7 @@ from studyctl.study.recorder import ProgressHook, Recorder
 from studyctl.study.repair import open_ledger
 from studyctl.study.same_study import check_same_study, checked_same_study
 from studyctl.study.signals import stop_on_signals
-from studyctl.study.store import sync_points
+from studyctl.study.store import planned_to_run, sync_points
 
 
 @dataclass
@@ -103,14 +102,6 @@ def _select(report: SubmitReport, planned: Sequence[PlannedPoint], ledger: Ledge
     return todo
 
 
-def planned_to_run(sweep: SweepFile, backend: type[Backend], notes: list[str]) -> list[PlannedPoint]:
-    """The sweep's points as they will run on `backend`: calibration within the free space of its filesystem, and
-    the points studyctl adds that would still not fit there left out (a line each into `notes`), so only a
-    measure point can refuse the study (`refuse_up_front`)."""
-    return list(within_capacity(sweep, measure_points(sweep), backend.capacity(sweep),
-                                lambda p: backend.point_time_limit_s(sweep, p), notes))
-
-
 def refuse_up_front(sweep_path: Path, judgement: Judgement, backend: str) -> None:
     """What `plan` would say will not fit, as one line and exit 2 before anything is recorded or started: a
     filesystem path missing or of another kind, a disk too small, a point longer than its time limit. (Memory
@@ -132,7 +123,7 @@ def submit(sweep_path: Path, backend: str = "local", results: Path = Path("resul
     base.check_name(backend)
     sweep = load_sweep(sweep_path)
     left_out: list[str] = []
-    planned = planned_to_run(sweep, base.backend_class(backend), left_out)
+    planned = planned_to_run(sweep, backend, left_out)
     summary = summarize_plan(plan_rows(planned, sweep))
     check_budget(summary, budget_node_hours)
     refuse_up_front(sweep_path, judge(sweep, base.backend_class(backend), planned, summary), backend)
