@@ -55,6 +55,15 @@ class Plan:
     summary: PlanSummary = field(default_factory=PlanSummary)
     _judge: Any = field(default=None, init=False, repr=False)  # backends.capacity.Judge, fed by rows()
     _left_out: list[str] = field(default_factory=list, init=False, repr=False)  # added points that do not fit
+    _capacity: Any = field(default=None, init=False, repr=False)  # definition.plan.Capacity, read once
+
+    def capacity_here(self) -> Any:
+        """What the plan's backend offers (free space, memory), read once per plan."""
+        from studyctl.backends.base import backend_class
+
+        if self._capacity is None:
+            self._capacity = backend_class(self.backend).capacity(self.sweep)
+        return self._capacity
 
     def rows(self) -> Iterator[dict[str, Any]]:
         """The points as submit would run them: the ones studyctl adds fitted to the backend (`within_capacity`)."""
@@ -62,7 +71,8 @@ class Plan:
         from studyctl.backends.capacity import Judge
 
         self.summary, self._judge, self._left_out = PlanSummary(), Judge(self.sweep, backend_class(self.backend)), []
-        for row in plan_rows(_judged(_as_run(self.sweep, self.backend, self._left_out), self._judge), self.sweep):
+        points = _as_run(self.sweep, self.backend, self._left_out, self.capacity_here())
+        for row in plan_rows(_judged(points, self._judge), self.sweep):
             self.summary.add(row)
             yield row
 
@@ -77,11 +87,10 @@ class Plan:
         """Per resource shape: the full-size time an earlier run of this study predicts (its fit, band and scale),
         else what calibration will measure (the analysis stack loads only where an earlier collect left tables)."""
         from studyctl.analysis.projection_plan import projection_lines
-        from studyctl.backends.base import backend_class
         from studyctl.definition.calibration import shape_calibrations
 
         table = StudyPaths((results / self.sweep.study).resolve()).tables / "checkpoints.parquet"
-        free = backend_class(self.backend).capacity(self.sweep).free_bytes
+        free = self.capacity_here().free_bytes
         return projection_lines(shape_calibrations(self.sweep, iter_points(self.sweep), free), table)
 
     def check_budget(self, budget_node_hours: float | None) -> None:
@@ -89,13 +98,14 @@ class Plan:
         check_budget(self.summary, budget_node_hours)
 
 
-def _as_run(sweep: SweepFile, backend: str, left_out: list[str]) -> Iterator[PlannedPoint]:
+def _as_run(sweep: SweepFile, backend: str, left_out: list[str], capacity: Any = None) -> Iterator[PlannedPoint]:
+    """The points as submit would run them on `backend` (`study.store.planned_to_run`), streamed."""
     from studyctl.backends.base import backend_class
     from studyctl.definition.fit_added import within_capacity
 
     cls = backend_class(backend)
-    return within_capacity(sweep, iter_points(sweep), cls.capacity(sweep), lambda p: cls.point_time_limit_s(sweep, p),
-                           left_out)
+    return within_capacity(sweep, iter_points(sweep), capacity or cls.capacity(sweep),
+                           lambda p: cls.point_time_limit_s(sweep, p), left_out)
 
 
 def _judged(points: Iterator[PlannedPoint], judge: Any) -> Iterator[PlannedPoint]:

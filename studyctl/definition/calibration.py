@@ -45,7 +45,7 @@ class CalibrationSources:
 
     def __init__(self, sweep: SweepFile, free_bytes: Mapping[str, int | None] | None = None) -> None:
         self.sweep = sweep
-        self.free_bytes = free_bytes or {}  # per filesystem name, where submit read it (None: not read)
+        self.free_bytes = free_bytes or {}  # per filesystem name, where plan or submit read it (None: not read)
         self.top: dict[Shape, float] = {}
         self.source: dict[Shape, tuple[int, Point]] = {}
         self.seconds = 0.0

@@ -31,6 +31,9 @@ def sweep(tmp_path: Path, fs: Path, scale: float = 0.002) -> Path:
 def test_calibration_lowered_to_a_small_disk_and_the_study_runs(tmp_path: Path) -> None:
     results = tmp_path / "results"
     with small_tmpfs(tmp_path, "16m") as fs:
+        plan = run_cli("plan", str(sweep(tmp_path, fs)), "--strict")  # plan says what submit will do
+        assert plan.returncode == 0 and "will not fit" not in plan.stderr, plan.stdout + plan.stderr
+        assert "note: calibration of shape" in plan.stderr and "runs at scale" in plan.stderr
         run = run_cli("sweep", "submit", str(sweep(tmp_path, fs)), "--results", str(results))
         assert run.returncode == 0, run.stdout + run.stderr
     line = next(x for x in run.stderr.splitlines() if "calibration of shape" in x)
