@@ -98,6 +98,10 @@ def test_widened_by_nodes_then_narrowed_by_exclude(tmp_path: Path) -> None:
     assert set(calibration["nodes"]) == {1} and len(calibration)
     assert result.hardware and result.points == 1
 
+    out = submit(write(tmp_path, "two", nodes="[1, 2]"), results)  # widened again: the same points, reused
+    assert "0 new" in out and "running 0" in out
+    assert all(p.in_sweep for p in ledger_points(results).values())
+
 
 def test_widened_by_a_larger_model(tmp_path: Path) -> None:
     results = tmp_path / "results"
