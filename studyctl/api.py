@@ -19,7 +19,6 @@ from typing import TYPE_CHECKING, Any
 from studyctl.attempt.paths import StudyPaths
 from studyctl.attempt.records import Update
 from studyctl.backends.base import check_name as check_backend
-from studyctl.definition.auxiliary import with_auxiliary
 from studyctl.definition.expand import iter_points
 from studyctl.definition.modelinfo import model_rows
 from studyctl.definition.needs import BLOCKS_ON, RESTORE_AT
@@ -55,13 +54,25 @@ class Plan:
     backend: str = "local"
     summary: PlanSummary = field(default_factory=PlanSummary)
     _judge: Any = field(default=None, init=False, repr=False)  # backends.capacity.Judge, fed by rows()
+    _left_out: list[str] = field(default_factory=list, init=False, repr=False)  # added points that do not fit
+    _capacity: Any = field(default=None, init=False, repr=False)  # definition.plan.Capacity, read once
+
+    def capacity_here(self) -> Any:
+        """What the plan's backend offers (free space, memory), read once per plan."""
+        from studyctl.backends.base import backend_class
+
+        if self._capacity is None:
+            self._capacity = backend_class(self.backend).capacity(self.sweep)
+        return self._capacity
 
     def rows(self) -> Iterator[dict[str, Any]]:
+        """The points as submit would run them: the ones studyctl adds fitted to the backend (`within_capacity`)."""
         from studyctl.backends.base import backend_class
         from studyctl.backends.capacity import Judge
 
-        self.summary, self._judge = PlanSummary(), Judge(self.sweep, backend_class(self.backend))  # counted once
-        for row in plan_rows(_judged(with_auxiliary(self.sweep, iter_points(self.sweep)), self._judge), self.sweep):
+        self.summary, self._judge, self._left_out = PlanSummary(), Judge(self.sweep, backend_class(self.backend)), []
+        points = _as_run(self.sweep, self.backend, self._left_out, self.capacity_here())
+        for row in plan_rows(_judged(points, self._judge), self.sweep):
             self.summary.add(row)
             yield row
 
@@ -70,7 +81,7 @@ class Plan:
         if self._judge is None:
             return plan_capacity(self.sweep, self.summary, self.backend)
         judgement = self._judge.verdict(self.summary)
-        return judgement.refusals + judgement.warnings, judgement.notes
+        return judgement.refusals + judgement.warnings, self._left_out + judgement.notes
 
     def projection_lines(self, results: Path = Path("results")) -> list[str]:
         """Per resource shape: the full-size time an earlier run of this study predicts (its fit, band and scale),
@@ -79,11 +90,22 @@ class Plan:
         from studyctl.definition.calibration import shape_calibrations
 
         table = StudyPaths((results / self.sweep.study).resolve()).tables / "checkpoints.parquet"
-        return projection_lines(shape_calibrations(self.sweep, iter_points(self.sweep)), table)
+        free = self.capacity_here().free_bytes
+        return projection_lines(shape_calibrations(self.sweep, iter_points(self.sweep), free), table)
 
     def check_budget(self, budget_node_hours: float | None) -> None:
         """The same refusal (exit 1) `submit` gives before it records or runs anything."""
         check_budget(self.summary, budget_node_hours)
+
+
+def _as_run(sweep: SweepFile, backend: str, left_out: list[str], capacity: Any = None) -> Iterator[PlannedPoint]:
+    """The points as submit would run them on `backend` (`study.store.planned_to_run`), streamed."""
+    from studyctl.backends.base import backend_class
+    from studyctl.definition.fit_added import within_capacity
+
+    cls = backend_class(backend)
+    return within_capacity(sweep, iter_points(sweep), capacity or cls.capacity(sweep),
+                           lambda p: cls.point_time_limit_s(sweep, p), left_out)
 
 
 def _judged(points: Iterator[PlannedPoint], judge: Any) -> Iterator[PlannedPoint]:
@@ -105,8 +127,9 @@ def plan_capacity(sweep: Any, summary: Any, backend: str) -> tuple[list[str], li
     from studyctl.backends.base import backend_class
     from studyctl.backends.capacity import judge
 
-    judgement = judge(sweep, backend_class(backend), with_auxiliary(sweep, iter_points(sweep)), summary)
-    return judgement.refusals + judgement.warnings, judgement.notes
+    left_out: list[str] = []
+    judgement = judge(sweep, backend_class(backend), _as_run(sweep, backend, left_out), summary)
+    return judgement.refusals + judgement.warnings, left_out + judgement.notes
 
 
 def _point_statuses(study: StudyPaths) -> list[PointStatus]:

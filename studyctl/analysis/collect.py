@@ -63,7 +63,8 @@ class CollectResult:
     failures: list[Failure] = field(default_factory=list)  # worker error records (error.json)
     files_read: int = 0  # result files parsed and validated this time
     files_cached: int = 0  # result files taken from the parse cache
-    left_out: list[str] = field(default_factory=list)  # results of points the sweep now excludes: not cells
+    # results of points the sweep now excludes, or that studyctl added for a shape it no longer measures: not cells
+    left_out: list[str] = field(default_factory=list)
     hardware: list[str] = field(default_factory=list)  # per cell × phase: its share of the ceiling and its limit
 
     @property
@@ -82,7 +83,8 @@ class CollectResult:
         lines += [f"  worker error: point {f.point_id} attempt {f.attempt}: {f.failure_class}: {f.reason}"
                   for f in self.failures]
         if self.left_out:
-            lines.append(f"  left out: {len(self.left_out)} result(s) of points the sweep now excludes")
+            lines.append(f"  left out: {len(self.left_out)} result(s) of points the sweep now excludes (or added "
+                         "for a shape it no longer measures)")
         if self.failed:
             lines.append(f"  rerun the failed points: studyctl sweep resubmit {self.study}")
         lines += [f"  plot skipped: {s}" for s in self.skipped_plots]

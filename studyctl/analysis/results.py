@@ -17,11 +17,14 @@ from studyctl.analysis.rank_load import SPLIT_FIELDS, ceiling_row, heaviest_rank
 from studyctl.analysis.recovery_rows import recovery_row
 from studyctl.analysis.result_cache import ParseCache
 from studyctl.analysis.training_rows import nominal_restore, point_cost_row
+from studyctl.attempt.judged import Judged
 from studyctl.attempt.paths import StudyPaths
 from studyctl.attempt.result_file import read_error, read_result
 from studyctl.attempt.tree import AttemptFiles, file_status, scan_attempts
 from studyctl.definition.result_schema import CheckpointTiming, RankRequests, Result, mlperf_throughput_GiBps
+from studyctl.definition.shapes import shape_of
 
+ALL_JUDGED = Judged()  # no sweep copy to judge by
 RANK_FIELDS = ("phase", "index", "rank", "host", "bytes", "duration_s", "bandwidth_GiBps", "files", *SPLIT_FIELDS)
 RANK_CONTEXT = ("point_id", "cell_key", "model", "zero_stage", "nodes", "filesystem", "io_mode", "repetition")
 
@@ -82,7 +85,8 @@ def _checkpoint_row(c: CheckpointTiming) -> dict[str, Any]:
 
 def _info(r: Result, path: Path) -> dict[str, Any]:
     prov, fs = r.provenance, r.filesystem
-    return {"point_id": r.point_id, "attempt": r.attempt, "role": r.point.role, "path": str(path),
+    return {"point_id": r.point_id, "attempt": r.attempt, "role": r.point.role, "shape": shape_of(r.point).key,
+            "path": str(path),
             "started_at": prov.started_at, "finished_at": prov.finished_at, "python": prov.python_version,
             "mpi4py": prov.mpi4py_version, "mpi_library": prov.mpi_library_version, "kernel": prov.kernel,
             "studyctl": prov.studyctl_version,
@@ -146,11 +150,12 @@ def _failure(paths: StudyPaths, cache: ParseCache, latest: AttemptFiles, path: P
 
 
 def load_rows(paths: StudyPaths, cache_dir: Path | None = None, excluded: frozenset[str] = frozenset(),
-              found: dict[str, list[AttemptFiles]] | None = None) -> LoadedRows:
+              found: dict[str, list[AttemptFiles]] | None = None, judged: Judged = ALL_JUDGED) -> LoadedRows:
     """Per point the newest attempt with a usable result; problems for newer unusable ones; failures.
 
-    `excluded`: points not judged (`attempt.judged`): their results are named in `left_out`, nothing else.
-    `found`: the tree as `scan_attempts` found it, when the caller has scanned it already."""
+    `excluded` and `judged`: points not judged (`attempt.judged`: excluded, or added for a shape no longer
+    measured): their results are named in `left_out`, nothing else. `found`: the tree as `scan_attempts` found
+    it, when the caller has scanned it already."""
     cache_path = paths.results_cache if cache_dir is None else cache_dir / paths.results_cache.name
     cache = ParseCache(cache_path, paths.root)
     out = LoadedRows([], [], [], 0, 0)
@@ -160,6 +165,10 @@ def load_rows(paths: StudyPaths, cache_dir: Path | None = None, excluded: frozen
                 out.left_out.append(point_id)
             continue
         if any(_one_result(paths, cache, out, a, a.result) for a in attempts if a.result is not None):
+            info = out.rows[-1]["info"]
+            if info["role"] != "measure" and not judged.added_judged(info["shape"]):
+                out.rows.pop()
+                out.left_out.append(point_id)
             continue
         if attempts[0].error is not None:
             out.failures.append(_failure(paths, cache, attempts[0], attempts[0].error))

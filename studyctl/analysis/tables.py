@@ -43,7 +43,7 @@ from studyctl.analysis.stats import describe, total_over_total
 from studyctl.analysis.training_cells import cost_cells, summary_flags
 from studyctl.analysis.training_cost import load_training, training_table
 from studyctl.analysis.values import missing
-from studyctl.attempt.judged import excluded_points
+from studyctl.attempt.judged import judged
 from studyctl.attempt.paths import StudyPaths
 from studyctl.attempt.tree import AttemptFiles
 from studyctl.fsutil import atomic_open, atomic_write_json, owned_dir
@@ -207,13 +207,15 @@ def build_tables(study_dir: Path, extra_checkpoints: pd.DataFrame | None = None,
                  found: dict[str, list[AttemptFiles]] | None = None) -> Tables:
     """All four tables from the study's result files (plus imported rows, e.g. DLIO's).
 
-    Points the sweep copy excludes (`attempt.judged`), and `excluded` (the ledger's view handed in), are not
-    cells: a result they left from before is named in `left_out`. `found`: the attempt tree, if scanned.
+    Points the sweep copy does not judge (`attempt.judged`), and `excluded` (the ledger's view handed in), are
+    not cells: a result they left from before is named in `left_out`. `found`: the attempt tree, if scanned.
     """
     paths = StudyPaths(Path(study_dir))
     owned_dir(paths.root, paths.tables_cache if cache_dir is None else cache_dir)  # the parse cache's home
     with cycles_unchecked():
-        return _tables(paths, load_rows(paths, cache_dir, excluded | excluded_points(paths), found), extra_checkpoints)
+        verdict = judged(paths)
+        return _tables(paths, load_rows(paths, cache_dir, excluded | verdict.excluded, found, verdict),
+                       extra_checkpoints)
 
 
 @contextmanager

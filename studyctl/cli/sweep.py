@@ -91,6 +91,8 @@ def sweep_submit(
             if view is not None:
                 view.bar.stop()
         if dry_run:
+            for note in rep.notes:
+                err.print(f"studyctl: {note}")
             out.print(f"dry run: {rep.points} points, {rep.excluded} excluded, {rep.launched} would run, "
                       f"~{rep.node_hours:.2f} node-hours; nothing submitted")
             return

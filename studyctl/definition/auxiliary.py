@@ -4,11 +4,17 @@
 Each kind sees every planned point as it streams past (plan streams a million points without holding them),
 then makes its own; their orders follow the measure points' and one another's, so no two points share one.
 A new kind is one more entry in `_kinds`: expansion, plan and capacity all take their points from here.
+
+They are the study's own business, derived from the measure points: a change of those may add, keep or
+supersede some of them, and they never decide whether a sweep is the same study (`study.same_study`). Where
+the free space of the filesystems is known (`free_bytes`: plan, submit), calibration lowers its scales to fit it;
+an added point that still does not fit where it would run is left out with a line (`definition.fit_added`), never
+the study refused.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Protocol
 
 from studyctl.definition.calibration import CalibrationSources
@@ -24,13 +30,18 @@ class AuxiliaryKind(Protocol):
     def points(self, first_order: int) -> list[PlannedPoint]: ...
 
 
-def _kinds(sweep: SweepFile) -> list[AuxiliaryKind]:
-    return [CeilingSources(sweep), CalibrationSources(sweep)]
+# free bytes per filesystem name, where they were read (None: not read)
+FreeBytes = Mapping[str, int | None]
 
 
-def with_auxiliary(sweep: SweepFile, planned: Iterable[PlannedPoint]) -> Iterator[PlannedPoint]:
+def _kinds(sweep: SweepFile, free_bytes: FreeBytes | None) -> list[AuxiliaryKind]:
+    return [CeilingSources(sweep), CalibrationSources(sweep, free_bytes)]
+
+
+def with_auxiliary(sweep: SweepFile, planned: Iterable[PlannedPoint], free_bytes: FreeBytes | None = None
+                   ) -> Iterator[PlannedPoint]:
     """`planned` streamed through, then every auxiliary kind's points, in order after them."""
-    kinds = _kinds(sweep)
+    kinds = _kinds(sweep, free_bytes)
     next_order = 0
     for pp in planned:
         for kind in kinds:

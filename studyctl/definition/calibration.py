@@ -5,7 +5,9 @@ A small checkpoint's time is mostly fixed costs, so bytes over a scaled-down run
 full-size time. A shape whose largest measured scale is below `calibration.below_scale` gets, from its largest
 checkpoint (its biggest measure point), `calibration.scales` extra scales up to `calibration.max_scale`, evenly
 spaced on a log axis, each run `calibration.repetitions` times (at most the study's). Each is bounded: its disk
-need by `max_disk_gib` (its scale lowered to fit), its workers by `estimate.host_memory_gib`, and all of them
+need by `max_disk_gib` and by the free space its filesystem has where plan and submit read it (its scale lowered
+to fit; under free space, down to the next of FREE_SPACE_STEPS, so a little more or less free space between two
+submits mostly names the same point), its workers by `estimate.host_memory_gib`, and all of them
 together by a time budget, `budget_share` of the measure points' estimated run time (at least `min_budget_s`:
 a study of small points would afford no larger run otherwise) or `budget_s` seconds (`Estimate.run_seconds`),
 spent first on every shape's largest scale that fits, then on the others. Shapes with measure points at or above
@@ -14,7 +16,8 @@ the threshold already have their calibration and get none; `plan` says why a sha
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import math
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -23,13 +26,16 @@ from studyctl.definition.planned import PlannedPoint
 from studyctl.definition.points import Point, restore_bytes
 from studyctl.definition.shapes import Shape, shape_of
 from studyctl.definition.strategies import host_snapshot_bytes, memory_per_host_bytes
-from studyctl.units import GIB
+from studyctl.units import GIB, format_bytes
 
 if TYPE_CHECKING:
     from studyctl.definition.sweep import SweepFile
 
 # A lowered scale must still be this many times the largest measured one to tell the fit anything new.
 MIN_SPREAD = 1.5
+# A scale lowered to the free space is one of these times a power of ten: free space changes between submits, and
+# a scale that followed it exactly would make a new calibration point at each.
+FREE_SPACE_STEPS = (1.0, 1.5, 2.0, 3.0, 5.0, 7.0)
 
 
 class CalibrationSources:
@@ -37,8 +43,9 @@ class CalibrationSources:
     stream past: per shape its largest scale and its largest checkpoint, and the measure points' estimated run time
     (for `budget_share`)."""
 
-    def __init__(self, sweep: SweepFile) -> None:
+    def __init__(self, sweep: SweepFile, free_bytes: Mapping[str, int | None] | None = None) -> None:
         self.sweep = sweep
+        self.free_bytes = free_bytes or {}  # per filesystem name, where plan or submit read it (None: not read)
         self.top: dict[Shape, float] = {}
         self.source: dict[Shape, tuple[int, Point]] = {}
         self.seconds = 0.0
@@ -93,8 +100,11 @@ class CalibrationSources:
         runs = self._options(shape)
         if not runs:
             memory = self.sweep.estimate.host_memory_gib
+            free = self.free_bytes.get(shape.filesystem)
             return (f"no scale {MIN_SPREAD:g}× the measured one or more fits calibration.max_disk_gib "
-                    f"{spec.max_disk_gib:g} GiB" + (f" and estimate.host_memory_gib {memory:g} GiB" if memory else ""))
+                    f"{spec.max_disk_gib:g} GiB" + (f", the {format_bytes(free)} free on filesystem "
+                                                     f"{shape.filesystem}" if free is not None else "")
+                    + (f" and estimate.host_memory_gib {memory:g} GiB" if memory else ""))
         cheapest = min(sum(estimated_run_seconds(p, self.sweep) for p in copies) for copies in runs)
         setting = "calibration.budget_s" if spec.budget_s else "calibration.budget_share and min_budget_s"
         others = ", spent on other shapes first" if cheapest <= self.budget() else ""
@@ -108,7 +118,7 @@ class CalibrationSources:
             return []  # measured at a large enough scale already: its own points are its calibration
         runs = []
         for scale in ladder(top, spec):
-            fitted = _bounded(source, scale, spec, self.sweep)
+            fitted = _bounded(source, scale, spec, self.sweep, self.free_bytes.get(shape.filesystem))
             if fitted is not None and fitted >= MIN_SPREAD * top:
                 reps = min(spec.repetitions, self.sweep.repetitions)
                 runs.append([calibration_copy(source, fitted, rep) for rep in range(reps)])
@@ -143,8 +153,9 @@ class ShapeCalibration:
     why_none: str = ""  # where `scales` is empty: why (`CalibrationSources.why_none`)
 
 
-def shape_calibrations(sweep: SweepFile, planned: Iterable[PlannedPoint]) -> list[ShapeCalibration]:
-    sources = CalibrationSources(sweep)
+def shape_calibrations(sweep: SweepFile, planned: Iterable[PlannedPoint],
+                       free_bytes: Mapping[str, int | None] | None = None) -> list[ShapeCalibration]:
+    sources = CalibrationSources(sweep, free_bytes)
     for pp in planned:
         sources.add(pp)
     return sources.shapes(sources.points(0))
@@ -163,14 +174,19 @@ def calibration_copy(source: Point, scale: float, repetition: int) -> Point:
                                      "role": "calibration", "repetition": repetition, "recovery": None})
 
 
-def _bounded(source: Point, scale: float, spec: CalibrationSpec, sweep: SweepFile) -> float | None:
-    """`scale`, lowered until the point's disk need fits `max_disk_gib`; None where its workers would not fit the
-    host memory the sweep states."""
+def _bounded(source: Point, scale: float, spec: CalibrationSpec, sweep: SweepFile, free: int | None = None
+             ) -> float | None:
+    """`scale`, lowered until the point's disk need fits `max_disk_gib` and the filesystem's `free` bytes; None
+    where its workers would not fit the host memory the sweep states."""
     point = calibration_copy(source, scale, 0)
     need = point.checkpoint.disk_bytes_required(point.layout().total_bytes)
     limit = spec.max_disk_gib * GIB
     if need > limit:
         scale = float(f"{scale * limit / need * 0.99:.3g}")
+        point = calibration_copy(source, scale, 0)
+        need = point.checkpoint.disk_bytes_required(point.layout().total_bytes)
+    if free is not None and need > free:
+        scale = _floor_to_steps(scale * free / need * 0.99)
         point = calibration_copy(source, scale, 0)
     memory = sweep.estimate.host_memory_gib
     if memory is not None:
@@ -178,6 +194,15 @@ def _bounded(source: Point, scale: float, spec: CalibrationSpec, sweep: SweepFil
         if memory_per_host_bytes(point.checkpoint, point.ranks_per_node, snapshot) > memory * GIB:
             return None
     return scale
+
+
+def _floor_to_steps(x: float) -> float:
+    """`x` rounded down to the next of FREE_SPACE_STEPS times a power of ten (a scale that fits stays one that fits)."""
+    if x <= 0:
+        return 0.0
+    power = 10.0 ** math.floor(math.log10(x))
+    step = max((s for s in FREE_SPACE_STEPS if s * power <= x * (1 + 1e-9)), default=1.0)
+    return float(f"{step * power:.3g}")
 
 
 def estimated_run_seconds(point: Point, sweep: SweepFile) -> float:

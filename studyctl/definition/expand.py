@@ -232,7 +232,8 @@ def _strategy_problems(fields: dict[str, Any], sweep: SweepFile) -> tuple[str, .
                                    sweep.estimate))
 
 
-def expand(sweep: SweepFile) -> list[PlannedPoint]:
+def measure_points(sweep: SweepFile) -> list[PlannedPoint]:
+    """The matrix's points in run order (refused where two are the same point)."""
     points = list(iter_points(sweep))
     seen: dict[str, int] = {}
     for p in points:
@@ -240,7 +241,13 @@ def expand(sweep: SweepFile) -> list[PlannedPoint]:
             raise UserError(f"study {sweep.study}: the matrix yields the same point twice "
                             f"(point {p.point.point_id}); remove the duplicate axis value")
         seen[p.point.point_id] = p.order
-    points += auxiliary_points(sweep, points)
     return points
+
+
+def expand(sweep: SweepFile) -> list[PlannedPoint]:
+    """Every point in run order, the ones studyctl adds itself last (submit fits those to where they run:
+    `definition.fit_added`)."""
+    points = measure_points(sweep)
+    return points + auxiliary_points(sweep, points)
 
 

@@ -19,13 +19,12 @@ from studyctl.attempt.outcome import read_outcome
 from studyctl.attempt.paths import StudyPaths
 from studyctl.attempt.records import Update
 from studyctl.backends import base
-from studyctl.definition.expand import expand
 from studyctl.definition.points import WorkerTask
 from studyctl.definition.sweep import load_sweep
 from studyctl.errors import StorageError, UserError
 from studyctl.states import State
 from studyctl.study.ledger import Ledger
-from studyctl.study.store import sync_points
+from studyctl.study.store import planned_to_run, sync_points
 
 
 @contextmanager
@@ -52,17 +51,17 @@ def open_ledger(paths: StudyPaths, backend: str, notes: list[str]) -> Iterator[L
             notes.append(f"{paths.ledger}: {restored} attempts on disk were missing from the ledger; restored from "
                          "their directories")
         if notes:
-            _resync(paths, ledger)
+            _resync(paths, ledger, backend)
         yield ledger
     finally:
         ledger.close()
 
 
-def _resync(paths: StudyPaths, ledger: Ledger) -> None:
+def _resync(paths: StudyPaths, ledger: Ledger, backend: str) -> None:
     """The recorded sweep's points back in the rebuilt ledger (restored attempts come back out of the sweep), so
     every command sees the study as before, whichever command did the repair."""
     try:
-        planned = expand(load_sweep(paths.sweep_copy))
+        planned = planned_to_run(load_sweep(paths.sweep_copy), ledger.meta("backend") or backend, [])
     except UserError:
         return  # no readable copy: the next submit records the sweep again
     sync_points(ledger, planned)

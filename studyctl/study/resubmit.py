@@ -7,7 +7,7 @@ from pathlib import Path
 
 from studyctl.backends import base
 from studyctl.backends.capacity import judge
-from studyctl.definition.expand import PlannedPoint, expand
+from studyctl.definition.expand import PlannedPoint
 from studyctl.definition.plan import plan_rows, summarize_plan
 from studyctl.definition.points import Point
 from studyctl.errors import UserError
@@ -17,7 +17,7 @@ from studyctl.study.lock import study_lock
 from studyctl.study.reconcile import reconcile
 from studyctl.study.recorder import ProgressHook
 from studyctl.study.repair import open_ledger
-from studyctl.study.store import find_study, load_current_sweep, sync_points
+from studyctl.study.store import find_study, load_current_sweep, planned_to_run, sync_points
 from studyctl.study.submit import SubmitReport, launch_points, refuse_up_front
 
 
@@ -60,9 +60,9 @@ def resubmit(study_ref: str | Path, results: Path = Path("results"), states: Seq
     notes: list[str] = []
     with study_lock(paths), open_ledger(paths, backend or base.DEFAULT, notes) as ledger:
         sweep = load_current_sweep(paths, ledger, update_copy=True, notes=notes)
-        planned = expand(sweep)
-        sync_points(ledger, planned)
         name = backend or ledger.meta("backend") or base.DEFAULT
+        planned = planned_to_run(sweep, name, notes)
+        sync_points(ledger, planned)
         runner = base.make(name, sweep, paths)
         reconciled = reconcile(paths, ledger, sweep, {name: runner})
         alive = reconciled.alive

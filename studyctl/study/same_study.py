@@ -1,12 +1,17 @@
 """A study name in a results directory names one study: another sweep under it is refused.
 
-Two sweeps are the same study when the new one still expands to every point the recorded one
-(results/<study>/sweep.yaml) expands to, excluded points included: resubmitting, adding exclusions,
+Two sweeps are the same study when the new one's matrix still expands to every measure point the recorded
+one's (results/<study>/sweep.yaml) expands to, excluded points included: resubmitting, adding exclusions,
 widening an axis (more node counts, block sizes, repetitions, models) keep the study. A sweep that drops
-or changes points (another model, scale, filesystem name, any setting of the old points) is another
+or changes measure points (another model, scale, filesystem name, any setting of the old points) is another
 study: `collect` would pool the two. Dropping points from a study is done with `exclude:`, which keeps
 them in the expansion. Point ids hash every measured setting and nothing else, so comments, key order,
 `local:`/`slurm:` options and filesystem paths may change freely.
+
+The points studyctl adds itself (ceilings, calibration: `definition.auxiliary`) never decide it: they derive
+from the measure points, so any change of those adds, keeps or supersedes some of them. A superseded one leaves
+the sweep (the ledger's in_sweep), is never run again, and its completed result still serves the shape it
+measured while that shape is measured (`attempt.judged`).
 """
 
 from __future__ import annotations
@@ -15,7 +20,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 
 from studyctl.attempt.paths import StudyPaths
-from studyctl.definition.expand import PlannedPoint, expand
+from studyctl.definition.expand import PlannedPoint, iter_points
 from studyctl.definition.sweep import load_sweep
 from studyctl.errors import UserError
 
@@ -35,14 +40,14 @@ def check_same_study(paths: StudyPaths, planned: Sequence[PlannedPoint], text: s
     recorded = paths.sweep_copy
     advice = "use another study name or --results"
     try:
-        old = {pp.point.point_id for pp in expand(load_sweep(recorded))}
+        old = {pp.point.point_id for pp in iter_points(load_sweep(recorded))}
     except UserError as exc:
         raise UserError(f"study {paths.name}: its recorded sweep {recorded} cannot be read ({exc}), so this "
                         f"sweep cannot be checked against it; {advice}") from None
-    missing = old - {pp.point.point_id for pp in planned}
+    missing = old - {pp.point.point_id for pp in planned if pp.point.role == "measure"}
     if missing:
         raise UserError(f"study {paths.name} in {paths.root.parent} was submitted from a different sweep "
-                        f"({recorded}): {len(missing)} of its {len(old)} points are not in this one; "
+                        f"({recorded}): {len(missing)} of its {len(old)} measured points are not in this one; "
                         f"{advice} (to drop points of the same study, exclude them)")
 
 

@@ -10,7 +10,6 @@ from pathlib import Path
 from studyctl.attempt.outcome import read_outcome
 from studyctl.attempt.paths import StudyPaths
 from studyctl.backends import base
-from studyctl.definition.expand import expand
 from studyctl.definition.sweep import SweepFile
 from studyctl.errors import StorageError, UserError
 from studyctl.states import ACTIVE_STATES, State, shown_state
@@ -18,7 +17,7 @@ from studyctl.study.ledger import PointRow
 from studyctl.study.lock import runner_active
 from studyctl.study.reconcile import reconcile
 from studyctl.study.repair import open_ledger, read_only_ledger
-from studyctl.study.store import find_study, load_current_sweep, sync_points
+from studyctl.study.store import find_study, load_current_sweep, planned_to_run, sync_points
 
 
 @dataclass
@@ -87,7 +86,7 @@ def _reconciled(paths: StudyPaths) -> StatusReport:
         except UserError:
             sweep = None
         if repaired and sweep is not None:
-            sync_points(ledger, expand(sweep))
+            sync_points(ledger, planned_to_run(sweep, ledger.meta("backend") or base.DEFAULT, []))
         notes = reconcile(paths, ledger, sweep).notes
         points = ledger.points()
     counts = Counter(shown_state(p.state, p.excluded) for p in points)

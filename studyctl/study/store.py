@@ -6,7 +6,9 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from studyctl.attempt.paths import StudyPaths
-from studyctl.definition.expand import PlannedPoint, expand
+from studyctl.backends.base import backend_class
+from studyctl.definition.expand import PlannedPoint, expand, measure_points
+from studyctl.definition.fit_added import within_capacity
 from studyctl.definition.objects import sweep_targets
 from studyctl.definition.sweep import SweepFile, load_sweep
 from studyctl.errors import UserError
@@ -72,3 +74,12 @@ def sync_points(ledger: Ledger, planned: Sequence[PlannedPoint]) -> int:
     return ledger.sync_points(
         (pp.point.point_id, pp.order, pp.point.canonical(), pp.excluded, pp.exclude_reason) for pp in planned
     )
+
+
+def planned_to_run(sweep: SweepFile, backend: str, notes: list[str]) -> list[PlannedPoint]:
+    """The sweep's points as they run on `backend`, the one list every command records in the ledger: calibration
+    within the free space of its filesystem, and the points studyctl adds that would still not fit there left out
+    (a line each into `notes`), so only a measure point can refuse the study (`submit.refuse_up_front`)."""
+    cls = backend_class(backend)
+    return list(within_capacity(sweep, measure_points(sweep), cls.capacity(sweep),
+                                lambda p: cls.point_time_limit_s(sweep, p), notes))

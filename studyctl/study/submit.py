@@ -14,7 +14,7 @@ from studyctl.attempt.records import Active, Update
 from studyctl.backends import base
 from studyctl.backends.base import Backend
 from studyctl.backends.capacity import Judgement, judge
-from studyctl.definition.expand import PlannedPoint, expand
+from studyctl.definition.expand import PlannedPoint
 from studyctl.definition.plan import check_budget, plan_rows, summarize_plan
 from studyctl.definition.points import Point
 from studyctl.definition.sweep import SweepFile
@@ -30,7 +30,7 @@ from studyctl.study.recorder import ProgressHook, Recorder
 from studyctl.study.repair import open_ledger
 from studyctl.study.same_study import check_same_study, checked_same_study
 from studyctl.study.signals import stop_on_signals
-from studyctl.study.store import load_given_sweep, sync_points
+from studyctl.study.store import load_given_sweep, planned_to_run, sync_points
 
 
 @dataclass
@@ -49,7 +49,8 @@ class SubmitReport:
     node_hours: float = 0.0
     states: Counter[str] = field(default_factory=Counter)
     bytes_to_write: dict[str, int] = field(default_factory=dict)  # per point launched: for a progress view
-    notes: list[str] = field(default_factory=list)  # what the command repaired (a lost or damaged ledger)
+    # what the command repaired (a lost or damaged ledger), and the points it adds itself that it left out
+    notes: list[str] = field(default_factory=list)
 
 
 def launch_points(paths: StudyPaths, ledger: Ledger, sweep: SweepFile, backend: Backend, todo: Sequence[Point],
@@ -126,13 +127,14 @@ def submit(sweep_path: Path, backend: str = "local", results: Path = Path("resul
     """
     base.check_name(backend)
     sweep = load_given_sweep(sweep_path)
-    planned = expand(sweep)
+    left_out: list[str] = []
+    planned = planned_to_run(sweep, backend, left_out)
     summary = summarize_plan(plan_rows(planned, sweep))
     check_budget(summary, budget_node_hours)
     refuse_up_front(sweep_path, judge(sweep, base.backend_class(backend), planned, summary), backend)
     paths = StudyPaths((results / sweep.study).resolve())
     report = SubmitReport(paths, backend, points=len(planned), excluded=summary.excluded,
-                          node_hours=summary.node_hours)
+                          node_hours=summary.node_hours, notes=left_out)
     text = sweep_path.read_text()
     if dry_run:
         check_same_study(paths, planned, text)
