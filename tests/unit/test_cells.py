@@ -26,7 +26,9 @@ def other_value(option: str) -> tuple[Any, Any]:
     """The generated points' value of a checkpoint option and another valid one, from the model's types."""
     base = getattr(make_point().checkpoint, option)
     kind = CheckpointOptions.model_fields[option].annotation
-    args = tuple(v for arg in typing.get_args(kind)  # an optional Literal: its values
+    plain = [typing.get_args(arg)[0] if typing.get_origin(arg) is typing.Annotated else arg  # a bounded type: its own
+             for arg in typing.get_args(kind)]
+    args = tuple(v for arg in plain  # an optional Literal: its values
                  for v in (typing.get_args(arg) if typing.get_origin(arg) is typing.Literal else (arg,)))
     if isinstance(base, bool):
         candidates: list[Any] = [not base]
