@@ -4,7 +4,8 @@ of its shape's measured ceiling and a projection to full size fitted from two or
     python scripts/check_report.py RESULTS_ROOT STUDY...
 
 Reads each study's tables/summary.csv (what report.md is rendered from); one line per study, and one per cell
-missing something. Exit 1 when a cell misses something, 2 when a table cannot be read.
+missing something. Exit 1 when a cell misses something, 2 when a table cannot be read. After the main job:
+`python scripts/check_report.py results quickstart quickstart-strategies`.
 """
 
 from __future__ import annotations

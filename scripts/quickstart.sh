@@ -17,8 +17,6 @@ run() {
 if [[ $# -eq 0 ]]; then
   run sweeps/quickstart.yaml --ratio io_mode=buffered
   run sweeps/quickstart-strategies.yaml
-  # every cell shows what the README promises: a 95% CI, a ceiling share, a fitted full-size projection
-  python scripts/check_report.py results quickstart quickstart-strategies
 else
   for sweep in "$@"; do run "$sweep"; done
 fi
