@@ -1,7 +1,9 @@
 """The main job's studies (the sweeps scripts/quickstart.sh runs), planned: every cell gets what its report
-promises, a 95% CI (two or more repetitions), a share of its shape's ceiling (a ceiling point) and a fitted
-projection to full size (calibration points far enough from the measured scale, with a degree of freedom left for
-the band), checked on the plan instead of the minutes a run takes."""
+promises, a 95% CI (two or more repetitions), a share of its shape's ceiling (a ceiling point) and, for its
+shape, what a fitted projection to full size needs (calibration points far enough from the measured scale, with a
+degree of freedom left for the band), checked on the plan instead of the minutes a run takes. (The fit is also
+keyed by strategy: calibration copies a shape's largest checkpoint, so a shape's other strategies fall back to
+plain scaling; scripts/check_report.py names such cells after a run.)"""
 
 from __future__ import annotations
 
