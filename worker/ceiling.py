@@ -4,9 +4,9 @@ Storage is the fio pattern, measured as the point's own phases are (worker.clock
 vote) with the point's I/O mode, block and cold-read method (worker.io): every rank writes and fsyncs one file of
 the largest shard any rank of the shape writes, then reads it back cold; then the same with the checkpoint spread
 evenly over the ranks. REPEATS rounds, the median reported. Then the network and the memory copy
-(worker.ceiling_probes). The result is a normal Result whose checkpoints are the largest-shard probe's writes and
-reads, with `ceilings` filled. Memory: the rank's one buffer, as the point's own phases use, and the memory
-copy's bounded pieces (plan counts both).
+(worker.ceiling_probes), of the largest shard up to definition.ceilings.MEMCPY_MAX_BYTES per rank. The result is
+a normal Result whose checkpoints are the largest-shard probe's writes and reads, with `ceilings` filled. Memory:
+the rank's one buffer, as the point's own phases use, and the memory copy's bounded pieces (plan counts both).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from studyctl.definition.ceilings import PROBES, REPEATS, probe_bytes, probes_run
+from studyctl.definition.ceilings import PROBES, REPEATS, probe_bytes, probes_run, stream_bytes
 from studyctl.definition.result_schema import CeilingInfo, CheckpointTiming
 from studyctl.definition.shapes import shape_of
 from studyctl.states import FailureClass
@@ -87,8 +87,8 @@ def _measure(run: Run, setup: Setup, largest: int, even: int) -> tuple[Timings, 
                                          strict=True):
                     timings.setdefault(f"{probe}-{phase}", []).append(timing)
         clock.vote()
-        net = ceiling_probes.network(run.comm, buf, largest, run.node)
-        copy = ceiling_probes.memcpy(run.comm, largest)
+        net = ceiling_probes.network(run.comm, buf, stream_bytes(run.point), run.node)
+        copy = ceiling_probes.memcpy(run.comm, stream_bytes(run.point))
     finally:
         buf.close()
     rate = {k: statistics.median(t.aggregate_GiBps for t in v) for k, v in timings.items()}

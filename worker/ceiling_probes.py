@@ -1,12 +1,15 @@
 """A ceiling point's network and host-memory probes (issue 18), on the rank's one buffer.
 
+Each moves `nbytes` per rank per round: the ceiling passes the largest shard up to
+definition.ceilings.MEMCPY_MAX_BYTES (a stream's rate, reached well within it).
+
 Network: what a broadcast restore could reach between nodes. Point-to-point: the ranks of node 2k each send
-their largest shard to the rank of the same place on node 2k+1, every pair at once; broadcast: rank 0 sends the
+those bytes to the rank of the same place on node 2k+1, every pair at once; broadcast: rank 0 sends the
 same bytes to every rank with MPI_Bcast. Both are delivered bytes / the time from the first rank's start to the
 last rank's end; None on one node. On simulated nodes (the local backend: provenance.simulated_nodes) the
 "network" is the machine's shared memory through MPI, not a wire.
 
-Memory copy: what an async snapshot could reach: every rank copies its largest shard at once the way
+Memory copy: what an async snapshot could reach: every rank copies its bytes at once the way
 worker.persist.Snapshot.fill does, one memmove (slice assignment) from a state into a snapshot, in pieces of at
 most definition.ceilings.MEMCPY_MAX_BYTES (so the probe's memory stays bounded; plan counts it).
 """

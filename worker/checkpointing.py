@@ -10,7 +10,7 @@ import statistics
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from studyctl.definition.layout import CheckpointFile
 from studyctl.definition.places import remove_place
@@ -21,9 +21,11 @@ from studyctl.states import FailureClass
 from worker import io, stop
 from worker.interference import write_timing
 from worker.nodes import NodeMap, node_map, tier_place
-from worker.objects import ObjectStore
 from worker.restore import Restorer, read_timing
 from worker.strategies import Describe, WriteStrategy
+
+if TYPE_CHECKING:  # the S3 client (boto3): loaded only by a point that writes objects (worker.state)
+    from worker.objects import ObjectStore
 
 Work = Callable[[Any], None]
 

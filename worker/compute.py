@@ -24,8 +24,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
-
 from studyctl.definition.points import CALIBRATION_STEPS
 from studyctl.units import MIB
 
@@ -82,6 +80,7 @@ class Trainer:
     """One rank's simulated training loop (collective: every rank of `comm` steps together)."""
 
     def __init__(self, comm: Any, compute_s: float, model: str, allreduce_mib: float) -> None:
+        import numpy as np  # here, not at the top: a sync point's ranks never step and start without it
         from mpi4py import MPI
 
         self.comm = comm

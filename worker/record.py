@@ -26,7 +26,7 @@ from studyctl.definition.result_schema import (
 from studyctl.errors import NO_SPACE
 from studyctl.fsutil import atomic_write_text
 from studyctl.units import MIB
-from worker import objects, provenance
+from worker import provenance
 from worker.state import Run, Setup
 from worker.timing import dlio_compat, phase_summary
 
@@ -55,6 +55,8 @@ def write_result(run: Run, setup: Setup, timings: list[Any], got: Gathered, star
     """Rank 0: the result file, written atomically; returns the per-phase summary."""
     task, point, opts, written = run.task, run.point, run.opts, run.written
     if task.object_store is not None:  # an object store reports no free space; its "mount" is the store
+        from worker import objects  # the S3 client (boto3): loaded only where a point writes objects
+
         free_after, total, mount = 0, 0, objects.filesystem_info(task)
     else:
         free_after, total = host.free_and_total(task.filesystem_path)

@@ -13,14 +13,16 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from time import perf_counter_ns
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from studyctl.definition.layout import CheckpointFile, Parallelism, rank_files
 from studyctl.definition.points import Point, replicated_kinds
 from studyctl.definition.result_fields import StrategyTiming
 from worker import io
-from worker.objects import ObjectStore
 from worker.persist import aligned
+
+if TYPE_CHECKING:  # the S3 client (boto3): loaded only by a point that writes objects (worker.state)
+    from worker.objects import ObjectStore
 
 Describe = Callable[[OSError, str], tuple[str, str]]
 # Per rank and restore: (tier_bytes, shared_bytes, read_s, broadcast_s, broadcast_bytes)

@@ -33,7 +33,7 @@ from studyctl.definition.result_schema import (
 from studyctl.definition.result_schema import Phase as PhaseName
 from studyctl.states import FailureClass
 from studyctl.units import MIB, format_bytes
-from worker import handoff, io, objects, provenance
+from worker import handoff, io, provenance
 from worker.ceiling import run_ceiling
 from worker.checkpointing import Checkpointing
 from worker.claim import CLAIMS, claim, placement_problem, release
@@ -54,6 +54,8 @@ def _decide(task: WorkerTask, point_dir: Path, checkpoint_bytes: int) -> Setup:
     opts = point.checkpoint
     io_mode, fallback, cold = point.io_mode, None, opts.cold_read
     if task.object_store is not None:  # an object store: no directory, free space or O_DIRECT to decide
+        from worker import objects  # the S3 client (boto3): loaded only here
+
         return Setup(objects.setup_problem(task), OBJECT_IO_MODE, None, OBJECT_COLD_READ, 0, 0)
     misplaced = placement_problem(task.filesystem_path, task.filesystem_kind)
     if misplaced:

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from studyctl.definition.layout import rank_files, summarize
 from studyctl.definition.points import ColdReadMethod, WorkerTask, restore_files
 from worker import provenance
-from worker.objects import ObjectStore
+
+if TYPE_CHECKING:  # the S3 client (boto3) is loaded only by a point that writes objects
+    from worker.objects import ObjectStore
 
 
 @dataclass(frozen=True)
@@ -41,4 +43,8 @@ class Run:
         self.my_files = rank_files(self.point.model, self.par, self.rank, self.opts.scale, self.opts.naming)
         self.my_reads = restore_files(self.point.model, self.par, self.rank, self.opts)
         # a filesystem of kind s3: the rank's client of the point's objects (worker.objects); None: POSIX
-        self.objects = ObjectStore(task) if task.object_store is not None else None
+        self.objects: ObjectStore | None = None
+        if task.object_store is not None:
+            from worker.objects import ObjectStore
+
+            self.objects = ObjectStore(task)

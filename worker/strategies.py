@@ -18,7 +18,7 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from studyctl import host
 from studyctl.definition.layout import CheckpointFile, rank_files, step_dir_name
@@ -30,7 +30,9 @@ from worker.claim import placement_problem
 from worker.compute import Trainer
 from worker.interference import RankWrite
 from worker.nodes import NodeMap, tier_place, tier_point_dir
-from worker.objects import ObjectStore
+
+if TYPE_CHECKING:  # the S3 client (boto3): loaded only by a point that writes objects (worker.state)
+    from worker.objects import ObjectStore
 
 Describe = Callable[[OSError, str], tuple[str, str]]
 Problem = tuple[str, str]  # (a FailureClass value, one-line reason)

@@ -42,10 +42,12 @@ P = TypeVar("P", bound=_Planned)
 AUTO_MAX_SHAPES = 8
 # Measurements per probe; the median is reported (one slow outlier on a shared machine does not set a ceiling).
 REPEATS = 3
-# The memory-copy probe copies a rank's largest shard in pieces of at most this, one memmove each, from a state
-# into a snapshot as worker.persist.Snapshot does. Large enough to stream through memory, not cache, on today's
-# nodes (a socket's last-level cache, shared by its ranks, is at most about 1 GiB) with the non-temporal stores a
-# real snapshot's copy gets; small enough that two of them per rank cost a node little (plan counts them).
+# The memory-copy probe copies a rank's largest shard, up to this, in one memmove from a state into a snapshot as
+# worker.persist.Snapshot does; the network probes send as much. Large enough to stream through memory, not cache,
+# on today's nodes (a socket's last-level cache, shared by its ranks, is at most about 1 GiB) with the
+# non-temporal stores a real snapshot's copy gets, so a larger shard streams at the same rate and copying or
+# sending all of it REPEATS times would only add run time (unlike storage, whose rate depends on a file's size:
+# its probes move the whole shard); small enough that two of them per rank cost a node little (plan counts them).
 MEMCPY_MAX_BYTES = 256 * MIB
 # Storage probes move these bytes per rank, REPEATS times, written and read: largest shard, then the even share.
 PROBES = ("largest", "even")
@@ -123,6 +125,12 @@ def ceiling_moved_bytes(point: Point) -> int:
 
 def copy_piece(largest: int) -> int:
     return max(1, min(largest, MEMCPY_MAX_BYTES))
+
+
+def stream_bytes(point: Point) -> int:
+    """Bytes per rank each round of the network and memory-copy probes moves: the largest shard, up to
+    MEMCPY_MAX_BYTES (the storage probes move all of it)."""
+    return copy_piece(probe_bytes(point)[0])
 
 
 def ceiling_memory_bytes(point: Point, ranks: int) -> int:

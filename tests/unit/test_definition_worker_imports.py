@@ -52,3 +52,17 @@ def test_a_rank_loads_no_sweep_schema_yaml_expansion_or_plan() -> None:
              "studyctl.definition.yamlpos", "pandas", "matplotlib", "jinja2"}
     assert not heavy & loaded, sorted(heavy & loaded)
     assert "studyctl.definition.layout" in loaded  # the check sees what a rank imports
+
+
+def test_a_posix_sync_points_rank_starts_without_the_s3_client_or_numpy() -> None:
+    """Every rank of every point pays its imports before the point starts: the S3 client (boto3) and numpy load
+    only in a rank that writes objects or runs training steps."""
+    import subprocess
+    import sys
+
+    code = ("import sys, worker.__main__, worker.run, worker.strategies, worker.restore, worker.checkpointing\n"
+            "print(' '.join(sorted(sys.modules)))")
+    loaded = set(subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True,
+                                check=True).stdout.split())
+    assert not {"boto3", "botocore", "numpy"} & loaded, sorted({"boto3", "botocore", "numpy"} & loaded)
+    assert "worker.ceiling" in loaded  # the check sees what a rank imports
