@@ -16,7 +16,9 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from studyctl.analysis.collect import collect
 from studyctl.analysis.results import load_rows
@@ -41,7 +43,7 @@ def make_study(root: Path, n: int) -> Path:
 CPU: list[float] = []  # process CPU seconds of each timed call, beside its wall time: less moved by a busy machine
 
 
-def timed(fn) -> tuple[float, object]:  # type: ignore[no-untyped-def]
+def timed(fn: Callable[[], Any]) -> tuple[float, Any]:
     t0, c0 = time.perf_counter(), time.process_time()
     out = fn()
     CPU.append(time.process_time() - c0)
