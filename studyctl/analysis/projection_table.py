@@ -9,9 +9,11 @@ moved. Where no fit exists the cell keeps the plain figure (nominal bytes over i
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from studyctl.analysis.projection import MAX_REACH, Fit, Observation, Projection, fit, plain_projection
@@ -32,19 +34,79 @@ def fit_key(row: dict[str, Any]) -> FitKey:
     return (shape.key, row.get("phase"), *(row.get(k) for k in FIT_KEYS))
 
 
+RUN = ["point_id", "phase"]  # one run: a point's phase, over its checkpoints
+
+
+@dataclass(frozen=True)
+class Run:
+    """One point × phase: its first checkpoint's row, and what its checkpoints give together."""
+
+    first: dict[str, Any]
+    active_max: Any  # the most ranks that moved bytes in one checkpoint (as the table has it: NaN if none said)
+    files_first: Any  # the first files count the table has for it (NaN skipped)
+    span_s: float  # mean span per checkpoint (NaN skipped)
+
+    @property
+    def active(self) -> int:
+        return max(1, int(self.active_max))
+
+    @property
+    def shaped(self) -> bool:
+        return not any(missing(self.first.get(c)) for c in SHAPE_COLUMNS)
+
+
+def runs(checkpoints: pd.DataFrame, columns: Sequence[str] | None = None) -> list[Run]:
+    """Every run with a point and a phase, in the order of its first row, built by column: a row at a time through
+    pandas was nearly all of a re-collect at 10,000 results. `columns`: of the first row, those to keep (all if
+    None; one absent from the table is absent from `first` too)."""
+    if checkpoints.empty:
+        return []
+    grouped = checkpoints.groupby(RUN, sort=False)
+    codes = grouped.ngroup().fillna(-1).to_numpy(dtype=np.int64)  # -1: no point or phase, in no run
+    firsts = np.flatnonzero(grouped.cumcount().to_numpy() == 0)  # NaN where no run: never 0
+    keep = [c for c in (checkpoints.columns if columns is None else columns) if c in checkpoints.columns]
+    rows = [dict(zip(keep, values, strict=True))
+            for values in zip(*(checkpoints[c].take(firsts).tolist() for c in keep), strict=True)]
+    active = grouped["active_ranks"].max().tolist() if "active_ranks" in checkpoints else [math.nan] * len(firsts)
+    files = grouped["files"].first().tolist() if "files" in checkpoints else [math.nan] * len(firsts)
+    spans = (_group_means(checkpoints["span_s"].to_numpy(dtype=float), codes, len(firsts))
+             if "span_s" in checkpoints else np.full(len(firsts), math.nan))
+    return [Run(*r) for r in zip(rows, active, files, spans.tolist(), strict=True)]
+
+
+def _group_means(values: np.ndarray, codes: np.ndarray, groups: int) -> np.ndarray:
+    """Per group, the mean of its values with NaN left out, equal to the last bit to pandas' `Series.mean` of the
+    group (the groupby's own mean sums another way): each group's values summed as one contiguous array, groups of
+    one size at once."""
+    inside = codes >= 0
+    order = np.argsort(codes[inside], kind="stable")
+    v, c = values[inside][order], codes[inside][order]
+    counts = np.bincount(c, minlength=groups)
+    valid = np.bincount(c, weights=~np.isnan(v), minlength=groups)
+    v = np.where(np.isnan(v), 0.0, v)
+    starts = np.cumsum(counts) - counts
+    sums = np.zeros(groups)
+    for size in np.unique(counts[counts > 0]):
+        which = np.flatnonzero(counts == size)
+        sums[which] = v[starts[which][:, None] + np.arange(size)].sum(axis=1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(valid > 0, sums / valid, math.nan)
+
+
+FIT_COLUMNS = (*SHAPE_COLUMNS, "phase", *FIT_KEYS, "scale", "files", "bytes")
+
+
 def run_observations(checkpoints: pd.DataFrame) -> dict[FitKey, list[Observation]]:
     """Per fit key, one observation per point × phase (every role)."""
     out: dict[FitKey, list[Observation]] = {}
-    if checkpoints.empty:
-        return out
-    for _, g in checkpoints.groupby(["point_id", "phase"], sort=False):
-        first = g.iloc[0].to_dict()
+    for run in runs(checkpoints, FIT_COLUMNS):
+        first = run.first
         if missing(first.get("nodes")) or missing(first.get("block_mib")):
             continue  # imported rows (e.g. DLIO's) without a shape
-        active = max(1, int(g["active_ranks"].max()))
+        active = run.active
         out.setdefault(fit_key(first), []).append(Observation(
-            files_per_rank=float(g["files"].iloc[0]) / active, bytes_per_rank=float(g["bytes"].iloc[0]) / active,
-            seconds=float(g["span_s"].mean()), scale=float(first.get("scale") or 1.0)))
+            files_per_rank=float(first["files"]) / active, bytes_per_rank=float(first["bytes"]) / active,
+            seconds=float(run.span_s), scale=float(first.get("scale") or 1.0)))
     return out
 
 
@@ -53,11 +115,8 @@ def fit_all(checkpoints: pd.DataFrame) -> dict[FitKey, Fit]:
 
 
 def _files_per_rank(checkpoints: pd.DataFrame) -> dict[tuple[str, str], float]:
-    if checkpoints.empty:
-        return {}
-    grouped = checkpoints.groupby(["point_id", "phase"], sort=False).agg(files=("files", "first"),
-                                                                        active=("active_ranks", "max"))
-    return {k: float(r.files) / max(1, int(r.active)) for k, r in grouped.iterrows()}
+    return {(r.first["point_id"], r.first["phase"]): float(r.files_first) / max(1, int(r.active_max))
+            for r in runs(checkpoints, RUN)}
 
 
 def measured(frame: pd.DataFrame) -> pd.Series:
@@ -123,17 +182,17 @@ def point_factors(checkpoints: pd.DataFrame, nominal_bytes: Callable[[dict[str, 
     columns = ["point_id", "phase", "fit_factor", "fit_factor_lo", "fit_factor_hi", "projection_basis"]
     fits = fit_all(checkpoints) if fits is None else fits
     out = []
-    if not checkpoints.empty:
-        for (point_id, phase), g in checkpoints.groupby(["point_id", "phase"], sort=False):
-            rec = {**g.iloc[0].to_dict(), "bytes": float(g["bytes"].iloc[0])}
-            found = fits.get(fit_key(rec)) if not any(missing(rec.get(c)) for c in SHAPE_COLUMNS) else None
-            nominal = nominal_bytes(rec)
-            if found is None or not nominal:
-                continue
-            active = max(1, int(g["active_ranks"].max()))
-            files = float(g["files"].iloc[0]) / active
-            here = found.predict(files, rec["bytes"] / active).seconds
-            full = found.predict(files, nominal / active)
-            if here > 0:
-                out.append((point_id, phase, full.seconds / here, full.low_s / here, full.high_s / here, full.basis))
+    for run in runs(checkpoints):
+        rec = {**run.first, "bytes": float(run.first["bytes"])}
+        found = fits.get(fit_key(rec)) if run.shaped else None
+        nominal = nominal_bytes(rec)
+        if found is None or not nominal:
+            continue
+        active = run.active
+        files = float(rec["files"]) / active
+        here = found.predict(files, rec["bytes"] / active).seconds
+        full = found.predict(files, nominal / active)
+        if here > 0:
+            out.append((rec["point_id"], rec["phase"], full.seconds / here, full.low_s / here, full.high_s / here,
+                        full.basis))
     return pd.DataFrame.from_records(out, columns=columns)

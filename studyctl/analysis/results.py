@@ -26,6 +26,9 @@ from studyctl.definition.shapes import shape_of
 
 ALL_JUDGED = Judged()  # no sweep copy to judge by
 RANK_FIELDS = ("phase", "index", "rank", "host", "bytes", "duration_s", "bandwidth_GiBps", "files", *SPLIT_FIELDS)
+# A rank with no split recorded (older results) keeps null in the parsed rows, not NaN: the parse cache then holds no
+# NaN and is read by orjson, not json (three times slower); the ranks table makes them NaN again.
+NO_SPLIT = (None,) * len(SPLIT_FIELDS)
 RANK_CONTEXT = ("point_id", "cell_key", "model", "zero_stage", "nodes", "filesystem", "io_mode", "repetition")
 
 
@@ -115,7 +118,7 @@ def _rows_from_result(r: Result, path: Path) -> dict[str, Any]:
     for c in r.checkpoints:
         checkpoints.append({**base, **_checkpoint_row(c)})
         ranks += [(c.phase, c.index, rk.rank, rk.host, rk.bytes, rk.duration_s, rk.bandwidth_GiBps, rk.files,
-                   *rank_split(rk)) for rk in c.ranks if rk.bytes]
+                   *(NO_SPLIT if rk.split is None else rank_split(rk))) for rk in c.ranks if rk.bytes]
     rows = {"checkpoints": checkpoints, "ranks": ranks, "info": _info(r, path), "training": None}
     if p.role == "ceiling":  # a property of the shape, never a cell: its own table, joined to cells by shape
         return {**rows, "checkpoints": [], "ranks": [], "ceiling": ceiling_row(r)}

@@ -16,7 +16,7 @@ not checkpoints: the checkpoints of one run share a job, nodes and cache state.
 from __future__ import annotations
 
 import gc
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -29,6 +29,7 @@ from studyctl.analysis.adequacy import cell_flags
 from studyctl.analysis.cells import DERIVED, identity_columns
 from studyctl.analysis.hardware import add_hardware, ceilings_table, stated_peaks
 from studyctl.analysis.projection_table import add_projections, fit_all, measured, point_factors
+from studyctl.analysis.rank_load import SPLIT_FIELDS
 from studyctl.analysis.recovery import recovery_cells, recovery_table
 from studyctl.analysis.results import (
     RANK_CONTEXT,
@@ -176,15 +177,18 @@ def add_scaling_efficiency(summary: pd.DataFrame, series_cols: list[str]) -> pd.
 SIMULATED_EFFICIENCY = "simulated nodes: one machine, one disk (not a scaling measurement)"
 
 
-def _column(values: list[Any]) -> Any:
+def _column(values: Sequence[Any], none_is_nan: bool = False) -> Any:
     """The column pandas would infer from `values`, by numpy where every value is an int or every one a float
-    (a third of the time for 500,000 ranks); anything else is left to pandas."""
+    (a third of the time for 500,000 ranks); anything else is left to pandas. `none_is_nan`: None is a figure not
+    recorded (a float column)."""
     kinds = set(map(type, values))
+    if none_is_nan and kinds <= {float, type(None)}:
+        return np.array(values, dtype=float)
     if kinds == {int} or kinds == {float}:
         array = np.array(values)
         if array.dtype in (np.int64, np.float64):
             return array
-    return values
+    return list(values)
 
 
 def _ranks_frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
@@ -197,8 +201,9 @@ def _ranks_frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
     columns: dict[str, Any] = {
         c: pd.Series([r["checkpoints"][0][c] for r in having]).repeat(counts).reset_index(drop=True)
         for c in RANK_CONTEXT}
-    flat = [t for r in having for t in r["ranks"]]  # JSON cache: lists
-    columns.update({name: _column([t[i] for t in flat]) for i, name in enumerate(RANK_FIELDS)})
+    fields = zip(*(t for r in having for t in r["ranks"]), strict=True)  # JSON cache: lists; by field at once
+    columns.update({name: _column(values, name in SPLIT_FIELDS) for name, values in zip(RANK_FIELDS, fields,
+                                                                                         strict=True)})
     return pd.DataFrame(columns)
 
 

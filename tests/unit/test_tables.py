@@ -104,3 +104,29 @@ def test_mlperf_throughput_is_global_size_over_the_slowest_rank(tmp_path: Path) 
     row = cps[cps["phase"] == "write"].iloc[0]
     assert row["mlperf_throughput_GiBps"] == pytest.approx(row["bytes"] / (1 << 30) / row["duration_s"])
     assert row["mlperf_throughput_GiBps"] != pytest.approx(row["rank_bandwidth_min_GiBps"])
+
+
+def test_ranks_without_a_split_are_nan_in_the_table_and_leave_the_cache_readable_by_orjson(tmp_path: Path) -> None:
+    """Older results record no split per rank: the ranks table says NaN for them (beside the ranks that have one),
+    and the parse cache holds null, not NaN, so orjson reads it back (json took three times as long)."""
+    import math
+
+    import orjson
+
+    from studyctl.attempt.paths import StudyPaths
+
+    study = tmp_path / "old-ranks"
+    write_result(study, make_point(rep=0), [2.0], [2.0])  # no split: an older worker's result
+    write_result(study, make_point(rep=1), [2.0], [2.0], split={"open": 0.1, "fsync": 0.2})
+    ranks = build_tables(study).ranks
+    for column in ("open_s", "transfer_s", "fsync_s", "close_s", "other_s"):
+        assert ranks[column].dtype == "float64"
+        by_rep = ranks.groupby("repetition")[column]
+        assert by_rep.apply(lambda s: s.isna().all()).tolist() == [True, False]
+        assert by_rep.apply(lambda s: s.notna().all()).tolist() == [False, True]
+    shards = sorted(StudyPaths(study).results_cache.parent.glob("results.*.json"))
+    assert shards
+    for shard in shards:
+        orjson.loads(shard.read_bytes())  # no NaN in it: orjson refuses NaN
+    again = build_tables(study)
+    assert again.files_cached == 2 and again.ranks.equals(ranks) and not math.isnan(ranks["fsync_s"].max())
