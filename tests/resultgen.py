@@ -269,8 +269,13 @@ def write_ceiling(study_dir: Path, point: Point, write: float, read: float, **kw
     info = ceiling_info(ceiling, write, read, **kw)
     data = result_dict(ceiling, [write], [read], study=study_dir.name, ceilings=info)
     probe = info["largest_shard_bytes"] * ceiling.world_size  # every rank one file of the largest shard
-    data["checkpoints"] = [_checkpoint(ceiling, phase, 0, gibps, probe, 0.0)
-                           for phase, gibps in (("write", write), ("read", read))]
-    data["summary"] = {c["phase"]: _phase_summary([c]) for c in data["checkpoints"]}
+    data["checkpoints"] = [_checkpoint(ceiling, phase, i, gibps, probe, 0.0)  # one per round of the probe
+                           for phase, gibps in (("write", write), ("read", read)) for i in range(info["repeats"])]
+    for c in data["checkpoints"]:  # one file per rank
+        c["files"] = len(c["ranks"])
+        for r in c["ranks"]:
+            r["files"] = 1
+    data["summary"] = {ph: _phase_summary([c for c in data["checkpoints"] if c["phase"] == ph])
+                       for ph in ("write", "read")}
     _write(study_dir, ceiling, data)
     return ceiling
