@@ -102,8 +102,10 @@ def _sections(r: Result) -> Iterator[str | None]:
         largest, even = probe_bytes(p)
         c = r.ceilings
         yield _fixed("ceilings.shape", c.shape, shape_of(p).key, "the point's shape")
-        yield _fixed("ceilings.largest_shard_bytes", c.largest_shard_bytes, largest, "the shape's largest shard")
-        yield _fixed("ceilings.even_bytes", c.even_bytes, even, "the shape's even share")
+        if c.reused_from is None:  # a reused one was probed with its own study's largest point of the shape
+            yield _fixed("ceilings.largest_shard_bytes", c.largest_shard_bytes, largest, "the shape's largest shard")
+            yield _fixed("ceilings.even_bytes", c.even_bytes, even, "the shape's even share")
+        yield _at_most("ceilings.even_bytes", c.even_bytes, c.largest_shard_bytes, "ceilings.largest_shard_bytes")
         writes = sum(t.phase == "write" for t in r.checkpoints)
         yield _fixed("ceilings.repeats", c.repeats, writes, "the probe's rounds in the result")
     if r.recovery is not None:

@@ -123,7 +123,7 @@ def test_every_numeric_field_of_every_section_is_checked(tmp_path: Path, bases: 
         path.write_text(json.dumps(data))
     res = collect(study)
     reasons = {p.point_id: p.reason for p in res.problems}
-    assert res.points == len(bases), [reasons.get(c) for c in controls]
+    assert not [reasons[c] for c in controls if c in reasons]
     missed = {cases[pid]: reasons.get(pid) for pid in cases if cases[pid] not in (reasons.get(pid) or "")}
     assert not missed, missed
     assert len(cases) >= 4 * len(CHECKED)
