@@ -19,6 +19,7 @@ import types
 import typing
 from collections.abc import Iterator
 from dataclasses import dataclass
+from functools import cache
 from typing import Any, Union
 
 from pydantic import BaseModel
@@ -126,30 +127,65 @@ def _collect(path: str, annotation: Any, unit: Unit | None) -> list[NumericField
 CHECKED = numeric_fields()  # at import: a numeric field without a unit fails here, not in a user's collect
 
 
-def numbers(obj: BaseModel, prefix: str = "") -> Iterator[tuple[str, Unit, float]]:
-    """(path, unit, value) of every number `obj` holds, walked by its own class's fields (so a model's subclass
+@dataclass(frozen=True)
+class _Slot:
+    """How to walk one field of a model: a number, a model, or a list / mapping of either."""
+
+    name: str
+    many: bool  # a list or a mapping
+    unit: Unit | None  # a number's (None: a model)
+    low: float = 0.0
+    high: float = 0.0
+
+
+@cache
+def _slots(model: type[BaseModel]) -> tuple[_Slot, ...]:
+    """`model`'s fields that hold numbers, directly or below (derived from the same annotations as CHECKED)."""
+    out = []
+    for name, annotation, unit in _fields(model):
+        t = _strip(annotation)
+        many = typing.get_origin(t) in (list, dict)
+        if many:
+            inner = typing.get_args(t)[-1]
+            t, unit = _strip(inner), unit or _unit(inner, [])
+        if isinstance(t, type) and issubclass(t, BaseModel):
+            out.append(_Slot(name, many, None))
+        elif _numeric(t):
+            if unit is None or unit.name not in BOUNDS:
+                raise TypeError(f"result field {name} of {model.__name__} is a number without a known unit")
+            out.append(_Slot(name, many, unit, *BOUNDS[unit.name][:2]))
+    return tuple(out)
+
+
+def _walk(obj: BaseModel, prefix: str) -> str | None:
+    """The first number in `obj` outside its unit's bounds, walked by its own class's fields (a model's subclass
     with a field more is walked with it)."""
-    for name, annotation, unit in _fields(type(obj)):
-        yield from _values(f"{prefix}{name}", getattr(obj, name), annotation, unit)
-
-
-def _values(path: str, value: Any, annotation: Any, unit: Unit | None) -> Iterator[tuple[str, Unit, float]]:
-    if value is None or isinstance(value, (str, bool)):
-        return
-    t = _strip(annotation)
-    if typing.get_origin(t) is typing.Literal:  # a constant the schema fixes (schema_version)
-        return
-    if isinstance(value, BaseModel):
-        yield from numbers(value, f"{path}.")
-    elif isinstance(value, (list, dict)):
-        inner = typing.get_args(t)[-1] if typing.get_args(t) else Any
-        items = value.items() if isinstance(value, dict) else enumerate(value)
-        for key, item in items:
-            yield from _values(f"{path}.{key}", item, inner, unit or _unit(inner, []))
-    elif isinstance(value, (int, float)):
-        if unit is None:
-            raise TypeError(f"result field {path} holds a number without a unit (result_fields.Unit)")
-        yield path, unit, value
+    for slot in _slots(type(obj)):
+        value = getattr(obj, slot.name)
+        if value is None:
+            continue
+        if not slot.many:
+            if slot.unit is None:
+                problem = _walk(value, f"{prefix}{slot.name}.")
+            elif slot.low <= value <= slot.high:  # NaN fails both
+                continue
+            else:
+                problem = unit_problem(f"{prefix}{slot.name}", slot.unit, value)
+            if problem:
+                return problem
+            continue
+        for key, item in value.items() if isinstance(value, dict) else enumerate(value):
+            if item is None:
+                continue
+            if slot.unit is None:
+                problem = _walk(item, f"{prefix}{slot.name}.{key}.")
+            elif slot.low <= item <= slot.high:
+                continue
+            else:
+                problem = unit_problem(f"{prefix}{slot.name}.{key}", slot.unit, item)
+            if problem:
+                return problem
+    return None
 
 
 def unit_problem(path: str, unit: Unit, value: float) -> str | None:
@@ -166,8 +202,4 @@ def unit_problem(path: str, unit: Unit, value: float) -> str | None:
 def implausible(r: Result) -> str | None:
     """One line naming the first figure that cannot be true, or None: every number against its unit's bound,
     then against what the point's layout and plan fix."""
-    for path, unit, value in numbers(r):
-        problem = unit_problem(path, unit, value)
-        if problem:
-            return problem
-    return next(plan_problems(r), None)
+    return _walk(r, "") or next(plan_problems(r), None)
