@@ -35,9 +35,9 @@ from studyctl.units import GIB
 SCHEMA_VERSION: Literal[1] = 1
 Phase = Literal["write", "read"]
 # Field constraints: a damaged or hand-edited file with NaN, infinite or negative figures fails validation
-# (collect reports it as unusable, with the field). Cross-field checks: `studyctl.attempt.plausibility`.
-# Seconds, Rate (GiB/s, and sizes in GiB) and Count (bytes, files, ranks, indexes) are defined beside
-# the strategy fields, which this schema includes.
+# (collect reports it as unusable, with the field). Every number's type carries its Unit (seconds, bytes, GiB/s,
+# ranks, counts: defined beside the strategy fields, which this schema includes); `studyctl.definition.plausibility`
+# holds each to its unit's bound and to what the point's plan fixes, walking these models.
 
 
 class _Strict(BaseModel):
