@@ -134,7 +134,8 @@ def result_dict(point: Point, write_gibps: list[float], read_gibps: list[float] 
         "io": {"io_mode_requested": point.io_mode, "io_mode_used": used,
                "direct_fallback_reason": None if used == point.io_mode else "O_DIRECT refused: EINVAL at open",
                "cold_read_method": cold, "restore_mode": opts.restore, "rank_shift": opts.rank_shift,
-               "buffer_bytes": opts.buffer_mib << 20, "block_bytes": opts.block_mib << 20, "fsync_per_file": True},
+               "buffer_bytes": opts.buffer_mib << 20, "block_bytes": opts.block_mib << 20, "fsync_per_file": True,
+               "subset_world_size": opts.subset_world_size},
         "checkpoints": cps, "summary": summary,
         "dlio": {"checkpoint_size_GB": nbytes / GIB,
                  "save_checkpoint_io_mean_GB_per_second": statistics.fmean(write_gibps)},
@@ -269,8 +270,40 @@ def write_ceiling(study_dir: Path, point: Point, write: float, read: float, **kw
     info = ceiling_info(ceiling, write, read, **kw)
     data = result_dict(ceiling, [write], [read], study=study_dir.name, ceilings=info)
     probe = info["largest_shard_bytes"] * ceiling.world_size  # every rank one file of the largest shard
-    data["checkpoints"] = [_checkpoint(ceiling, phase, 0, gibps, probe, 0.0)
-                           for phase, gibps in (("write", write), ("read", read))]
-    data["summary"] = {c["phase"]: _phase_summary([c]) for c in data["checkpoints"]}
+    data["checkpoints"] = [_checkpoint(ceiling, phase, i, gibps, probe, 0.0)  # one per round of the probe
+                           for phase, gibps in (("write", write), ("read", read)) for i in range(info["repeats"])]
+    for c in data["checkpoints"]:  # one file per rank
+        c["files"] = len(c["ranks"])
+        for r in c["ranks"]:
+            r["files"] = 1
+    data["summary"] = {ph: _phase_summary([c for c in data["checkpoints"] if c["phase"] == ph])
+                       for ph in ("write", "read")}
     _write(study_dir, ceiling, data)
     return ceiling
+
+
+def recovery_timing(point: Point, launch_s: float, restore_s: float, ready_s: float) -> dict[str, Any]:
+    """A RecoveryTiming of `point`'s restart as the plan has it (layouts, bytes and files the restart reads; each
+    new rank its even share), with the phases' seconds given."""
+    from studyctl.definition.recovery import restart_layout
+    from studyctl.definition.reshard import reshard_summary
+
+    assert point.recovery is not None
+    old, opts = point.parallelism, point.checkpoint
+    new = restart_layout(point.model, old, point.recovery)
+    plan = reshard_summary(point.model, old, new, opts.scale, opts.naming, opts.restore)
+    files = round(plan.files_opened_mean * plan.ranks)
+
+    def even(total: int) -> list[int]:
+        return [total // new.ranks + (total % new.ranks if r == 0 else 0) for r in range(new.ranks)]
+
+    return {"scenario": point.recovery.label(), "launcher": "mpiexec", "shared_clock": True,
+            "step_dir": "global_epoch1_step1",
+            **{f"{side}_{f}": getattr(par, a) for side, par in (("old", old), ("new", new))
+               for f, a in (("world_size", "ranks"), ("tensor_parallel", "tensor"),
+                            ("pipeline_parallel", "pipeline"), ("data_parallel", "data"))},
+            "lost_nodes": point.recovery.lost_nodes, "launch_s": launch_s, "restore_s": restore_s,
+            "read_s": restore_s, "ready_s": ready_s, "step_s": point.recovery.step.compute_s,
+            "time_to_first_step_s": launch_s + restore_s + ready_s, "bytes_read": plan.total_bytes,
+            "bytes_restored_per_rank": even(plan.total_bytes + plan.broadcast_bytes), "files_opened": files,
+            "files_opened_per_rank": even(files), "broadcast_bytes": plan.broadcast_bytes}

@@ -3,8 +3,10 @@ same results root measured on the same shape, filesystem path and nodes, instead
 
 A study that measures a shared ceiling leaves a record beside its points (definition.ceilings.shared_record):
 the result's path within that study. Looking one up reads at most one small record per study, never the
-studies' points. Everything read is another study's data: bounded, validated, and only a result inside that
-study, of the same shape, path and nodes, is taken. The newest such result wins; the reused CeilingInfo names it
+studies' points. Everything read is another study's data: bounded, validated (the result schema and the same
+plausibility rules collect holds a result to), and only a result inside that study, of the same shape, path and
+nodes, is taken; a damaged or tampered one is not, with a line in the point's log naming it, and the point
+measures its own. The newest such result wins; the reused CeilingInfo names it
 (`reused_from`), and its checkpoints are the probe's own timings.
 """
 
@@ -12,12 +14,14 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 from pydantic import ValidationError
 
 from studyctl.definition.ceilings import shared_record
+from studyctl.definition.plausibility import implausible
 from studyctl.definition.points import WorkerTask
 from studyctl.definition.result_schema import CeilingInfo, CheckpointTiming, Result
 from studyctl.definition.shapes import shape_of
@@ -73,13 +77,27 @@ def _read(study: Path, path: Path, task: WorkerTask, key: str, nodes: list[str])
         inside = str(result).startswith(os.path.realpath(study) + os.sep)
         if not inside or not result.is_file() or result.stat().st_size > MAX_RESULT_BYTES:
             return None
+        where = f"{study.name}/{result.parent.relative_to(study)}"
         r = Result.model_validate_json(result.read_text())
-    except (OSError, ValueError, KeyError, TypeError, ValidationError):
+    except ValidationError as exc:
+        err = exc.errors(include_url=False)[0]
+        return _refused(where, f"does not match the result schema: {'.'.join(map(str, err['loc']))}: {err['msg']}")
+    except (OSError, ValueError, KeyError, TypeError):
         return None
     same = (r.ceilings is not None and r.ceilings.shape == key and r.point.role == "ceiling"
             and os.path.realpath(r.filesystem.path) == os.path.realpath(task.filesystem_path)
             and r.provenance.node_names == sorted(set(nodes)))
     if not same or r.ceilings is None:
         return None
-    origin = r.ceilings.reused_from or f"{study.name}/{result.parent.relative_to(study)}"
+    problem = (f"holds point {r.point_id}, but its point hashes to {r.point.point_id}"
+               if r.point.point_id != r.point_id else implausible(r))
+    if problem:
+        return _refused(where, f"implausible figures: {problem}")
+    origin = r.ceilings.reused_from or where
     return Reused(r.checkpoints, r.ceilings.model_copy(update={"reused_from": origin}), r.provenance.finished_at)
+
+
+def _refused(where: str, reason: str) -> Reused | None:
+    """A shared ceiling another study recorded is not taken, and the point's log says why (one line)."""
+    print(f"studyctl worker: ceilings shared: not reusing {where}: {reason}", file=sys.stderr, flush=True)
+    return None

@@ -8,15 +8,34 @@ broadcasts. Seconds are the slowest rank's unless named `_mean`.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-# Field constraints of the whole result schema: a damaged file with NaN, infinite or negative figures fails validation.
-Seconds = Annotated[float, Field(ge=0, allow_inf_nan=False)]  # durations and clock offsets
-Rate = Annotated[float, Field(ge=0, allow_inf_nan=False)]
-Count = Annotated[int, Field(ge=0)]
-Finite = Annotated[float, Field(allow_inf_nan=False)]  # may be negative (a slowdown below 0 is a speed-up)
+
+@dataclass(frozen=True)
+class Unit:
+    """What a numeric result field measures. Every number in a result carries one: its plausibility bound comes
+    from it (`definition.plausibility`), so a field added with a unit is checked without being listed."""
+
+    name: str
+
+
+# Field constraints of the whole result schema: a damaged file with NaN, infinite or negative figures fails
+# validation; each type's Unit gives the upper bound no true figure reaches.
+Seconds = Annotated[float, Field(ge=0, allow_inf_nan=False), Unit("s")]  # durations and clock offsets
+SignedSeconds = Annotated[float, Field(allow_inf_nan=False), Unit("±s")]  # a time lost, or gained (below 0)
+Rate = Annotated[float, Field(ge=0, allow_inf_nan=False), Unit("GiB/s")]
+GiBSize = Annotated[float, Field(ge=0, allow_inf_nan=False), Unit("GiB")]  # DLIO's "GB"
+Bytes = Annotated[int, Field(ge=0), Unit("B")]
+Count = Annotated[int, Field(ge=0), Unit("count")]  # files, requests, steps, indexes
+Positive = Annotated[int, Field(ge=1), Unit("count")]  # a count no result has zero of (attempts, repeats)
+Ranks = Annotated[int, Field(ge=1), Unit("ranks")]  # a world, a node's ranks, a parallel degree
+Rank = Annotated[int, Field(ge=0), Unit("ranks")]  # a rank's number (0-based)
+Fraction = Annotated[float, Field(gt=0, le=1, allow_inf_nan=False), Unit("fraction")]  # a scale factor
+Share = Annotated[float, Field(ge=0, allow_inf_nan=False), Unit("ratio")]  # CPU time / wall time (threads: > 1)
+Ratio = Annotated[float, Field(gt=-1, allow_inf_nan=False), Unit("ratio")]  # a slowdown (above −1: no step is free)
 
 
 class _Strict(BaseModel):
@@ -29,24 +48,24 @@ class StrategyTiming(_Strict):
     # write: training blocked (snapshot copy, tier write, or the whole sync write), then background work
     blocking_s: Seconds = 0.0
     background_s: Seconds = 0.0  # persist (async) or drain (tiered): its slowest rank
-    background_bytes: Count = 0  # written to shared storage in the background, all ranks
+    background_bytes: Bytes = 0  # written to shared storage in the background, all ranks
     background_GiBps: Rate = 0.0  # background_bytes / background_s
     # The simulated training beside the background work (worker.compute, worker.interference): steps during
     # the window vs idle steps right before and after it. Signed, never clamped; means over ranks.
     compute_steps: Count = 0  # simulated training steps run beside the background work, all ranks
     compute_step_s_mean: Seconds | None = None  # their mean duration
-    compute_slowdown: Finite | None = None  # mean over ranks of (window step mean / the rank's idle step mean − 1)
-    interference_s: Finite = 0.0  # mean over ranks of (window step time − its steps × idle step mean)
+    compute_slowdown: Ratio | None = None  # mean over ranks of (window step mean / the rank's idle step mean − 1)
+    interference_s: SignedSeconds = 0.0  # mean over ranks of (window step time − its steps × idle step mean)
     idle_step_s_mean: Seconds | None = None  # mean over ranks of their idle step mean (None in older results)
     interference_ci_s: Seconds | None = None  # 95% CI half-width of interference_s from the step samples
-    allreduce_bytes: Count = 0  # gradient bytes all-reduced by the window's steps, all ranks
-    compute_cpu_share: Finite | None = None  # CPU time / wall time of the window's compute (accelerator: ~0)
+    allreduce_bytes: Bytes = 0  # gradient bytes all-reduced by the window's steps, all ranks
+    compute_cpu_share: Share | None = None  # CPU time / wall time of the window's compute (accelerator: ~0)
     # read: where the bytes came from, and how long reading and broadcasting took
-    tier_bytes: Count = 0  # read from a node-local tier
-    shared_bytes: Count = 0  # read from shared storage
+    tier_bytes: Bytes = 0  # read from a node-local tier
+    shared_bytes: Bytes = 0  # read from shared storage
     read_s: Seconds = 0.0  # slowest rank's time in storage reads
     broadcast_s: Seconds = 0.0  # the slowest reading rank's time in MPI_Bcast (the transfer to its replicas)
-    broadcast_bytes: Count = 0  # received through broadcasts, all ranks
+    broadcast_bytes: Bytes = 0  # received through broadcasts, all ranks
 
 
 class StrategyInfo(_Strict):
@@ -54,12 +73,12 @@ class StrategyInfo(_Strict):
     restore_mode: Literal["rank", "full", "broadcast"]
     step_s: Seconds | None = None  # the training step asked for
     compute_step_s_idle: Seconds | None = None  # mean over ranks of the calibrated step with nothing beside it
-    snapshot_bytes_per_rank_max: Count = 0  # async: host memory per rank
+    snapshot_bytes_per_rank_max: Bytes = 0  # async: host memory per rank
     tier_path: str | None = None
     tier_io_mode: str | None = None  # the tier's I/O mode (buffered where it refuses O_DIRECT)
     tier_fstype: str | None = None  # the tier's mount type (/proc/self/mountinfo on rank 0), e.g. tmpfs, xfs
     drain: Literal["rank", "node"] | None = None
-    tier_keep: int | None = None
+    tier_keep: Positive | None = None
     replaced_nodes: Count = 0
     checkpoints: list[StrategyTiming] = []
 
@@ -77,14 +96,14 @@ class RecoveryTiming(_Strict):
     launcher: Literal["mpiexec", "srun"]
     shared_clock: bool  # every rank and the launcher read one machine's clock (simulated nodes)
     step_dir: str  # the checkpoint restored
-    old_world_size: Count
-    old_tensor_parallel: Count
-    old_pipeline_parallel: Count
-    old_data_parallel: Count
-    new_world_size: Count
-    new_tensor_parallel: Count
-    new_pipeline_parallel: Count
-    new_data_parallel: Count
+    old_world_size: Ranks
+    old_tensor_parallel: Ranks
+    old_pipeline_parallel: Ranks
+    old_data_parallel: Ranks
+    new_world_size: Ranks
+    new_tensor_parallel: Ranks
+    new_pipeline_parallel: Ranks
+    new_data_parallel: Ranks
     lost_nodes: Count = 0
     launch_s: Seconds
     restore_s: Seconds
@@ -93,9 +112,9 @@ class RecoveryTiming(_Strict):
     ready_s: Seconds
     step_s: Seconds  # the simulated step's compute (training.simulated_step.compute_s)
     time_to_first_step_s: Seconds  # launch_s + restore_s + ready_s
-    bytes_read: Count  # from files, all ranks
-    bytes_restored_per_rank: list[Count]  # by new rank: read from files, or received by broadcast
+    bytes_read: Bytes  # from files, all ranks
+    bytes_restored_per_rank: list[Bytes]  # by new rank: read from files, or received by broadcast
     files_opened: Count  # all ranks
     files_opened_per_rank: list[Count]
-    tier_bytes: Count = 0  # of bytes_read, from a node-local tier
-    broadcast_bytes: Count = 0  # received through broadcasts, all ranks
+    tier_bytes: Bytes = 0  # of bytes_read, from a node-local tier
+    broadcast_bytes: Bytes = 0  # received through broadcasts, all ranks

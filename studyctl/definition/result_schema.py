@@ -17,15 +17,27 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, model_validator
 
 from studyctl.definition.points import Point
-from studyctl.definition.result_fields import Count, Rate, RecoveryTiming, Seconds, StrategyInfo
+from studyctl.definition.result_fields import (
+    Bytes,
+    Count,
+    Fraction,
+    GiBSize,
+    Positive,
+    Rank,
+    Ranks,
+    Rate,
+    RecoveryTiming,
+    Seconds,
+    StrategyInfo,
+)
 from studyctl.units import GIB
 
 SCHEMA_VERSION: Literal[1] = 1
 Phase = Literal["write", "read"]
 # Field constraints: a damaged or hand-edited file with NaN, infinite or negative figures fails validation
-# (collect reports it as unusable, with the field). Cross-field checks: `studyctl.attempt.plausibility`.
-# Seconds, Rate (GiB/s, and sizes in GiB) and Count (bytes, files, ranks, indexes) are defined beside
-# the strategy fields, which this schema includes.
+# (collect reports it as unusable, with the field). Every number's type carries its Unit (seconds, bytes, GiB/s,
+# ranks, counts: defined beside the strategy fields, which this schema includes); `studyctl.definition.plausibility`
+# holds each to its unit's bound and to what the point's plan fixes, walking these models.
 
 
 class _Strict(BaseModel):
@@ -62,11 +74,11 @@ class RankRequests(_Strict):
 class RankTiming(_Strict):
     """One rank's share of one checkpoint."""
 
-    rank: Count
+    rank: Rank
     host: str  # the node the rank ran on (a simulated node name on the local backend)
     start_s: Seconds  # MPI.Wtime anchored to the epoch per rank; seconds since the earliest rank start
     end_s: Seconds  # same clock as start_s
-    bytes: Count  # this rank's own bytes (0 for a rank with nothing to write, e.g. ZeRO-0 beyond replica 0)
+    bytes: Bytes  # this rank's own bytes (0 for a rank with nothing to write, e.g. ZeRO-0 beyond replica 0)
     files: Count  # files this rank wrote or read
     duration_s: Seconds  # end_s - start_s
     bandwidth_GiBps: Rate  # this rank's own bytes / duration_s / 2^30; 0 for a rank that moved no bytes
@@ -82,7 +94,7 @@ class CheckpointTiming(_Strict):
     phase: Phase
     index: Count  # 0-based checkpoint (write) or restore (read) number
     step_dir: str  # relative to the point directory, e.g. "global_epoch1_step3" (DLIO naming)
-    bytes: Count  # written (or read) by all ranks in this checkpoint
+    bytes: Bytes  # written (or read) by all ranks in this checkpoint
     files: Count  # over all ranks
     duration_max_s: Seconds  # the slowest rank's own duration: MLPerf's checkpoint duration (max over processes)
     span_s: Seconds  # max end - min start over ranks: the time the job as a whole was checkpointing
@@ -106,8 +118,8 @@ OLD_SUMMARY_NAMES = {"mlperf_duration_max_s": "duration_max_s",  # PhaseSummary'
 class PhaseSummary(_Strict):
     """Statistics over the checkpoints of one phase of this point."""
 
-    checkpoints: Count  # checkpoints of this phase
-    bytes_per_checkpoint: Count  # the first checkpoint's bytes (every checkpoint of a phase moves the same)
+    checkpoints: Positive  # checkpoints of this phase
+    bytes_per_checkpoint: Bytes  # the first checkpoint's bytes (every checkpoint of a phase moves the same)
     aggregate_GiBps_mean: Rate  # mean over checkpoints of aggregate_GiBps (a mean of rates, not bytes / time)
     aggregate_GiBps_stdev: Rate  # sample stdev (n-1); 0 for one checkpoint
     aggregate_GiBps_min: Rate  # over checkpoints
@@ -139,7 +151,7 @@ class DlioCompat(_Strict):
     """DLIO's summary.json metrics computed DLIO's way, in GiB: per checkpoint rank 0's duration and the global
     checkpoint size / it; then the mean (population stdev) over checkpoints of those rates and durations."""
 
-    checkpoint_size_GB: Rate
+    checkpoint_size_GB: GiBSize
     save_checkpoint_io_mean_GB_per_second: Rate | None = None
     save_checkpoint_io_stdev_GB_per_second: Rate | None = None
     save_checkpoint_duration_mean_seconds: Seconds | None = None
@@ -159,9 +171,9 @@ class FilesystemInfo(_Strict):
     fstype: str  # e.g. ext4, lustre; tmpfs means memory, not storage
     source: str  # the mounted device or server
     mount_options: str
-    free_bytes_before: Count  # before the first write
-    free_bytes_after: Count  # after the last restore
-    total_bytes: Count
+    free_bytes_before: Bytes  # before the first write
+    free_bytes_after: Bytes  # after the last restore
+    total_bytes: Bytes
 
 
 class SlurmInfo(_Strict):
@@ -179,8 +191,8 @@ class Provenance(_Strict):
     hostnames: list[str]  # per rank, rank order
     node_names: list[str]  # distinct nodes (SLURMD_NODENAME when present), sorted
     simulated_nodes: bool  # local backend: nodes are rank groups on one machine
-    world_size: int  # MPI ranks that ran
-    ranks_per_node: int
+    world_size: Ranks  # MPI ranks that ran
+    ranks_per_node: Ranks
     slurm: SlurmInfo | None = None  # None outside Slurm
     python_version: str
     mpi4py_version: str
@@ -189,10 +201,10 @@ class Provenance(_Strict):
     studyctl_version: str
     started_at: str  # ISO 8601 UTC
     finished_at: str  # ISO 8601 UTC
-    host_memory_bytes: int | None = None  # the smallest host's physical memory (MLPerf's page-cache rule)
+    host_memory_bytes: Bytes | None = None  # the smallest host's physical memory (MLPerf's page-cache rule)
     # What shared the host's cores (None in older results): a flag when ranks and background threads outnumber them.
-    host_cores: Count | None = None  # cores this host lets the job use (the ranks' CPU affinity; smallest host)
-    ranks_on_host: Count | None = None  # ranks of this job on one host (most on any host; all on simulated nodes)
+    host_cores: Positive | None = None  # cores this host lets the job use (the ranks' CPU affinity; smallest host)
+    ranks_on_host: Ranks | None = None  # ranks of this job on one host (most on any host; all on simulated nodes)
     background_threads_on_host: Count | None = None  # persist/drain threads on one host at once (most; sync: 0)
     launch_s: Seconds | None = None  # earliest rank process start → every rank ready after MPI init
 
@@ -207,12 +219,12 @@ class IoInfo(_Strict):
     cold_read_method: Literal["direct", "fadvise", "none", "no_cache"]
     restore_mode: Literal["rank", "full", "broadcast"]  # rank: own files (DLIO); full: every DP replica reads
     # the weights; broadcast: one replica reads and MPI_Bcasts them to the others
-    rank_shift: int  # rank r restored rank r+shift's files
-    buffer_bytes: Count  # the one reused buffer per rank
-    block_bytes: Count  # bytes per write/read call
+    rank_shift: Count  # rank r restored rank r+shift's files
+    buffer_bytes: Bytes  # the one reused buffer per rank
+    block_bytes: Bytes  # bytes per write/read call
     fsync_per_file: bool  # every written file fsynced before the rank's end stamp; false mirrors DLIO: "no fsync"
     naming: Literal["dlio", "deepspeed"] = "dlio"  # file and folder names written
-    subset_world_size: int | None = None  # MLPerf subset mode: the full run this point wrote a share of
+    subset_world_size: Ranks | None = None  # MLPerf subset mode: the full run this point wrote a share of
     # an object store: what was done about the server's own cache before each cold restore (studyctl.objstore.cache:
     # the project's local server has its volume files evicted from the page cache; any other server's is its own)
     server_cache: str | None = None
@@ -221,13 +233,13 @@ class IoInfo(_Strict):
 class SizeInfo(_Strict):
     """The checkpoint's sizes from the planner (DLIO's layout rules)."""
 
-    scale: float  # every tensor shrunk by this factor; files, ranks and layout kept
-    nominal_checkpoint_bytes: Count  # the full-size model's checkpoint
-    written_checkpoint_bytes: Count  # what each checkpoint actually wrote (scaled)
+    scale: Fraction  # every tensor shrunk by this factor; files, ranks and layout kept
+    nominal_checkpoint_bytes: Bytes  # the full-size model's checkpoint
+    written_checkpoint_bytes: Bytes  # what each checkpoint actually wrote (scaled)
     files_per_checkpoint: Count
-    bytes_per_rank_max: Count  # over ranks that write
-    bytes_per_rank_min: Count
-    read_bytes_per_restore: Count  # larger than written with restore "full"
+    bytes_per_rank_max: Bytes  # over ranks that write
+    bytes_per_rank_min: Bytes
+    read_bytes_per_restore: Bytes  # larger than written with restore "full"
 
 
 class CeilingInfo(_Strict):
@@ -238,9 +250,9 @@ class CeilingInfo(_Strict):
     file, then reads it back cold."""
 
     shape: str  # Shape.key
-    largest_shard_bytes: Count  # per rank: the largest bytes any rank of the shape's points writes
-    even_bytes: Count  # per rank: the largest point's checkpoint spread evenly over the ranks
-    repeats: Count  # measurements per probe
+    largest_shard_bytes: Bytes  # per rank: the largest bytes any rank of the shape's points writes
+    even_bytes: Bytes  # per rank: the largest point's checkpoint spread evenly over the ranks
+    repeats: Positive  # measurements per probe
     storage_write_GiBps: Rate  # one file of largest_shard_bytes per rank, written and fsynced
     storage_read_GiBps: Rate  # the same files read back cold
     even_write_GiBps: Rate  # one file of even_bytes per rank (the largest's figure where even is within EVEN_SAME)
@@ -262,7 +274,7 @@ class Result(_Strict):
     schema_version: Literal[1]
     study: str
     point_id: str  # hash of `point` (its canonical form)
-    attempt: int  # 1, 2, ... as the ledger numbered it
+    attempt: Positive  # 1, 2, ... as the ledger numbered it
     point: Point  # every setting measured
     sizes: SizeInfo
     io: IoInfo

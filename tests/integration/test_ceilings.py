@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from studyctl import api
@@ -81,3 +82,22 @@ def test_shared_reuses_another_studys_ceiling_of_the_same_shape(tmp_path: Path) 
     other = run_study(tmp_path, "other", ceilings="shared", nodes=1, zero="[1]")["ceiling"]
     assert own.ceilings is not None and own.ceilings.reused_from is None
     assert other.ceilings is not None and other.ceilings.reused_from is None
+
+
+def test_shared_never_reuses_a_tampered_ceiling_and_says_whose(tmp_path: Path) -> None:
+    """Another study's ceiling is received data: held to the schema and the plausibility rules before reuse."""
+    first = run_study(tmp_path, "first", ceilings="shared")["ceiling"]
+    path = tmp_path / "results" / "first" / "points" / first.point_id / "attempt-1" / "result.json"
+    data = json.loads(path.read_text())
+    data["ceilings"]["storage_write_GiBps"] = 1e300  # schema-valid, physically impossible
+    path.write_text(json.dumps(data))
+    second = run_study(tmp_path, "second", ceilings="shared", zero="[3]")["ceiling"]
+    assert second.ceilings is not None and second.ceilings.reused_from is None  # measured its own
+    assert second.ceilings.storage_write_GiBps < 1e6
+    log = (tmp_path / "results" / "second" / "points" / second.point_id / "attempt-1" / "stderr.log").read_text()
+    line = next(x for x in log.splitlines() if "not reusing" in x)
+    assert f"first/points/{first.point_id}/attempt-1" in line and "ceilings.storage_write_GiBps" in line
+    tables = api.collect("second", tmp_path / "results")
+    assert tables is not None
+    ceilings = (tmp_path / "results" / "second" / "tables" / "ceilings.csv").read_text()
+    assert "e+300" not in ceilings and "1e300" not in ceilings

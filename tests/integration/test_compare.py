@@ -15,9 +15,15 @@ def slow_down(study: Path, factor: float) -> None:
     """Edit result files as if the storage were `factor` times as fast (times and bandwidths scaled)."""
     for path in study.glob("points/*/attempt-*/result.json"):
         data = json.loads(path.read_text())
-        for c in data["checkpoints"]:
-            c["aggregate_GiBps"] *= factor
-            c["span_s"] /= factor
+        for record in [*data["checkpoints"], *(r for c in data["checkpoints"] for r in c["ranks"]),
+                       *data["summary"].values()]:  # every time and rate, so the file stays consistent
+            for key, value in record.items():
+                if not isinstance(value, float):
+                    continue
+                if "GiBps" in key:
+                    record[key] = value * factor
+                elif key.endswith("_s") or "_s_" in key:
+                    record[key] = value / factor
         path.write_text(json.dumps(data))
 
 

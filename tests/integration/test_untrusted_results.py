@@ -92,9 +92,9 @@ def test_damaged_figures_are_unusable_with_a_reason(tmp_path: Path) -> None:
     case(2, lambda d: cp(d)["ranks"][0].update(duration_s=-1.0), "greater than or equal to 0")
     case(3, lambda d: cp(d).update(aggregate_GiBps=1e308, rank_bandwidth_max_GiBps=1e308), "above")
     case(4, lambda d: cp(d).update(span_s=0.0, duration_max_s=0.0), "bytes in 0")
-    case(5, lambda d: cp(d).update(bytes=cp(d)["bytes"] * 10), "sizes say")
-    case(6, lambda d: d["sizes"].update(written_checkpoint_bytes=1 << 40), "layout has")
-    case(7, lambda d: d["sizes"].update(nominal_checkpoint_bytes=10), "layout has")
+    case(5, lambda d: cp(d).update(bytes=cp(d)["bytes"] * 10), "checkpoints.0.bytes")
+    case(6, lambda d: d["sizes"].update(written_checkpoint_bytes=1 << 40), "sizes.written_checkpoint_bytes")
+    case(7, lambda d: d["sizes"].update(nominal_checkpoint_bytes=10), "sizes.nominal_checkpoint_bytes")
     case(8, lambda d: cp(d)["ranks"][0].update(bytes=cp(d)["ranks"][0]["bytes"] + 1), "add up to")
     found = reasons(study)
     for point_id, (rep, expect) in cases.items():

@@ -15,7 +15,7 @@ from studyctl.analysis.stats import t_quantile_975
 from studyctl.analysis.tables import build_tables
 from studyctl.definition.points import Point
 from studyctl.definition.recovery import parse_recovery
-from tests.resultgen import _write, make_point, result_dict
+from tests.resultgen import _write, make_point, recovery_timing, result_dict
 
 SPREAD = (0.9, 1.0, 1.1)
 PHASES = {"launch_s": 2.0, "restore_s": 0.5, "ready_s": 0.25}
@@ -29,15 +29,7 @@ def _study(tmp_path: Path, training: str = "training: {node_mtbf_h: 1000, nodes:
 
 
 def _timing(p: Point, k: float) -> dict[str, Any]:
-    ranks = p.world_size
-    launch, restore, ready = (PHASES[n] * k for n in ("launch_s", "restore_s", "ready_s"))
-    return {"scenario": "same", "launcher": "mpiexec", "shared_clock": True, "step_dir": "global_epoch1_step1",
-            **{f"{side}_{f}": getattr(p.parallelism, a) for side in ("old", "new")
-               for f, a in (("world_size", "ranks"), ("tensor_parallel", "tensor"),
-                            ("pipeline_parallel", "pipeline"), ("data_parallel", "data"))},
-            "launch_s": launch, "restore_s": restore, "read_s": restore, "ready_s": ready, "step_s": 0.2,
-            "time_to_first_step_s": launch + restore + ready, "bytes_read": 1000 * ranks,
-            "bytes_restored_per_rank": [1000] * ranks, "files_opened": ranks, "files_opened_per_rank": [1] * ranks}
+    return recovery_timing(p, *(PHASES[n] * k for n in ("launch_s", "restore_s", "ready_s")))
 
 
 def _reps(study: Path, recovery: str | None, launch_s: float = 0.3) -> list[Point]:

@@ -1,0 +1,205 @@
+"""Plausibility of a schema-valid result: figures that cannot be true make the file unusable.
+
+Two layers, both over every section a result carries:
+- by unit: the schema tags every number with a `result_fields.Unit`; a walk over the result (its models' own
+  fields, recursively, so a new section or field is covered by construction) holds each number to its unit's
+  physical bound (`BOUNDS`). A numeric field without a unit is a schema error, raised when this module loads.
+- by plan (`plausibility_plan`): where the point's layout and plan fix a value (bytes a restore reads, the
+  restart's world, a ceiling's probe size), the result must agree; where they bound one (request counts, files),
+  it must stay within.
+The first problem found is one line naming the field by its path (e.g. `recovery.bytes_read`). The worker checks
+a reused ceiling with the same rules (worker.ceiling_shared); collect, compare and the MLPerf view through
+`attempt.result_file`.
+"""
+
+from __future__ import annotations
+
+import math
+import types
+import typing
+from collections.abc import Iterator
+from dataclasses import dataclass
+from functools import cache
+from typing import Any, Union
+
+from pydantic import BaseModel
+
+from studyctl.definition.plausibility_plan import plan_problems
+from studyctl.definition.result_fields import Unit
+from studyctl.definition.result_schema import Result
+from studyctl.units import GIB, MIB
+
+# 1 PiB/s: far above any storage system (or memory-backed filesystem) a checkpoint study can reach.
+MAX_GIBPS = 1024.0 * 1024.0
+MAX_BYTES = 1 << 60  # 1 EiB: more than any filesystem built holds, let alone one checkpoint
+MAX_SECONDS = 30 * 86400.0  # 30 days: longer than any job a study runs (Slurm sites cap jobs at days)
+MAX_RANKS = 1 << 24  # 16 Mi ranks: above the largest machine's cores
+MAX_COUNT = MAX_BYTES // MIB  # files, requests, steps: one per MiB of the largest byte count
+MAX_RATIO = 1e6  # a step a million times slower than idle (or a CPU share of a million cores) is a broken clock
+
+# Per unit: (lowest, highest) a true figure can be, and what the highest means.
+BOUNDS: dict[str, tuple[float, float, str]] = {
+    "s": (0.0, MAX_SECONDS, "30 days"),
+    "±s": (-MAX_SECONDS, MAX_SECONDS, "30 days"),
+    "GiB/s": (0.0, MAX_GIBPS, "1 PiB/s"),
+    "GiB": (0.0, MAX_BYTES / GIB, "1 EiB"),
+    "B": (0.0, MAX_BYTES, "1 EiB"),
+    "count": (0.0, MAX_COUNT, "one per MiB of 1 EiB"),
+    "ranks": (0.0, MAX_RANKS, "more ranks than any machine runs"),
+    "fraction": (0.0, 1.0, "the whole"),
+    "ratio": (-1.0, MAX_RATIO, "a million times"),
+}
+
+
+@dataclass(frozen=True)
+class NumericField:
+    pattern: str  # the field's path, "*" for a list index or a mapping key: "checkpoints.*.ranks.*.bytes"
+    unit: Unit
+
+
+def _unit(annotation: Any, metadata: list[Any]) -> Unit | None:
+    for m in metadata:
+        if isinstance(m, Unit):
+            return m
+    origin = typing.get_origin(annotation)
+    if origin is typing.Annotated:
+        return _unit(typing.get_args(annotation)[0], list(annotation.__metadata__))
+    if origin in (Union, types.UnionType):  # X | None
+        units = [u for a in typing.get_args(annotation) if (u := _unit(a, [])) is not None]
+        return units[0] if len(units) == 1 else None
+    return None
+
+
+def _strip(annotation: Any) -> Any:
+    """The type inside Annotated[...] and Optional[...]."""
+    while True:
+        origin = typing.get_origin(annotation)
+        if origin is typing.Annotated:
+            annotation = typing.get_args(annotation)[0]
+        elif origin in (Union, types.UnionType):
+            args = [a for a in typing.get_args(annotation) if a is not type(None)]
+            if len(args) != 1:
+                return annotation
+            annotation = args[0]
+        else:
+            return annotation
+
+
+def _numeric(t: Any) -> bool:
+    return isinstance(t, type) and issubclass(t, (int, float)) and not issubclass(t, bool)
+
+
+# Sections that are not measurements: the point is the plan itself (its own model validates it, its id is its hash).
+NOT_FIGURES = frozenset({"point"})
+
+
+def _fields(model: type[BaseModel]) -> Iterator[tuple[str, Any, Unit | None]]:
+    for name, info in model.model_fields.items():
+        if issubclass(model, Result) and name in NOT_FIGURES:
+            continue
+        yield name, info.annotation, _unit(info.annotation, info.metadata)
+
+
+def numeric_fields(model: type[BaseModel] = Result, prefix: str = "") -> list[NumericField]:
+    """Every numeric field of `model`'s sections, from its annotations; raises TypeError for one without a Unit."""
+    out: list[NumericField] = []
+    for name, annotation, unit in _fields(model):
+        out += _collect(f"{prefix}{name}", annotation, unit)
+    return out
+
+
+def _collect(path: str, annotation: Any, unit: Unit | None) -> list[NumericField]:
+    t = _strip(annotation)
+    origin = typing.get_origin(t)
+    if origin in (list, dict):
+        inner = typing.get_args(t)[-1]
+        return _collect(f"{path}.*", inner, unit or _unit(inner, []))
+    if isinstance(t, type) and issubclass(t, BaseModel):
+        return numeric_fields(t, f"{path}.")
+    if _numeric(t):
+        if unit is None or unit.name not in BOUNDS:
+            raise TypeError(f"result field {path} is a number without a known unit (result_fields.Unit): "
+                            "its plausibility bound comes from its unit")
+        return [NumericField(path, unit)]
+    return []
+
+
+CHECKED = numeric_fields()  # at import: a numeric field without a unit fails here, not in a user's collect
+
+
+@dataclass(frozen=True)
+class _Slot:
+    """How to walk one field of a model: a number, a model, or a list / mapping of either."""
+
+    name: str
+    many: bool  # a list or a mapping
+    unit: Unit | None  # a number's (None: a model)
+    low: float = 0.0
+    high: float = 0.0
+
+
+@cache
+def _slots(model: type[BaseModel]) -> tuple[_Slot, ...]:
+    """`model`'s fields that hold numbers, directly or below (derived from the same annotations as CHECKED)."""
+    out = []
+    for name, annotation, unit in _fields(model):
+        t = _strip(annotation)
+        many = typing.get_origin(t) in (list, dict)
+        if many:
+            inner = typing.get_args(t)[-1]
+            t, unit = _strip(inner), unit or _unit(inner, [])
+        if isinstance(t, type) and issubclass(t, BaseModel):
+            out.append(_Slot(name, many, None))
+        elif _numeric(t):
+            if unit is None or unit.name not in BOUNDS:
+                raise TypeError(f"result field {name} of {model.__name__} is a number without a known unit")
+            out.append(_Slot(name, many, unit, *BOUNDS[unit.name][:2]))
+    return tuple(out)
+
+
+def _walk(obj: BaseModel, prefix: str) -> str | None:
+    """The first number in `obj` outside its unit's bounds, walked by its own class's fields (a model's subclass
+    with a field more is walked with it)."""
+    for slot in _slots(type(obj)):
+        value = getattr(obj, slot.name)
+        if value is None:
+            continue
+        if not slot.many:
+            if slot.unit is None:
+                problem = _walk(value, f"{prefix}{slot.name}.")
+            elif slot.low <= value <= slot.high:  # NaN fails both
+                continue
+            else:
+                problem = unit_problem(f"{prefix}{slot.name}", slot.unit, value)
+            if problem:
+                return problem
+            continue
+        for key, item in value.items() if isinstance(value, dict) else enumerate(value):
+            if item is None:
+                continue
+            if slot.unit is None:
+                problem = _walk(item, f"{prefix}{slot.name}.{key}.")
+            elif slot.low <= item <= slot.high:
+                continue
+            else:
+                problem = unit_problem(f"{prefix}{slot.name}.{key}", slot.unit, item)
+            if problem:
+                return problem
+    return None
+
+
+def unit_problem(path: str, unit: Unit, value: float) -> str | None:
+    low, high, meaning = BOUNDS[unit.name]
+    if isinstance(value, float) and not math.isfinite(value):
+        return f"{path} = {value}, not a number"
+    if value < low:
+        return f"{path} = {value:g} {unit.name}, below {low:g}"
+    if value > high:
+        return f"{path} = {value:g} {unit.name}, above {high:g} ({meaning})"
+    return None
+
+
+def implausible(r: Result) -> str | None:
+    """One line naming the first figure that cannot be true, or None: every number against its unit's bound,
+    then against what the point's layout and plan fix."""
+    return _walk(r, "") or next(plan_problems(r), None)
