@@ -1,5 +1,6 @@
-"""What `plan` says about projections to full size, per resource shape and fit group: the fit an earlier run of the same study
-gives (predicted full-size time with its band, and the scale it rests on), else what calibration will measure.
+"""What `plan` says about projections to full size, per resource shape and fit group: the fit an earlier run of the
+same study gives (predicted full-size time with its band, and the scale it rests on), else what calibration will
+measure.
 
 Reads the study's `tables/checkpoints.parquet` from an earlier `collect`; only then is the analysis stack loaded.
 """
