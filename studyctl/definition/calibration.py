@@ -124,7 +124,7 @@ class CalibrationSources:
                     + (f" and estimate.host_memory_gib {memory:g} GiB" if memory else ""))
         cheapest = min(sum(estimated_run_seconds(p, self.sweep) for p in copies) for copies in runs)
         setting = "calibration.budget_s" if spec.budget_s else "calibration.budget_share and min_budget_s"
-        others = ", spent on other shapes and groups first" if cheapest <= self.budget() else ""
+        others = ", spent on other shapes and fit groups first" if cheapest <= self.budget() else ""
         return (f"over the time budget: its cheapest calibration run needs ~{cheapest:.0f} s (estimated), the "
                 f"study's calibration budget is {self.budget():.0f} s{others} ({setting})")
 
