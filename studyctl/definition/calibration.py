@@ -5,15 +5,15 @@ A small checkpoint's time is mostly fixed costs, so bytes over a scaled-down run
 full-size time. The fit pools only runs of one shape and one fit group (`definition.fit_group`: strategy, fsync,
 cold reads, ...), so calibration is per (shape, group): a group whose largest measured scale is below
 `calibration.below_scale` gets, from its largest checkpoint (its biggest measure point), `calibration.scales` extra
-scales up to `calibration.max_scale`, evenly
-spaced on a log axis, each run `calibration.repetitions` times (at most the study's). Each is bounded: its disk
-need by `max_disk_gib` and by the free space its filesystem has where plan and submit read it (its scale lowered
-to fit; under free space, down to the next of FREE_SPACE_STEPS, so a little more or less free space between two
-submits mostly names the same point), its workers by `estimate.host_memory_gib`, and all of them
-together by a time budget, `budget_share` of the measure points' estimated run time (at least `min_budget_s`:
-a study of small points would afford no larger run otherwise) or `budget_s` seconds (`Estimate.run_seconds`),
-spent first on every group's largest scale that fits, then on the others. Groups with measure points at or above
-the threshold already have their calibration and get none; `plan` says why a group got none.
+scales up to `calibration.max_scale`, evenly spaced on a log axis, each run `calibration.repetitions` times (at most
+the study's). Each is bounded: its disk need by `max_disk_gib` and by the free space its filesystem has where plan
+and submit read it (its scale lowered to fit; under free space, down to the next of FREE_SPACE_STEPS, so a little
+more or less free space between two submits mostly names the same point), its workers by `estimate.host_memory_gib`,
+and all of them together by a time budget, `budget_share` of the measure points' estimated run time (at least
+`min_budget_s`: a study of small points would afford no larger run otherwise) or `budget_s` seconds
+(`Estimate.run_seconds`), spent first on every group's largest scale that fits, then on the others. Groups with
+measure points at or above the threshold already have their calibration and get none; `plan` says why a group got
+none.
 """
 
 from __future__ import annotations
