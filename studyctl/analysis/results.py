@@ -21,6 +21,7 @@ from studyctl.attempt.judged import Judged
 from studyctl.attempt.paths import StudyPaths
 from studyctl.attempt.result_file import read_error, read_result
 from studyctl.attempt.tree import AttemptFiles, file_status, scan_attempts
+from studyctl.definition.fit_group import STUDYCTL_TOOL
 from studyctl.definition.result_schema import CheckpointTiming, RankRequests, Result, mlperf_throughput_GiBps
 from studyctl.definition.shapes import shape_of
 
@@ -104,7 +105,7 @@ def _info(r: Result, path: Path) -> dict[str, Any]:
 def _rows_from_result(r: Result, path: Path) -> dict[str, Any]:
     """Everything the tables need from one result, as plain lists of dicts (plain data: cached as JSON)."""
     p = r.point
-    base: dict[str, Any] = {"tool": "studyctl", "study": r.study, "point_id": r.point_id, "attempt": r.attempt,
+    base: dict[str, Any] = {"tool": STUDYCTL_TOOL, "study": r.study, "point_id": r.point_id, "attempt": r.attempt,
                             **point_settings(p), "io_mode_used": r.io.io_mode_used,
                             "cold_read_method": r.io.cold_read_method}
     base["cell_key"] = cell_key(base)

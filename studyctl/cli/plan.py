@@ -49,7 +49,7 @@ def plan(
             print_restarts(restarts)
             lines = planned.projection_lines()
             if lines:
-                out.print("projections to full size, per resource shape:")
+                out.print("projections to full size, per resource shape and fit group:")
                 for line in lines:
                     out.print("  " + line)
         from studyctl.cli.capacity import print_capacity

@@ -1,17 +1,19 @@
-"""Calibration points: a few runs at larger scales, per resource shape, that projections to full size are fitted
-from (issue 21; the fit is `studyctl.analysis.projection`).
+"""Calibration points: a few runs at larger scales, per resource shape and fit group, that projections to full
+size are fitted from (issue 21; the fit is `studyctl.analysis.projection`).
 
 A small checkpoint's time is mostly fixed costs, so bytes over a scaled-down run's bandwidth overstates the
-full-size time. A shape whose largest measured scale is below `calibration.below_scale` gets, from its largest
-checkpoint (its biggest measure point), `calibration.scales` extra scales up to `calibration.max_scale`, evenly
-spaced on a log axis, each run `calibration.repetitions` times (at most the study's). Each is bounded: its disk
-need by `max_disk_gib` and by the free space its filesystem has where plan and submit read it (its scale lowered
-to fit; under free space, down to the next of FREE_SPACE_STEPS, so a little more or less free space between two
-submits mostly names the same point), its workers by `estimate.host_memory_gib`, and all of them
-together by a time budget, `budget_share` of the measure points' estimated run time (at least `min_budget_s`:
-a study of small points would afford no larger run otherwise) or `budget_s` seconds (`Estimate.run_seconds`),
-spent first on every shape's largest scale that fits, then on the others. Shapes with measure points at or above
-the threshold already have their calibration and get none; `plan` says why a shape got none.
+full-size time. The fit pools only runs of one shape and one fit group (`definition.fit_group`: strategy, fsync,
+cold reads, ...), so calibration is per (shape, group): a group whose largest measured scale is below
+`calibration.below_scale` gets, from its largest checkpoint (its biggest measure point), `calibration.scales` extra
+scales up to `calibration.max_scale`, evenly spaced on a log axis, each run `calibration.repetitions` times (at most
+the study's). Each is bounded: its disk need by `max_disk_gib` and by the free space its filesystem has where plan
+and submit read it (its scale lowered to fit; under free space, down to the next of FREE_SPACE_STEPS, so a little
+more or less free space between two submits mostly names the same point), its workers by `estimate.host_memory_gib`,
+and all of them together by a time budget, `budget_share` of the measure points' estimated run time (at least
+`min_budget_s`: a study of small points would afford no larger run otherwise) or `budget_s` seconds
+(`Estimate.run_seconds`), spent first on every group's largest scale that fits, then on the others. Groups with
+measure points at or above the threshold already have their calibration and get none; `plan` says why a group got
+none.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from studyctl.definition.calibration_spec import CalibrationSpec
+from studyctl.definition.fit_group import FitGroup, point_fit_group
 from studyctl.definition.planned import PlannedPoint
 from studyctl.definition.points import Point, restore_bytes
 from studyctl.definition.shapes import Shape, shape_of
@@ -37,67 +40,81 @@ MIN_SPREAD = 1.5
 # a scale that followed it exactly would make a new calibration point at each.
 FREE_SPACE_STEPS = (1.0, 1.5, 2.0, 3.0, 5.0, 7.0)
 
+Group = tuple[Shape, FitGroup]  # what one calibration ladder serves
+
 
 class CalibrationSources:
     """An auxiliary kind (`definition.auxiliary`): what calibration needs of the measure points, gathered as they
-    stream past: per shape its largest scale and its largest checkpoint, and the measure points' estimated run time
-    (for `budget_share`)."""
+    stream past: per shape and fit group its largest scale and its largest checkpoint, and the measure points'
+    estimated run time (for `budget_share`)."""
 
     def __init__(self, sweep: SweepFile, free_bytes: Mapping[str, int | None] | None = None) -> None:
         self.sweep = sweep
         self.free_bytes = free_bytes or {}  # per filesystem name, where plan or submit read it (None: not read)
-        self.top: dict[Shape, float] = {}
-        self.source: dict[Shape, tuple[int, Point]] = {}
+        self.top: dict[Group, float] = {}
+        self.source: dict[Group, tuple[int, Point]] = {}
         self.seconds = 0.0
 
     def add(self, pp: PlannedPoint) -> None:
         point = pp.point
         if pp.excluded or point.role != "measure":
             return
-        shape = shape_of(point)
-        self.top[shape] = max(self.top.get(shape, 0.0), point.checkpoint.scale)
+        group = self.group_of(point)
+        self.top[group] = max(self.top.get(group, 0.0), point.checkpoint.scale)
         size = point.layout().total_bytes
-        if shape not in self.source or size > self.source[shape][0]:
-            self.source[shape] = (size, point)
+        if group not in self.source or size > self.source[group][0]:
+            self.source[group] = (size, point)
         self.seconds += estimated_run_seconds(point, self.sweep)
 
     def points(self, first_order: int) -> list[PlannedPoint]:
-        """Within the budget, first every shape's largest scale that fits it (the one that reaches furthest), then
-        the shapes' other scales; points in shape order, scales ascending, `order` after the measure points."""
+        """Within the budget, first every group's largest scale that fits it (the one that reaches furthest), then
+        the groups' other scales; points in shape and group order, scales ascending, `order` after the measure
+        points."""
         if not self.sweep.calibration.enabled:
             return []
         budget = self.budget()
-        options = {shape: self._options(shape) for shape in sorted(self.source)}
-        chosen: dict[Shape, list[list[Point]]] = {shape: [] for shape in options}
+        options = {group: self._options(group) for group in self.groups()}
+        chosen: dict[Group, list[list[Point]]] = {group: [] for group in options}
         for first_pass in (True, False):
-            for shape, runs in options.items():
+            for group, runs in options.items():
                 for copies in reversed(runs):
                     cost = sum(estimated_run_seconds(p, self.sweep) for p in copies)
-                    if copies in chosen[shape] or cost > budget:
+                    if copies in chosen[group] or cost > budget:
                         continue
-                    chosen[shape].append(copies)
+                    chosen[group].append(copies)
                     budget -= cost
                     if first_pass:
                         break
-        made = [p for shape in chosen for copies in sorted(chosen[shape], key=lambda c: c[0].checkpoint.scale)
+        made = [p for group in chosen for copies in sorted(chosen[group], key=lambda c: c[0].checkpoint.scale)
                 for p in copies]
         return [PlannedPoint(p, first_order + i) for i, p in enumerate(made)]
+
+    def groups(self) -> list[Group]:
+        """Shapes in order; within one, the group of its largest checkpoint first (the one whose calibration a
+        tight budget keeps), ties in the order the measure points came."""
+        seen = {group: i for i, group in enumerate(self.source)}
+        return sorted(self.source, key=lambda g: (g[0], -self.source[g][0], seen[g]))
+
+    def group_of(self, point: Point) -> Group:
+        """The calibration ladder a point belongs to: its shape and fit group (as its result rows will carry it)."""
+        objects = self.sweep.filesystems[point.filesystem].object_store is not None
+        return shape_of(point), point_fit_group(point, objects)
 
     def budget(self) -> float:
         """The estimated run seconds all calibration points together may take."""
         spec = self.sweep.calibration
         return spec.budget_s or max(spec.budget_share * self.seconds, spec.min_budget_s)
 
-    def why_none(self, shape: Shape) -> str:
-        """Why a shape gets no calibration points, naming the setting that decided it."""
-        spec, top = self.sweep.calibration, self.top[shape]
+    def why_none(self, group: Group) -> str:
+        """Why a group gets no calibration points, naming the setting that decided it."""
+        spec, top, shape = self.sweep.calibration, self.top[group], group[0]
         if not spec.enabled:
             return "calibration is off (calibration.enabled)"
         if top >= spec.below_scale:
             return f"at or above calibration.below_scale {spec.below_scale:g}: its own points are its calibration"
         if not ladder(top, spec):
             return f"calibration.max_scale {spec.max_scale:g} is not above the scale measured"
-        runs = self._options(shape)
+        runs = self._options(group)
         if not runs:
             memory = self.sweep.estimate.host_memory_gib
             free = self.free_bytes.get(shape.filesystem)
@@ -107,13 +124,14 @@ class CalibrationSources:
                     + (f" and estimate.host_memory_gib {memory:g} GiB" if memory else ""))
         cheapest = min(sum(estimated_run_seconds(p, self.sweep) for p in copies) for copies in runs)
         setting = "calibration.budget_s" if spec.budget_s else "calibration.budget_share and min_budget_s"
-        others = ", spent on other shapes first" if cheapest <= self.budget() else ""
+        others = ", spent on other shapes and fit groups first" if cheapest <= self.budget() else ""
         return (f"over the time budget: its cheapest calibration run needs ~{cheapest:.0f} s (estimated), the "
                 f"study's calibration budget is {self.budget():.0f} s{others} ({setting})")
 
-    def _options(self, shape: Shape) -> list[list[Point]]:
-        """The shape's calibration runs (each scale's repetitions), within disk and memory, scales ascending."""
-        spec, top, source = self.sweep.calibration, self.top[shape], self.source[shape][1]
+    def _options(self, group: Group) -> list[list[Point]]:
+        """The group's calibration runs (each scale's repetitions), within disk and memory, scales ascending."""
+        spec, top, source = self.sweep.calibration, self.top[group], self.source[group][1]
+        shape = group[0]
         if top >= spec.below_scale:
             return []  # measured at a large enough scale already: its own points are its calibration
         runs = []
@@ -125,23 +143,25 @@ class CalibrationSources:
         return runs
 
     def shapes(self, made: list[PlannedPoint]) -> list[ShapeCalibration]:
-        """Per shape: what its projections to full size will rest on."""
+        """Per shape and fit group: what its projections to full size will rest on."""
         out = []
-        for shape in sorted(self.source):
-            source = self.source[shape][1]
-            mine = [pp.point.checkpoint.scale for pp in made if shape_of(pp.point) == shape]
+        for group in self.groups():
+            source = self.source[group][1]
+            mine = [pp.point.checkpoint.scale for pp in made if self.group_of(pp.point) == group]
             full = source.nominal_layout()
             writers = max(1, full.writer_ranks)
-            out.append(ShapeCalibration(shape.key, self.top[shape], tuple(sorted(set(mine))), len(mine),
+            out.append(ShapeCalibration(group[0].key, self.top[group], tuple(sorted(set(mine))), len(mine),
                                         f"{source.model.name} ZeRO-{source.zero_stage}", full.total_bytes / writers,
-                                        full.files_per_checkpoint / writers, "" if mine else self.why_none(shape)))
+                                        full.files_per_checkpoint / writers, "" if mine else self.why_none(group),
+                                        group[1]))
         return out
 
 
 @dataclass(frozen=True)
 class ShapeCalibration:
-    """What a shape's projections rest on: its largest measured scale and the calibration scales it adds; and its
-    largest checkpoint at full size per writing rank (what `plan` projects, where an earlier run gives a fit)."""
+    """What a shape and fit group's projections rest on: its largest measured scale and the calibration scales it
+    adds; and its largest checkpoint at full size per writing rank (what `plan` projects, where an earlier run gives
+    a fit)."""
 
     shape: str  # Shape.key
     measured_scale: float
@@ -151,6 +171,7 @@ class ShapeCalibration:
     full_bytes_per_rank: float
     files_per_rank: float
     why_none: str = ""  # where `scales` is empty: why (`CalibrationSources.why_none`)
+    group: FitGroup | None = None  # the runs its fit pools (`definition.fit_group`)
 
 
 def shape_calibrations(sweep: SweepFile, planned: Iterable[PlannedPoint],

@@ -164,4 +164,5 @@ def test_a_shape_left_without_calibration_by_others_says_so() -> None:
     shapes = shape_calibrations(tight, expand(tight))
     assert [bool(c.scales) for c in shapes].count(True) == 1
     starved = next(c for c in shapes if not c.scales)
-    assert "spent on other shapes first" in starved.why_none and "(calibration.budget_s)" in starved.why_none
+    assert "spent on other shapes and fit groups first" in starved.why_none
+    assert "(calibration.budget_s)" in starved.why_none
