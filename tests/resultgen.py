@@ -286,7 +286,7 @@ def recovery_timing(point: Point, launch_s: float, restore_s: float, ready_s: fl
     """A RecoveryTiming of `point`'s restart as the plan has it (layouts, bytes and files the restart reads; each
     new rank its even share), with the phases' seconds given."""
     from studyctl.definition.recovery import restart_layout
-    from studyctl.definition.reshard import reshard_summary
+    from studyctl.definition.reshard_counts import reshard_summary
 
     assert point.recovery is not None
     old, opts = point.parallelism, point.checkpoint

@@ -16,7 +16,7 @@ from studyctl.definition.ceilings import probe_bytes
 from studyctl.definition.layout import Naming, Parallelism
 from studyctl.definition.points import Point, restore_bytes
 from studyctl.definition.recovery import restart_layout
-from studyctl.definition.reshard import ReshardSummary, reshard_summary
+from studyctl.definition.reshard_counts import ReshardSummary, reshard_summary
 from studyctl.definition.result_fields import RecoveryTiming, StrategyInfo
 from studyctl.definition.result_schema import CheckpointTiming, RankRequests, Result
 from studyctl.definition.shapes import shape_of
