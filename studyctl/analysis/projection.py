@@ -1,4 +1,4 @@
-"""Time at full size, fitted from runs at smaller scales (issue 21), instead of bytes over a small run's bandwidth.
+"""Time at full size, fitted from runs at smaller scales, instead of bytes over a small run's bandwidth.
 
 A checkpoint phase's time (its span: first rank's start to last rank's end) is modelled per rank as
 

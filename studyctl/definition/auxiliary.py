@@ -1,5 +1,5 @@
 """Points a study adds beside the ones its matrix asks for: a ceiling per resource shape (issue 18,
-`definition.ceilings`) and calibration runs at larger scales (issue 21, `definition.calibration`).
+`definition.ceilings`) and calibration runs at larger scales (`definition.calibration`).
 
 Each kind sees every planned point as it streams past (plan streams a million points without holding them),
 then makes its own; their orders follow the measure points' and one another's, so no two points share one.

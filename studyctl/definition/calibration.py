@@ -1,5 +1,5 @@
 """Calibration points: a few runs at larger scales, per resource shape and fit group, that projections to full
-size are fitted from (issue 21; the fit is `studyctl.analysis.projection`).
+size are fitted from (the fit is `studyctl.analysis.projection`).
 
 A small checkpoint's time is mostly fixed costs, so bytes over a scaled-down run's bandwidth overstates the
 full-size time. The fit pools only runs of one shape and one fit group (`definition.fit_group`: strategy, fsync,

@@ -1,4 +1,4 @@
-"""The sweep's `calibration:` block (issue 21; what it adds: `studyctl.definition.calibration`)."""
+"""The sweep's `calibration:` block (what it adds: `studyctl.definition.calibration`)."""
 
 from __future__ import annotations
 

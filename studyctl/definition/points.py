@@ -39,7 +39,7 @@ ColdReadMethod = Literal["direct", "fadvise", "none", "no_cache"]  # what `auto`
 RestoreMode = Literal["rank", "full", "broadcast"]
 # What a point is for: a measurement the study asked for; a ceiling of its resource shape (what the storage,
 # network and memory of that shape reach, measured the same way: issue 18); a calibration point at a larger
-# scale that projections to full size are fitted from (issue 21). Only "measure" points are the study's cells.
+# scale that projections to full size are fitted from. Only "measure" points are the study's cells.
 PointRole = Literal["measure", "ceiling", "calibration"]
 Strategy = Literal["sync", "async", "tiered"]
 DrainBy = Literal["rank", "node"]

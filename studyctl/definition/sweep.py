@@ -229,7 +229,7 @@ class SweepFile(_Strict):
     estimate: Estimate = Estimate()
     training: TrainingSpec = TrainingSpec()
     ceilings: CeilingsSetting = "auto"  # a ceiling point per resource shape (issue 18): definition.ceilings
-    calibration: CalibrationSetting = CalibrationSpec()  # larger-scale runs projections are fitted from (issue 21)
+    calibration: CalibrationSetting = CalibrationSpec()  # larger-scale runs projections are fitted from
     local: LocalOptions = LocalOptions()
     slurm: SlurmOptions = SlurmOptions()
 

@@ -23,7 +23,7 @@ from studyctl.errors import UserError
 from studyctl.study.same_study import check_same_study
 from studyctl.units import MIB
 
-# The study: llama_7b on one and two nodes, one rank each, at scale 0.0005, ceilings and calibration on.
+# A reported refusal: llama_7b on one and two nodes, one rank each, scale 0.0005, ceilings and calibration on.
 RECORDED: dict[str, Any] = {
     "study": "s7", "models": ["llama_7b"], "matrix": {"nodes": [1, 2], "ranks_per_node": 1},
     "filesystems": {"scratch": {"path": "/tmp/scratch"}}, "checkpoint": {"scale": 0.0005, "writes": 1, "reads": 1},
