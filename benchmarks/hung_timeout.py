@@ -21,6 +21,7 @@ from pathlib import Path
 
 from studyctl.attempt.paths import StudyPaths
 from studyctl.study.ledger import Ledger
+from tests.procs import pids_under
 
 SWEEP = """\
 study: hung
@@ -39,16 +40,7 @@ LOAD_PROCESSES = 3
 
 def _ranks(root: Path) -> list[int]:
     """PIDs of the worker ranks whose command line names a path under `root`."""
-    needle = str(root).encode()
-    found = []
-    for entry in Path("/proc").iterdir():
-        try:
-            args = (entry / "cmdline").read_bytes().split(b"\0") if entry.name.isdigit() else []
-        except OSError:
-            continue
-        if args[1:3] == [b"-m", b"worker"] and any(needle in a for a in args):
-            found.append(int(entry.name))
-    return found
+    return pids_under(root, lambda args: args[1:3] == [b"-m", b"worker"])
 
 
 def _files(path: Path) -> list[Path]:
