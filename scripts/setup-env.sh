@@ -23,4 +23,10 @@ if [[ ! -f $stamp || $ROOT/pyproject.toml -nt $stamp ]]; then
   "$VENV/bin/python" -c 'import studyctl, worker, mpi4py, submitit' || { echo "install failed" >&2; exit 1; }
   touch "$stamp"
 fi
+# The checkpoint engines' torch (the `torch` extra), for the test script: its CPU build where this machine keeps one
+# (a bare `torch` would fetch a CUDA build of several GB). The main job needs none.
+if [[ ${STUDYCTL_WITH_TORCH:-0} == 1 ]] && ! "$VENV/bin/python" -c 'import torch' 2>/dev/null; then
+  "$VENV/bin/python" -m pip install -q --disable-pip-version-check torch==2.13.0 2>&1 | grep -v '^WARNING: Location' || true
+  "$VENV/bin/python" -c 'import torch' || { echo "installing torch failed" >&2; exit 1; }
+fi
 export PATH=$VENV/bin:$PATH

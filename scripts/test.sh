@@ -5,6 +5,7 @@
 # Extra arguments go to pytest, e.g. `bash scripts/test.sh -k sweep`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+export STUDYCTL_WITH_TORCH=1  # every engine path runs in the suite, on host tensors
 source scripts/setup-env.sh
 
 missing=()
