@@ -1,7 +1,7 @@
 """`python -m benchmarks all` (or one of: orchestrator, status, collect, memory, submission, fio, buffered,
-strategies, ledger, ceilings; `projection`, `s3_clients`, `hung_timeout` and `plan_restart` run only when named: a
-20 GiB checkpoint; the project's S3 server, started when down; minutes of three busy loops loading the machine;
-the code before a change checked out and run)."""
+strategies, ledger, ceilings, dispatch_share; `projection`, `s3_clients`, `hung_timeout` and `plan_restart` run
+only when named: a 20 GiB checkpoint; the project's S3 server, started when down; minutes of three busy loops
+loading the machine; the code before a change checked out and run)."""
 
 from __future__ import annotations
 
@@ -67,6 +67,10 @@ def main(argv: list[str]) -> int:
         from benchmarks import ceiling_vs_fio
 
         ceiling_vs_fio.main(["--repeat", str(repeat)])
+    if which in ("all", "dispatch_share"):
+        from benchmarks import dispatch_share
+
+        dispatch_share.main(repeat)
     if which == "s3_clients":  # not in `all`: it needs the S3 server (started here when down)
         from benchmarks import s3_clients
 

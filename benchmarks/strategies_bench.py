@@ -4,8 +4,8 @@
                    same bytes per rank, as many ranks at once (target >= 0.95x)
   tier drain       the worker's drain to shared storage (all bytes over the slowest rank's drain) vs fio writing
                    the same bytes per rank with one job per rank (target >= 0.9x)
-The worker's simulated training is the sweep's default step (`training.simulated_step`: accelerator compute,
-which holds no host core, then a gradient all-reduce), with a 50 ms compute.
+The worker's simulated training is the sweep's default step (`training.simulated_step`: accelerator compute, its
+host dispatch then the device wait, then a gradient all-reduce), with a 50 ms compute.
   broadcast        the worker's broadcast restore (the reading rank's time in MPI_Bcast) vs one plain MPI_Bcast
                    of the same bytes (ratio = plain time / worker time)
 Each reference runs right before and right after the worker; ratio = worker / mean of the two.

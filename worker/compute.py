@@ -1,12 +1,26 @@
 """A simulated training step: compute, then a gradient all-reduce over MPI that also votes on when to stop.
 
 Two compute models, chosen in the sweep (`training.simulated_step.compute`):
-- accelerator (default): the node trains on accelerators. The rank's host thread only waits while its
-  device computes (a sleep: it holds no host core and releases the GIL), as a training loop's host
-  thread waits on a GPU kernel. A background persist or drain then competes with training for what it
-  competes for on such a node: memory bandwidth, the network (the all-reduce) and the copy, not cores.
+- accelerator (default): the node trains on accelerators and its framework dispatches from Python, as an eager
+  PyTorch loop does. A step is the rank's host thread dispatching the step's work (DISPATCH: many small
+  Python-level ops, holding the GIL and a core, for `dispatch_share` of an idle step, calibrated on the idle
+  rank), then waiting on its device for the rest (a sleep, which holds no core and releases the GIL). With
+  `device: cuda` the rest is real GPU work launched from that thread (matmuls sized by calibration), then
+  `torch.cuda.synchronize()`.
 - cpu: CPU-side work. BLAKE2 hashing of an in-memory array, calibrated to `compute_s`; it runs at
   memory and CPU speed and releases the GIL, so a persist thread really runs beside it on the cores.
+
+Why dispatch, then the rest, and not the two overlapped: on a GPU the kernel queue lets the device run behind the
+host, so a step's host and device time overlap. But the device cannot run a kernel before the host has launched
+it: wherever the step's kernels are shorter than their launches (an eager step's many small element-wise,
+norm and cast ops), the device waits on the host, and a host that waits for the GIL or a core delays the step
+one for one. The model takes the dispatch share as that host-bound part, so a stretched dispatch delays the step
+by as much, and the device's own part (the rest) is unchanged. A real queue can absorb a short stall where it
+runs ahead (the model overstates a stall shorter than that lead) and cannot absorb one longer. The default share
+(0.25) is measured (`python -m benchmarks dispatch_share`: the host time of an eager GPT-2 XL step, bf16
+autocast and fused AdamW, over the H200's 0.378 s step). What it lets a background persist cost: the persist's
+Python (serialization, a stager's or writer's thread) takes the GIL from the dispatch, and on a node with no
+free core its copies take the core; the device's part meanwhile runs on.
 
 Every step ends with an MPI_Allreduce (SUM) of `allreduce_mib` per rank on the world communicator, so
 under Slurm it crosses real nodes. Its last element is each rank's "my background work is done" flag:
@@ -25,6 +39,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from studyctl.definition.points import CALIBRATION_STEPS
+from studyctl.definition.training import DISPATCH_SHARE
 from studyctl.units import MIB
 
 ARRAY_BYTES = 4 << 20  # larger than a core's cache: memory traffic, like a real step's
@@ -53,17 +68,115 @@ class HostCompute:
         self._run(self.passes)
 
 
-class DeviceCompute:
-    """compute accelerator: the host thread waits `compute_s` for its device, holding no core."""
+# One dispatched op: the kinds an eager step's host code walks through (names only: a dict lookup per op).
+_OP_KINDS = ("linear", "to_copy", "layer_norm", "add", "gelu", "dropout", "sdpa", "view", "transpose", "mul")
+_CALIBRATION_OPS = 20_000
 
-    def __init__(self, compute_s: float) -> None:
+
+class _Launch:
+    """What one dispatched op leaves behind on the host: a small object, like a framework's tensor wrapper."""
+
+    __slots__ = ("kind", "shape", "stream")
+
+    def __init__(self, kind: str, shape: tuple[int, int], stream: int) -> None:
+        self.kind, self.shape, self.stream = kind, shape, stream
+
+
+def _launch(kind: str, i: int) -> _Launch:
+    return _Launch(kind, (i & 63, 1600), i & 7)
+
+
+class Dispatch:
+    """A framework's host dispatch: `ops` small Python-level ops (lookup, call, allocation, a queue append), each
+    holding the GIL; no C call drops it. Calibrated in thread CPU time, which load does not stretch."""
+
+    def __init__(self) -> None:
+        self.handlers = dict.fromkeys(_OP_KINDS, _launch)
+        self.ops = 0
+
+    def run(self, ops: int) -> int:
+        """Dispatch `ops` ops; returns how many (the count a test can check)."""
+        handlers, kinds, queue = self.handlers, _OP_KINDS, []
+        for i in range(ops):
+            kind = kinds[i % 10]
+            queue.append(handlers[kind](kind, i))
+            if len(queue) == 64:  # the queue drains as the device takes the launches
+                queue.clear()
+        return ops
+
+    def calibrate(self, host_s: float) -> None:
+        """The ops that take `host_s` of this thread's CPU time on an idle rank (0 for none)."""
+        if host_s <= 0:
+            self.ops = 0
+            return
+        self.run(_CALIBRATION_OPS)  # warm the code
+
+        def one() -> float:
+            start = time.thread_time()
+            self.run(_CALIBRATION_OPS)
+            return time.thread_time() - start
+
+        per_op = min(one() for _ in range(3)) / _CALIBRATION_OPS
+        self.ops = max(1, round(host_s / max(per_op, 1e-9)))
+
+
+class DeviceCompute:
+    """compute accelerator: the step's dispatch on this thread (`dispatch_share` of `compute_s`), then the wait on
+    the device for the rest, holding no core."""
+
+    def __init__(self, compute_s: float, dispatch_share: float) -> None:
         self.compute_s = compute_s
+        self.dispatch_share = dispatch_share
+        self.dispatch = Dispatch()
+        self.device_s = compute_s * (1.0 - dispatch_share)
 
     def calibrate(self) -> None:
-        pass
+        self.dispatch.calibrate(self.compute_s * self.dispatch_share)
 
     def run(self) -> None:
-        time.sleep(self.compute_s)
+        self.dispatch.run(self.dispatch.ops)
+        self.wait()
+
+    def wait(self) -> None:
+        time.sleep(self.device_s)
+
+
+class CudaCompute(DeviceCompute):
+    """compute accelerator with `device: cuda`: the rest of the step is real GPU work (bf16 matmuls on the
+    rank's current device, launched from this thread), then a synchronize; torch is imported only here."""
+
+    SIZE = 4096  # a matmul of ~0.14 TFLOP: ~0.2 ms on an H100/H200, so the count sizes the step finely
+
+    def __init__(self, compute_s: float, dispatch_share: float) -> None:
+        super().__init__(compute_s, dispatch_share)
+        import torch
+
+        self.torch = torch
+        self.a = torch.randn(self.SIZE, self.SIZE, device=torch.device("cuda", torch.cuda.current_device()),
+                             dtype=torch.bfloat16)
+        self.out = torch.empty_like(self.a)
+        self.matmuls = 1
+
+    def _matmuls(self, n: int) -> float:
+        start = time.perf_counter()
+        for _ in range(n):
+            self.torch.mm(self.a, self.a, out=self.out)
+        self.torch.cuda.synchronize()
+        return time.perf_counter() - start
+
+    def calibrate(self) -> None:
+        super().calibrate()
+        self._matmuls(10)  # warm: cuBLAS's handle and kernel choice
+        one = min(self._matmuls(20) for _ in range(3)) / 20
+        self.matmuls = max(1, round(self.device_s / max(one, 1e-9)))
+
+    def wait(self) -> None:
+        self._matmuls(self.matmuls)
+
+
+def device_compute(compute_s: float, dispatch_share: float, device: str) -> DeviceCompute:
+    """The accelerator step for where the point's state lives: a simulated device on `cpu`, the GPU on `cuda`."""
+    return CudaCompute(compute_s, dispatch_share) if device == "cuda" else DeviceCompute(compute_s, dispatch_share)
 
 
 @dataclass
@@ -72,20 +185,22 @@ class Window:
 
     steps: list[float]
     compute_wall_s: float = 0.0  # time in the compute part of the steps
-    compute_cpu_s: float = 0.0  # CPU time the main thread used in it (near 0 for accelerator compute)
+    compute_cpu_s: float = 0.0  # CPU time the main thread used in it (accelerator: its dispatch; cpu: all of it)
     allreduce_bytes: int = 0  # gradient bytes this rank all-reduced
 
 
 class Trainer:
     """One rank's simulated training loop (collective: every rank of `comm` steps together)."""
 
-    def __init__(self, comm: Any, compute_s: float, model: str, allreduce_mib: float) -> None:
+    def __init__(self, comm: Any, compute_s: float, model: str, allreduce_mib: float,
+                 dispatch_share: float | None = None, device: str = "cpu") -> None:
         import numpy as np  # here, not at the top: a sync point's ranks never step and start without it
         from mpi4py import MPI
 
         self.comm = comm
         self.size = comm.Get_size()
-        self.work = HostCompute(compute_s) if model == "cpu" else DeviceCompute(compute_s)
+        share = DISPATCH_SHARE if dispatch_share is None else dispatch_share
+        self.work = HostCompute(compute_s) if model == "cpu" else device_compute(compute_s, share, device)
         self.grad_bytes = int(allreduce_mib * MIB) // 4 * 4
         # float32 gradients (zeros: a sum that stays finite), then the stop flag
         self.grads = np.zeros(self.grad_bytes // 4 + 1, dtype=np.float32)

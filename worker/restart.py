@@ -194,7 +194,7 @@ def _evict_resharded(task: WorkerTask, new: Parallelism, rank: int, cold: str) -
 def _ready(comm: Any, clock: Clock, recovery: Recovery) -> float:
     """A barrier and the first simulated training step (compute, gradient all-reduce): the job's time."""
     step = recovery.step
-    trainer = Trainer(comm, step.compute_s, step.compute, step.allreduce_mib)
+    trainer = Trainer(comm, step.compute_s, step.compute, step.allreduce_mib, step.dispatch_share)
     start = clock.wtime()
     comm.Barrier()
     trainer.step(Window([]))

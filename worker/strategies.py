@@ -99,7 +99,8 @@ class WriteStrategy:
         self.par = point.parallelism
         self.files = rank_files(point.model, self.par, self.rank, opts.scale, opts.naming)
         self.block = opts.block_mib * (1 << 20)
-        self.trainer = Trainer(self.comm, opts.step_s or 0.5, opts.compute or "accelerator", opts.allreduce_mib or 0.0)
+        self.trainer = Trainer(self.comm, opts.step_s or 0.5, opts.compute or "accelerator", opts.allreduce_mib or 0.0,
+                               opts.dispatch_share, getattr(opts, "device", "cpu"))
 
     @property
     def opts(self) -> Any:

@@ -104,6 +104,9 @@ class CheckpointOptions(BaseModel):
     allreduce_mib: float | None = Field(None, ge=0, json_schema_extra={**_OMIT_AT_DEFAULT, **_NOT_AN_AXIS},
                                         description="async/tiered: gradient all-reduce per simulated step and rank "
                                                     "(training.simulated_step.allreduce_mib)")
+    dispatch_share: float | None = Field(None, ge=0, le=1, json_schema_extra={**_OMIT_AT_DEFAULT, **_NOT_AN_AXIS},
+                                         description="async/tiered, accelerator: the step's host dispatch share "
+                                                     "(training.simulated_step.dispatch_share; None: its default)")
     part_mib: int = Field(16, ge=MIN_PART_BYTES >> 20, le=MAX_PART_BYTES >> 20, json_schema_extra=_OMIT_AT_DEFAULT,
                           description="object stores: multipart part size (an object at or below it is one PUT) "
                                       "and ranged-GET size (S3's smallest and largest part; at most 10,000 parts "
@@ -128,7 +131,8 @@ class CheckpointOptions(BaseModel):
         background = self.strategy != "sync"
         update: dict[str, object] = {"step_s": step.compute_s if background else None,
                                      "compute": step.compute if background else None,
-                                     "allreduce_mib": step.allreduce_mib if background else None}
+                                     "allreduce_mib": step.allreduce_mib if background else None,
+                                     "dispatch_share": step.point_dispatch_share() if background else None}
         if self.strategy != "tiered":
             update.update({name: TIER_OPTION_DEFAULTS[name] for name in TIER_OPTION_DEFAULTS})
         elif "replaced_nodes" not in self.model_fields_set:

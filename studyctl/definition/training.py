@@ -22,13 +22,25 @@ import math
 from types import ModuleType
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, PositiveInt, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PositiveInt,
+    SerializerFunctionWrapHandler,
+    model_serializer,
+    model_validator,
+)
 
 HOUR_S = 3600.0
 DAY_S = 86400.0
 
 
 ComputeModel = Literal["accelerator", "cpu"]
+# The share of an idle accelerator step its Python thread spends dispatching (holding the GIL and a core): an eager
+# GPT-2 XL step's host time, bf16 autocast and fused AdamW, over the H200's 0.378 s step (`python -m benchmarks
+# dispatch_share`: 0.23-0.29 on this project's 2-core EPYC, a figure of that CPU).
+DISPATCH_SHARE = 0.25
 
 
 class SimulatedStep(BaseModel):
@@ -38,9 +50,31 @@ class SimulatedStep(BaseModel):
 
     compute_s: float = Field(0.5, gt=0, description="compute of one simulated step")
     compute: ComputeModel = Field("accelerator", description=(
-        "accelerator: the rank waits while its device computes (no host core held), then all-reduces "
-        "its gradients; cpu: a busy loop on a host core, for CPU-side work"))
+        "accelerator: the rank's Python thread dispatches (dispatch_share of the step, holding the GIL and a "
+        "core), then waits while its device computes, then all-reduces its gradients; cpu: a busy loop on a "
+        "host core, for CPU-side work"))
     allreduce_mib: float = Field(16.0, ge=0, description="gradient all-reduce per step and rank (0: none)")
+    dispatch_share: float = Field(DISPATCH_SHARE, ge=0, le=1, description=(
+        "accelerator: share of an idle step the rank's Python thread dispatches (holding the GIL and a core) "
+        f"before it waits on the device; default {DISPATCH_SHARE}, measured from an eager GPT-2 XL step"))
+
+    @model_validator(mode="after")
+    def _dispatch_on_an_accelerator(self) -> SimulatedStep:
+        if self.compute == "cpu" and "dispatch_share" in self.model_fields_set:
+            raise ValueError("dispatch_share applies to compute accelerator (a cpu step is all host work)")
+        return self
+
+    @model_serializer(mode="wrap")
+    def _omit_default_share(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        """Left out at its default, so a recovery point's step (part of its id) keeps the id it had before."""
+        data: dict[str, Any] = handler(self)
+        if data.get("dispatch_share") == DISPATCH_SHARE:
+            del data["dispatch_share"]
+        return data
+
+    def point_dispatch_share(self) -> float | None:
+        """What a point carries: None at the default (so existing points keep their ids) and for a cpu step."""
+        return None if self.compute == "cpu" or self.dispatch_share == DISPATCH_SHARE else self.dispatch_share
 
 
 class TrainingSpec(BaseModel):

@@ -137,19 +137,21 @@ def thread_cpu_per_step(result: Result) -> float:
     return sum((share or 0.0) * (mean or 0.0) * n for share, mean, n in writes) / sum(n for _, _, n in writes)
 
 
-def test_the_accelerator_step_holds_no_core_and_the_cpu_step_does(tmp_path: Path) -> None:
-    """Thread CPU time of a rank's main thread over its steps' compute: waiting on a device uses none, the CPU step
-    uses its core. Compared as CPU seconds, step against step, not as shares of wall time: a loaded machine
-    stretches the CPU step's wall time (its share fell to 0.28 under load) but never gives a sleeping thread CPU."""
+def test_the_accelerator_step_holds_a_core_for_its_dispatch_and_the_cpu_step_for_all_of_it(tmp_path: Path) -> None:
+    """Thread CPU time of a rank's main thread over its steps' compute: waiting on a device uses none, the dispatch
+    its share of the step (calibrated in CPU time), the CPU step its core. Compared as CPU seconds, not as shares of
+    wall time: a loaded machine stretches a step's wall time (the CPU step's share fell to 0.28 under load) but
+    never gives a sleeping thread CPU."""
     cpu_s, shares = {}, {}
-    for compute in ("accelerator", "cpu"):
-        result = run_point(tmp_path / compute, nodes=1, rpn=1, strategy="async", compute=compute, step_s=0.05,
-                           writes=2, reads=0)
+    for compute, dispatch in (("accelerator", 0.0), ("accelerator", 0.5), ("cpu", None)):
+        result = run_point(tmp_path / f"{compute}{dispatch}", nodes=1, rpn=1, strategy="async", compute=compute,
+                           step_s=0.05, dispatch_share=dispatch, writes=2, reads=0)
         assert result.strategy is not None
-        shares[compute] = result.strategy.checkpoints[0].compute_cpu_share
-        cpu_s[compute] = thread_cpu_per_step(result)
-    assert shares["accelerator"] is not None and shares["accelerator"] < 0.1, shares  # load only lowers a share
-    assert cpu_s["cpu"] > 0 and cpu_s["accelerator"] < 0.1 * cpu_s["cpu"], (cpu_s, shares)
+        shares[dispatch] = result.strategy.checkpoints[0].compute_cpu_share
+        cpu_s[dispatch] = thread_cpu_per_step(result)
+    assert shares[0.0] is not None and shares[0.0] < 0.1, shares  # load only lowers a share
+    assert cpu_s[None] > 0 and cpu_s[0.0] < 0.1 * cpu_s[None], (cpu_s, shares)
+    assert 0.5 < cpu_s[0.5] / (0.5 * 0.05) < 2.0, (cpu_s, shares)
 
 
 def test_one_drainer_per_node_drains_every_file(tmp_path: Path) -> None:

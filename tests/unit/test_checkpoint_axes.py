@@ -44,7 +44,7 @@ def test_an_axis_accepts_what_its_option_accepts(name: str) -> None:
 
 def test_every_option_is_an_axis_unless_marked() -> None:
     assert set(CheckpointOptions.model_fields) - set(CHECKPOINT_AXES) == {"keep", "free_space_margin", "step_s",
-                                                                         "compute", "allreduce_mib"}
+                                                                         "compute", "allreduce_mib", "dispatch_share"}
     assert list(Matrix.model_fields) == [*POINT_AXES, *CHECKPOINT_AXES]  # error messages list them in this order
     assert set(AXES) == set(Matrix.model_fields)  # what exclude rules and zips accept
 

@@ -13,6 +13,7 @@ from studyctl.definition.expand import expand
 from studyctl.definition.points import CheckpointOptions, Point
 from studyctl.definition.result_schema import Result
 from studyctl.definition.sweep import load_sweep
+from studyctl.definition.training import DISPATCH_SHARE, SimulatedStep
 from studyctl.errors import UserError
 from tests.resultgen import make_point, result_dict
 
@@ -103,3 +104,39 @@ def test_interference_may_be_negative_in_a_result() -> None:
          "interference_ci_s": 0.4}]}
     (timing,) = Result.model_validate(data).strategy.checkpoints  # type: ignore[union-attr]
     assert timing.interference_s == -0.3
+
+
+def test_the_dispatch_share_reaches_background_points_and_the_default_keeps_their_ids(tmp_path: Path) -> None:
+    accelerator = {"simulated_step": {"compute_s": 0.2, "compute": "accelerator"}}
+    default = points(tmp_path, training=accelerator)
+    assert all(p.checkpoint.dispatch_share is None for p in default), "the default travels as None"
+    assert all("dispatch_share" not in p.canonical()["checkpoint"] for p in default)
+    explicit = points(tmp_path, training={"simulated_step": {**accelerator["simulated_step"],
+                                                             "dispatch_share": DISPATCH_SHARE}})
+    assert [p.point_id for p in explicit] == [p.point_id for p in default], "the default written out: same points"
+    chosen = points(tmp_path, training={"simulated_step": {**accelerator["simulated_step"], "dispatch_share": 0.4}})
+    sync, asyn, tiered = (p.checkpoint for p in chosen)
+    assert (sync.dispatch_share, asyn.dispatch_share, tiered.dispatch_share) == (None, 0.4, 0.4)
+    assert chosen[0].point_id == default[0].point_id, "a sync point runs no step"
+    assert {p.point_id for p in chosen[1:]}.isdisjoint(p.point_id for p in default[1:]), "another step: new points"
+    for p in chosen:
+        assert Point.model_validate(p.canonical()).point_id == p.point_id
+        assert Point.model_validate(json.loads(p.model_dump_json())).point_id == p.point_id
+
+
+def test_a_recovery_steps_default_share_stays_out_of_its_id() -> None:
+    step = SimulatedStep(compute_s=0.2)
+    assert "dispatch_share" not in step.model_dump() and SimulatedStep.model_validate(step.model_dump()) == step
+    assert SimulatedStep(compute_s=0.2, dispatch_share=0.4).model_dump()["dispatch_share"] == 0.4
+
+
+@pytest.mark.parametrize(("step", "says"), [
+    ({"compute": "cpu", "dispatch_share": 0.3}, "dispatch_share applies to compute accelerator"),
+    ({"dispatch_share": 1.5}, "less than or equal to 1"),
+])
+def test_a_share_that_cannot_apply_is_refused_in_one_line(tmp_path: Path, step: dict, says: str) -> None:
+    with pytest.raises(UserError) as err:
+        points(tmp_path, training={"simulated_step": step})
+    message = str(err.value)
+    assert message.startswith(f"{tmp_path / 's.yaml'}:") and "dispatch_share" in message and says in message
+    assert "\n" not in message

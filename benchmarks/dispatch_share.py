@@ -1,0 +1,183 @@
+"""The host side of a real eager training step: what `training.simulated_step.dispatch_share` defaults to, and why.
+
+`python -m benchmarks dispatch_share [steps]`. A GPT-2 XL-shaped model in plain torch (48 layers, 25 heads, the
+parameters of transformers' GPT2LMHeadModel), one training step as the H200 run took it (bf16 autocast, fused
+AdamW), its host time set against the H200's measured step (0.378 s, `../shared/gpu/h200-torch.json`): the share
+of a step the rank's Python thread spends dispatching, holding the GIL and a core.
+
+The host time is measured on the CPU with the same graph on tiny tensors (same layers, heads, ops and autograd;
+n_embd 25, one token, then two): every op is dispatched through autocast, autograd and the dispatcher as on a
+GPU, and its kernel costs little (the second token's cost, taken off once more, leaves the dispatch alone). A CUDA
+op's launch (cudaLaunchKernel, LAUNCH_US) is added per op, as a GPU's host pays it. The default is the middle of
+the range from "dispatch alone + launches" to "one token's step + launches". PyTorch's
+`meta` device (no kernels at full size) was the first choice and is printed too, as what it is not: its elementwise
+shape functions are Python decompositions (prims, ~200 µs an op), so it puts the host at several times the whole
+H200 step. The figure depends on this machine's CPU (the H200 machine's host is another): printed with its name.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+import time
+from collections.abc import Callable
+from typing import Any
+
+H200_STEP_S = 0.378  # ../shared/gpu/h200-torch.json step_idle.mean_s
+LAUNCH_US = 4.0  # a CUDA kernel launch's host cost (cudaLaunchKernel, typically 2-5 µs)
+N_LAYER, N_HEAD = 48, 25
+XL = {"n_embd": 1600, "vocab": 50257, "seq": 1024, "batch": 8}  # the H200 run's shape
+# The same graph on the least tensors it takes (25 heads of 1 channel, 1 and 2 tokens): the second token's cost
+# is kernel work, so one token less than the first is the step's dispatch alone (extrapolated).
+TINY = ({"n_embd": 25, "vocab": 8, "seq": 1, "batch": 1}, {"n_embd": 25, "vocab": 8, "seq": 2, "batch": 1})
+
+
+def gpt2(torch: Any, n_embd: int, vocab: int, seq: int, casts: bool) -> Any:
+    """GPT-2 (fp32 parameters, tied head). `casts`: autocast's casts written out (for `meta`, which autocast does
+    not know): a weight's bf16 copy per use, matmul and attention in bf16, layer norm and the loss in fp32."""
+    nn, F = torch.nn, torch.nn.functional
+    bf16 = torch.bfloat16
+
+    def linear(x: Any, layer: Any) -> Any:
+        if not casts:
+            return layer(x)
+        return F.linear(x.to(bf16), layer.weight.to(bf16), layer.bias.to(bf16))
+
+    def norm(x: Any, layer: Any) -> Any:
+        return layer(x.float() if casts else x)
+
+    class Block(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.ln_1, self.ln_2 = nn.LayerNorm(n_embd), nn.LayerNorm(n_embd)
+            self.c_attn, self.attn_proj = nn.Linear(n_embd, 3 * n_embd), nn.Linear(n_embd, n_embd)
+            self.c_fc, self.mlp_proj = nn.Linear(n_embd, 4 * n_embd), nn.Linear(4 * n_embd, n_embd)
+
+        def forward(self, x: Any) -> Any:
+            b, t, _ = x.shape
+            q, k, v = linear(norm(x, self.ln_1), self.c_attn).split(n_embd, dim=2)
+            q, k, v = (y.view(b, t, N_HEAD, n_embd // N_HEAD).transpose(1, 2) for y in (q, k, v))
+            y = F.scaled_dot_product_attention(q, k, v, is_causal=True).transpose(1, 2).reshape(b, t, n_embd)
+            x = x + F.dropout(linear(y, self.attn_proj), 0.1)
+            h = F.gelu(linear(norm(x, self.ln_2), self.c_fc), approximate="tanh")
+            return x + F.dropout(linear(h, self.mlp_proj), 0.1)
+
+    class GPT2(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.wte, self.wpe = nn.Embedding(vocab, n_embd), nn.Embedding(seq, n_embd)
+            self.h = nn.ModuleList(Block() for _ in range(N_LAYER))
+            self.ln_f = nn.LayerNorm(n_embd)
+
+        def forward(self, idx: Any) -> Any:
+            x = F.dropout(self.wte(idx) + self.wpe(torch.arange(idx.shape[1], device=idx.device)), 0.1)
+            for block in self.h:
+                x = block(x)
+            head = self.wte.weight.to(bf16) if casts else self.wte.weight
+            logits = F.linear(norm(x, self.ln_f).to(bf16) if casts else norm(x, self.ln_f), head)  # the tied head
+            return F.cross_entropy((logits.float() if casts else logits).view(-1, vocab), idx.view(-1))
+
+    return GPT2()
+
+
+class OpCounter:
+    """Counts the ATen ops a step dispatches (each one a kernel launch, or more, on a GPU)."""
+
+    def __init__(self, torch: Any) -> None:
+        from torch.utils._python_dispatch import TorchDispatchMode
+
+        outer = self
+
+        class Mode(TorchDispatchMode):
+            def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+                outer.ops += 1
+                return func(*args, **(kwargs or {}))
+
+        self.ops = 0
+        self.mode = Mode()
+
+
+class Step:
+    """One eager training step of the model on `device`: forward and backward, then the optimizer."""
+
+    def __init__(self, torch: Any, device: str, shape: dict[str, int]) -> None:
+        meta = device == "meta"
+        with torch.device(device):
+            self.model = gpt2(torch, shape["n_embd"], shape["vocab"], shape["seq"], casts=meta)
+        self.params = sum(p.numel() for p in self.model.parameters())
+        # fused AdamW as the H200 run; `meta` has no fused kernel: foreach, more Python than fused
+        self.optimizer = torch.optim.AdamW(self.model.parameters(), lr=1e-4, **(
+            {"foreach": True} if meta else {"fused": True}))
+        self.idx = torch.zeros(shape["batch"], shape["seq"], dtype=torch.long, device=device)
+        self.autocast: Callable[[], Any] = (
+            (lambda: torch.autocast("cpu", dtype=torch.bfloat16)) if not meta else __import__("contextlib").nullcontext)
+        self.torch = torch
+
+    def forward_backward(self) -> None:
+        with self.autocast():
+            loss = self.model(self.idx)
+        loss.backward()
+
+    def optimize(self) -> None:
+        self.optimizer.step()
+        self.optimizer.zero_grad(set_to_none=True)
+
+    def ops(self) -> int:
+        """ATen ops one step dispatches (a GPU launches a kernel, or more, for each)."""
+        counter = OpCounter(self.torch)
+        with counter.mode:
+            self.forward_backward()
+            self.optimize()
+        return counter.ops
+
+    def host_s(self, steps: int) -> float:
+        """The median of `steps` steps' thread CPU time (the dispatching thread's own, whatever else runs)."""
+        self.forward_backward(), self.optimize()  # warm: the optimizer's state, first-call caches
+        times = []
+        for _ in range(steps):
+            cpu = time.thread_time()
+            self.forward_backward()
+            self.optimize()
+            times.append(time.thread_time() - cpu)
+        return statistics.median(times)
+
+
+def main(steps: int = 5) -> None:
+    import torch
+
+    torch.manual_seed(0)
+    torch.set_num_threads(1)  # tiny kernels: no intra-op threads to hand work to
+    print(f"\n## Dispatch share of an eager GPT-2 XL training step (`python -m benchmarks dispatch_share {steps}`)")
+    print(f"# torch {torch.__version__}, CPU: {_cpu_name()}; against the H200's {H200_STEP_S} s step "
+          f"(GPT-2 XL, batch 8 x 1024, bf16 autocast, fused AdamW)")
+    hosts = []
+    for shape in TINY:
+        step = Step(torch, "cpu", shape)
+        host, ops = step.host_s(steps), step.ops()
+        hosts.append(host)
+        print(f"cpu, n_embd {shape['n_embd']}, {shape['batch']} x {shape['seq']} tokens ({step.params:,} params): "
+              f"{ops} ops, host {host * 1e3:.1f} ms ({host / ops * 1e6:.1f} µs/op)")
+    launch = ops * LAUNCH_US * 1e-6
+    alone = 2 * hosts[0] - hosts[1]
+    low, high = (alone + launch) / H200_STEP_S, (hosts[0] + launch) / H200_STEP_S
+    print(f"dispatch alone (one token less): {alone * 1e3:.1f} ms; launches ({ops} x {LAUNCH_US:.0f} µs): "
+          f"{launch * 1e3:.1f} ms; host share of the step: {low:.3f} to {high:.3f}")
+    meta = Step(torch, "meta", XL)
+    host, ops = meta.host_s(1), meta.ops()
+    print(f"meta, the XL shape ({meta.params:,} params): {ops} ops, host {host * 1e3:.0f} ms ({host / ops * 1e6:.0f} "
+          f"µs/op) = {host / H200_STEP_S:.2f} of the step (Python shape functions: not the GPU's host cost)")
+    print(f"default dispatch_share: {round_share(low, high):.2f} (the middle of {low:.3f} to {high:.3f}, to 0.05)")
+
+
+def round_share(low: float, high: float) -> float:
+    """The default: the middle of the measured range, to 0.05 (a figure of this machine's CPU, not finer)."""
+    return max(0.05, math.floor((low + high) / 2 / 0.05 + 0.5) * 0.05)
+
+
+def _cpu_name() -> str:
+    with open("/proc/cpuinfo") as f:
+        return next((ln.split(":", 1)[1].strip() for ln in f if ln.startswith("model name")), "unknown CPU")
+
+
+if __name__ == "__main__":
+    main()

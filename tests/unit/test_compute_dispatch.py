@@ -1,0 +1,131 @@
+"""The accelerator step's host side, with real threads: its dispatch holds the GIL, its wait on the device does not.
+
+Assertions are on counts and on the GIL's own hand-off: with a long switch interval S, a thread that wants the GIL
+from a thread running Python waits S for it, while one that waits on a thread doing I/O gets it at that thread's
+next system call. A step that must take the GIL back from a pure-Python thread is then S longer, one beside a
+thread doing only I/O is not (S is 20 times the step: load cannot make the one look like the other).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+from mpi4py import MPI
+
+from studyctl.definition.training import DISPATCH_SHARE
+from worker.compute import DeviceCompute, Dispatch, HostCompute, Trainer
+
+SWITCH_S = 1.0
+STEP_S = 0.05
+
+
+@contextmanager
+def beside(work: Callable[[], None], switch_s: float = SWITCH_S) -> Iterator[list[int]]:
+    """`work` looping on a background thread (its iterations counted) under a long GIL switch interval."""
+    count = [0]
+    stop = threading.Event()
+
+    def loop() -> None:
+        while not stop.is_set():
+            work()
+            count[0] += 1
+
+    old = sys.getswitchinterval()
+    sys.setswitchinterval(switch_s)
+    thread = threading.Thread(target=loop, daemon=True)
+    try:
+        thread.start()
+        while count[0] < 3:
+            time.sleep(0.01)  # it runs
+        yield count
+    finally:
+        stop.set()
+        sys.setswitchinterval(old)  # before the join: a waiting thread gets the GIL at the usual interval again
+        thread.join()
+
+
+def python_work() -> None:
+    sum(i * i for i in range(200))  # pure Python: holds the GIL until the interpreter forces it to switch
+
+
+@pytest.fixture
+def io_work(tmp_path: Path) -> Iterator[Callable[[], None]]:
+    fd = os.open(tmp_path / "io", os.O_WRONLY | os.O_CREAT)
+    block = b"\0" * (1 << 20)
+    try:
+        yield lambda: os.pwrite(fd, block, 0)  # the copy into the page cache runs with the GIL released
+    finally:
+        os.close(fd)
+
+
+def calibrated(share: float = 0.4, compute_s: float = STEP_S) -> DeviceCompute:
+    work = DeviceCompute(compute_s, share)
+    work.calibrate()
+    return work
+
+
+def test_the_dispatch_never_lets_a_python_thread_run() -> None:
+    work = calibrated()
+    with beside(python_work) as count:
+        time.sleep(0.02)  # the background thread takes the GIL; taking it back below waits SWITCH_S
+        before = count[0]
+        done = work.dispatch.run(work.dispatch.ops)
+        during = count[0] - before
+    assert done == work.dispatch.ops > 100
+    assert during == 0, "the dispatch held the GIL throughout: not one background iteration ran inside it"
+
+
+def test_a_python_thread_delays_the_step_and_an_io_thread_does_not(io_work: Callable[[], None]) -> None:
+    work = calibrated()
+
+    def step_s() -> float:
+        start = time.perf_counter()
+        work.run()
+        return time.perf_counter() - start
+
+    with beside(python_work):
+        python = min(step_s() for _ in range(2))
+    with beside(io_work) as count:
+        before = count[0]
+        io = min(step_s() for _ in range(2))
+        writes = count[0] - before
+    assert python >= SWITCH_S, "the step waited a whole switch interval for the GIL, after its device wait"
+    assert io < SWITCH_S / 2, "the I/O thread gave the GIL back at its next write"
+    assert writes > 0, "and it wrote while the step waited on its device"
+
+
+def test_the_device_wait_lets_a_python_thread_run() -> None:
+    work = calibrated()
+    with beside(python_work) as count:
+        time.sleep(0.02)
+        before = count[0]  # this thread holds the GIL again: the background thread waits SWITCH_S for it
+        work.wait()
+        assert count[0] > before, "waiting on the device releases the GIL"
+
+
+@pytest.mark.parametrize("share", [0.1, 0.5])
+def test_calibration_gives_the_share_asked_for_on_an_idle_rank(share: float) -> None:
+    """In this thread's CPU time (load stretches the wall time of the same work, not its CPU time)."""
+    work = calibrated(share, compute_s=0.2)
+    start = time.thread_time()
+    work.dispatch.run(work.dispatch.ops)
+    used = time.thread_time() - start
+    assert 0.5 < used / (share * 0.2) < 2.0, used
+    assert work.device_s == pytest.approx(0.2 * (1 - share)), "the device does the rest"
+
+
+def test_no_share_means_no_dispatch_and_a_cpu_step_has_none() -> None:
+    work = calibrated(0.0)
+    assert work.dispatch.ops == 0 and work.device_s == STEP_S
+    assert Dispatch().run(0) == 0
+    comm = MPI.COMM_SELF
+    assert isinstance(Trainer(comm, STEP_S, "cpu", 0.0, dispatch_share=0.5).work, HostCompute)
+    default = Trainer(comm, STEP_S, "accelerator", 0.0).work
+    assert isinstance(default, DeviceCompute) and default.dispatch_share == DISPATCH_SHARE
