@@ -1,9 +1,10 @@
 """The host side of a real eager training step: what `training.simulated_step.dispatch_share` defaults to, and why.
 
-`python -m benchmarks dispatch_share [steps]`. A GPT-2 XL-shaped model in plain torch (48 layers, 25 heads, the
-parameters of transformers' GPT2LMHeadModel), one training step as the H200 run took it (bf16 autocast, fused
-AdamW), its host time set against the H200's measured step (0.378 s, `../shared/gpu/h200-torch.json`): the share
-of a step the rank's Python thread spends dispatching, holding the GIL and a core.
+`python -m benchmarks dispatch_share [steps]` (then `check`: the default beside a DCP async_save, ~3 minutes).
+A GPT-2 XL-shaped model in plain torch (48 layers, 25 heads, the parameters of transformers' GPT2LMHeadModel), one
+training step as the H200 run took it (bf16 autocast, fused AdamW), its host time set against the H200's measured
+step (0.378 s, `../shared/gpu/h200-torch.json`): the share of a step the rank's Python thread spends dispatching,
+holding the GIL and a core.
 
 The host time is measured on the CPU with the same graph on tiny tensors (same layers, heads, ops and autograd;
 n_embd 25, one token, then two): every op is dispatched through autocast, autograd and the dispatcher as on a
@@ -24,6 +25,7 @@ from collections.abc import Callable
 from typing import Any
 
 H200_STEP_S = 0.378  # ../shared/gpu/h200-torch.json step_idle.mean_s
+DEFAULT_SHARE = 0.25  # studyctl.definition.training.DISPATCH_SHARE, the figure this benchmark derives
 LAUNCH_US = 4.0  # a CUDA kernel launch's host cost (cudaLaunchKernel, typically 2-5 µs)
 N_LAYER, N_HEAD = 48, 25
 XL = {"n_embd": 1600, "vocab": 50257, "seq": 1024, "batch": 8}  # the H200 run's shape
@@ -167,6 +169,7 @@ def main(steps: int = 5) -> None:
     print(f"meta, the XL shape ({meta.params:,} params): {ops} ops, host {host * 1e3:.0f} ms ({host / ops * 1e6:.0f} "
           f"µs/op) = {host / H200_STEP_S:.2f} of the step (Python shape functions: not the GPU's host cost)")
     print(f"default dispatch_share: {round_share(low, high):.2f} (the middle of {low:.3f} to {high:.3f}, to 0.05)")
+    check(1.0)
 
 
 def round_share(low: float, high: float) -> float:
@@ -181,3 +184,76 @@ def _cpu_name() -> str:
 
 if __name__ == "__main__":
     main()
+
+
+def xl_state(torch: Any, total_bytes: int) -> dict[str, Any]:
+    """The H200 run's state (fp32 weights, Adam m and v, a step per parameter: 2,321 tensors), every tensor shrunk
+    by one factor to `total_bytes`, on the host."""
+    with torch.device("meta"):
+        model = gpt2(torch, XL["n_embd"], XL["vocab"], XL["seq"], casts=True)
+    shapes = [(name, p.numel()) for name, p in model.named_parameters()]
+    factor = total_bytes / (3 * 4 * sum(n for _, n in shapes))
+    state: dict[str, Any] = {}
+    for name, n in shapes:
+        size = max(1, int(n * factor))
+        for part in ("w", "m", "v"):
+            state[f"{name}.{part}"] = torch.rand(size)
+        state[f"{name}.step"] = torch.tensor(1.0)
+    return state
+
+
+def lost_beside_async_save(torch: Any, share: float, stager: str, state: dict[str, Any], folder: str) -> str:
+    """DCP async_save of `state` beside simulated steps of `share` (the H200's step time): the steps' slowdown
+    while it ran, against idle steps before and after, as the H200 run measured it."""
+    import torch.distributed.checkpoint as dcp
+    from torch.distributed.checkpoint.staging import DefaultStager, StagingOptions
+
+    from worker.compute import DeviceCompute
+
+    work = DeviceCompute(H200_STEP_S, share)
+    work.calibrate()
+
+    def step() -> float:
+        start = time.perf_counter()
+        work.run()
+        return time.perf_counter() - start
+
+    idle = [step() for _ in range(5)]
+    options = {"default": {}, "shared+async": {"async_stager": DefaultStager(StagingOptions(
+        use_pinned_memory=False, use_shared_memory=True, use_async_staging=True, use_non_blocking_copy=False))}}
+    start = time.perf_counter()
+    response = dcp.async_save(state, checkpoint_id=folder, no_dist=True, **options[stager])
+    blocked = time.perf_counter() - start
+    future = getattr(response, "upload_completion", response)
+    during = []
+    while not future.done():
+        during.append(step())
+    future.result()
+    persist = time.perf_counter() - start
+    idle += [step() for _ in range(5)]
+    mean = statistics.fmean(idle)
+    lost = math.fsum(during) - len(during) * mean
+    return (f"share {share:.2f}, stager {stager}: blocked {blocked:.2f} s, persist {persist:.1f} s, "
+            f"{len(during)} steps beside it: {statistics.fmean(during) / mean - 1:+.1%} step time "
+            f"({lost:.2f} s lost; idle step {mean * 1e3:.0f} ms)" if during else "no step ran beside it")
+
+
+def check(gib: float = 2.0) -> None:
+    """The default against the H200's lost compute: DCP async_save of host tensors beside the simulated step."""
+    import shutil
+    import tempfile
+
+    import torch
+
+    state = xl_state(torch, int(gib * (1 << 30)))
+    print(f"\n### Beside a DCP async_save on this machine ({len(state)} tensors, {gib} GiB, host tensors: the "
+          f"stager's copy is a memcpy; 2 cores, so the persist and the step share them)")
+    print("H200, 17.7 GiB: default stager +1.9% over 138 steps (0.96 s lost); pinned+shared+async +16-22% "
+          "(7.7-9.9 s lost)")
+    for stager in ("default", "shared+async"):
+        for share in (0.0, DEFAULT_SHARE):
+            folder = tempfile.mkdtemp(dir="/var/tmp", prefix="dispatch-share-")
+            try:
+                print(lost_beside_async_save(torch, share, stager, state, folder))
+            finally:
+                shutil.rmtree(folder)
