@@ -1,0 +1,140 @@
+"""The plain-PyTorch reference for the checkpoint engines: what a user's script does with the same tensors.
+
+    mpiexec -n N python -m benchmarks.engines_direct CONFIG.json OUT.json   (in the repo root)
+
+CONFIG: {"model", "tp", "pp", "zero", "scale", "root", "engine": "torch_save"|"dcp", "saves": ["sync"|"async"],
+"fsync", "crc32", "dcp_threads"}. Nothing of studyctl runs here but the list of tensors (names, dtypes, sizes)
+each rank holds, from `studyctl.definition.engine_tensors`, so the comparison is of the same bytes. The rest is
+what a user writes: random tensors, `torch.save` of each file's dict (then an fsync of the file and the
+directory) or `dcp.save` / `dcp.async_save` with a `FileSystemWriter`, the pages dropped with fadvise, a barrier,
+then `torch.load` / `dcp.load`, each timed on the rank from the call to its return. Rank 0 writes every rank's
+seconds and bytes as JSON. mpi4py is imported in `main`: DCP's process executor re-imports this module.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.distributed as dist
+import torch.distributed.checkpoint as dcp
+
+DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32, "fp64": torch.float64,
+          "fp8": torch.float8_e4m3fn, "uint8": torch.uint8}
+
+
+def tensors(config: dict[str, Any], rank: int, world: int) -> dict[str, dict[str, torch.Tensor]]:
+    from studyctl.definition.catalog import CATALOG
+    from studyctl.definition.engine_tensors import file_tensors
+    from studyctl.definition.layout import Parallelism
+
+    par = Parallelism(config["tp"], config["pp"], world // (config["tp"] * config["pp"]), config["zero"])
+    out = {}
+    for f in file_tensors(CATALOG[config["model"]], par, rank, config["scale"]):
+        named = {}
+        for t in f.tensors:
+            named[t.name] = torch.empty(t.numel, dtype=DTYPES[t.dtype])
+            named[t.name].view(torch.uint8).random_(0, 256)
+        out[f.file.name] = named
+    return out
+
+
+def fsync(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    os.fsync(fd)
+    os.close(fd)
+
+
+def drop_pages(paths: list[Path]) -> None:
+    for p in paths:
+        fd = os.open(p, os.O_RDONLY)
+        os.fdatasync(fd)
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        os.close(fd)
+
+
+def torch_save(state: dict[str, dict[str, torch.Tensor]], d: Path, do_fsync: bool) -> None:
+    d.mkdir(parents=True, exist_ok=True)
+    for name, named in state.items():
+        torch.save(named, d / name)
+        if do_fsync:
+            fsync(d / name)
+    if do_fsync:
+        fsync(d)
+
+
+def one(comm: Any, config: dict[str, Any], state: dict[str, dict[str, torch.Tensor]], step: int,
+        how: str) -> dict[str, float]:
+    d = Path(config["root"]) / f"step{step}"
+    rank = comm.Get_rank()
+    by_kind: dict[str, dict[str, torch.Tensor]] = {"model": {}, "optim": {}}
+    for name, named in state.items():
+        by_kind["optim" if name.endswith("optim_states.pt") else "model"].update(named)
+    writer = dcp.FileSystemWriter(d, thread_count=config["dcp_threads"], sync_files=config["fsync"])
+    comm.Barrier()
+    start = time.perf_counter()
+    if config["engine"] == "torch_save" and how == "sync":
+        torch_save(state, d, config["fsync"])
+        figures = {"seconds": time.perf_counter() - start}
+    elif config["engine"] == "torch_save":  # the snapshot blocks; torch.save runs in a thread
+        from concurrent.futures import ThreadPoolExecutor
+
+        snapshot = {n: {k: t.clone() for k, t in named.items()} for n, named in state.items()}
+        blocked = time.perf_counter() - start
+        with ThreadPoolExecutor(1) as pool:
+            pool.submit(torch_save, snapshot, d, config["fsync"]).result()
+        figures = {"blocked_s": blocked, "done_s": time.perf_counter() - start}
+    elif how == "sync":
+        dcp.save(by_kind, storage_writer=writer)
+        figures = {"seconds": time.perf_counter() - start}
+    else:
+        future = dcp.async_save(by_kind, storage_writer=writer)
+        blocked = time.perf_counter() - start
+        future.result()  # type: ignore[union-attr]
+        figures = {"blocked_s": blocked, "done_s": time.perf_counter() - start}
+    comm.Barrier()
+    mine = [d / n for n in state] if config["engine"] == "torch_save" else [
+        p for p in d.iterdir() if p.name.startswith(f"__{rank}_") or (rank == 0 and p.name == ".metadata")]
+    drop_pages(mine)
+    comm.Barrier()
+    start = time.perf_counter()
+    if config["engine"] == "torch_save":
+        for name in state:
+            state[name] = torch.load(d / name, map_location="cpu", weights_only=True)
+    else:
+        dcp.load(by_kind, storage_reader=dcp.FileSystemReader(d))
+    figures["load_s"] = time.perf_counter() - start
+    figures["nbytes"] = sum(p.stat().st_size for p in mine)
+    return figures
+
+
+def main(config_path: str, out_path: str) -> None:
+    from mpi4py import MPI
+
+    comm = MPI.COMM_WORLD
+    rank, world = comm.Get_rank(), comm.Get_size()
+    config = {"fsync": True, "crc32": True, "dcp_threads": 1, **json.loads(Path(config_path).read_text())}
+    torch.serialization.set_crc32_options(config["crc32"])
+    if config["engine"] == "dcp":
+        host = socket.gethostname()
+        store = dist.TCPStore(host, 0, world, is_master=True, wait_for_workers=False) if rank == 0 else None
+        host, port = comm.bcast((host, store.port) if store else None, root=0)
+        store = store or dist.TCPStore(host, port, world, is_master=False)
+        dist.init_process_group("gloo", store=store, rank=rank, world_size=world)
+    state = tensors(config, rank, world)
+    record = [one(comm, config, state, step, how) for step, how in enumerate(config["saves"])]
+    records = comm.gather(record, root=0)
+    if rank == 0:
+        Path(out_path).write_text(json.dumps(records))
+    if dist.is_initialized():
+        dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main(sys.argv[1], sys.argv[2])

@@ -1,0 +1,107 @@
+"""The tensors of each checkpoint file: they fill the layout's files exactly, follow its pieces, and read the
+state convention (dtypes, optimizer groups) off the file sizes."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from studyctl.definition.catalog import CATALOG, ModelSpec
+from studyctl.definition.engine_tensors import GROUP_NAMES, PAD_DTYPE, UnknownLayout, file_tensors
+from studyctl.definition.layout import (
+    CheckpointFile,
+    Parallelism,
+    layer_tensors,
+    layout_problems,
+    num_parameters,
+    rank_files,
+    stage_layers,
+)
+from tests.unit.test_layout import SMALL, models
+
+
+@settings(max_examples=200, deadline=None)
+@given(model=models, tp=st.sampled_from([1, 2, 4]), pp=st.integers(1, 4), dp=st.integers(1, 4),
+       zero=st.integers(0, 3), scale=st.sampled_from([1.0, 0.5, 0.013, 0.001]))
+def test_tensors_fill_every_file_exactly(model: ModelSpec, tp: int, pp: int, dp: int, zero: int, scale: float) -> None:
+    if layout_problems(model, tp * pp * dp, tp, pp, zero):
+        return
+    par = Parallelism(tp, pp, dp, zero)
+    names: list[str] = []
+    for rank in range(par.world_size):
+        planned = file_tensors(model, par, rank, scale)
+        assert [p.file for p in planned] == rank_files(model, par, rank, scale)
+        for p in planned:
+            assert p.nbytes == p.file.nbytes
+            assert all(t.numel > 0 for t in p.tensors)
+            assert all(t.name.startswith(p.file.name + "/") for t in p.tensors)
+            assert sum(t.dtype == PAD_DTYPE for t in p.tensors) <= (0 if scale == 1.0 else 1)
+            names += [t.name for t in p.tensors]
+    assert len(names) == len(set(names)), "a tensor name repeats across ranks: DCP would deduplicate it"
+
+
+@pytest.mark.parametrize(("tp", "pp", "zero"), [(1, 1, 0), (1, 1, 1), (2, 1, 1), (1, 2, 2), (2, 2, 1), (1, 1, 3)])
+def test_model_files_hold_every_stage_tensor_piece(tp: int, pp: int, zero: int) -> None:
+    """At full scale a model file holds one tensor per (layer, tensor) of its layers, in DLIO's order, and over
+    the writers with TP 1 (whole tensors, no ZeRO-3 floor) the pieces add up to every parameter once."""
+    m, dp = CATALOG["gpt2-125m"], 2
+    par = Parallelism(tp, pp, dp, zero)
+    elements = 0
+    for rank in range(par.world_size):
+        stage = par.coords(rank)[1]
+        models = [p for p in file_tensors(m, par, rank) if p.file.kind == "model"]
+        layers = [i for i in stage_layers(m.num_layers, pp, stage) if layer_tensors(m, i)]
+        assert sum(len(p.tensors) for p in models) == (sum(len(layer_tensors(m, i)) for i in layers) if models else 0)
+        if models:
+            assert [t.name.split("/")[1] for p in models for t in p.tensors] == [
+                f"layers.{i}.{j}" for i in layers for j in range(len(layer_tensors(m, i)))]
+            assert {t.dtype for p in models for t in p.tensors} == {m.model_dtype}
+        elements += sum(t.numel for p in models for t in p.tensors)
+    if tp == 1 and zero < 3:
+        assert elements == num_parameters(m)
+
+
+def test_optimizer_file_holds_three_groups_of_partition_and_small() -> None:
+    m, par = SMALL, Parallelism(1, 1, 4, 1)
+    (optim,) = [p for p in file_tensors(m, par, 1) if p.file.kind == "optimizer"]
+    n = num_parameters(m) // 4
+    assert [(t.name.split("/")[1], t.dtype, t.numel) for t in optim.tensors] == [
+        (f"{g}.{what}", "fp32", e) for g in GROUP_NAMES[3] for what, e in (("partition", n), ("small", 5 * 512))]
+
+
+def test_scaled_tensors_shrink_in_proportion_and_the_last_takes_the_rounding() -> None:
+    m, par, scale = CATALOG["gpt2-125m"], Parallelism(1, 1, 2, 1), 0.0013
+    full, scaled = file_tensors(m, par, 0), file_tensors(m, par, 0, scale)
+    for f, s in zip(full, scaled, strict=True):
+        whole = {t.name: t.numel for t in f.tensors}
+        body = [t for t in s.tensors if t.dtype != PAD_DTYPE]
+        assert [t.name for t in body[:-1]] == [n for n, e in list(whole.items())[:-1]
+                                               if e * s.file.nbytes // f.file.nbytes]
+        for part in body[:-1]:
+            assert part.numel == whole[part.name] * s.file.nbytes // f.file.nbytes
+        assert body[-1].name == f.tensors[-1].name
+        assert body[-1].numel >= whole[body[-1].name] * s.file.nbytes // f.file.nbytes
+        assert s.nbytes == s.file.nbytes
+
+
+def test_a_torch_state_reads_as_fp32_weights_and_two_groups() -> None:
+    """PyTorch's AMP/FSDP2 state (fp32 weights, Adam m and v: 12 B/param) is read off the file sizes."""
+    m, par = SMALL, Parallelism(1, 1, 2, 1)
+    megatron = rank_files(m, par, 0)
+    torch_files = [replace(f, nbytes=f.nbytes * 2 if f.kind == "model" else f.nbytes * 2 // 3) for f in megatron]
+    planned = file_tensors(m, par, 0, files=torch_files, nominal=torch_files)
+    model, optim = planned
+    assert {t.dtype for t in model.tensors} == {"fp32"} and model.nbytes == torch_files[0].nbytes
+    assert [t.name.split("/")[1] for t in optim.tensors] == [
+        "exp_avg.partition", "exp_avg.small", "exp_avg_sq.partition", "exp_avg_sq.small"]
+
+
+@pytest.mark.parametrize(("kind", "factor"), [("model", 3), ("optimizer", 4)])
+def test_a_file_no_convention_explains_is_refused(kind: str, factor: int) -> None:
+    m, par = SMALL, Parallelism(1, 1, 2, 1)
+    odd = [CheckpointFile(f.name, f.nbytes * factor, f.kind) if f.kind == kind else f for f in rank_files(m, par, 0)]
+    with pytest.raises(UnknownLayout, match=odd[0 if kind == "model" else 1].name):
+        file_tensors(m, par, 0, files=odd, nominal=odd)
