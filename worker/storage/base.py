@@ -12,9 +12,11 @@ implementation is chosen per run (`worker.storage.open_storage`); every timed ca
 
 from __future__ import annotations
 
+import io as pyio
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from types import TracebackType
 from typing import Any, BinaryIO, Protocol
 
 from studyctl.definition.layout import CheckpointFile
@@ -121,6 +123,23 @@ class Storage(Protocol):
 
     def open_read(self, step: str, name: str, split: io.Split | None = None) -> BinaryIO:
         """A seekable binary stream of the file."""
+
+
+class Discardable(Protocol):
+    def discard(self) -> None:
+        """Drop what was written: later writes are ignored, closing leaves no file or object."""
+
+
+class WriteStream(pyio.BufferedWriter):
+    """An engine's write stream: buffered, and discarded (no partial file or object) when the `with` block it
+    is used in raises: a serialiser that fails halfway must not leave a checkpoint that looks whole."""
+
+    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
+                 trace: TracebackType | None) -> None:
+        if kind is not None:
+            raw: Discardable = self.raw  # type: ignore[assignment]
+            raw.discard()
+        super().__exit__(kind, error, trace)
 
 
 def write_files(storage: Storage, describe: Describe, ph: Any, step: str, files: Sequence[CheckpointFile],

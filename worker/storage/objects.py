@@ -21,7 +21,7 @@ from studyctl.objstore.client import ObjectClient
 from studyctl.objstore.counts import RequestCounts
 from worker import io
 from worker.objects import ObjectStore, filesystem_info, setup_problem
-from worker.storage.base import Mount, Setup
+from worker.storage.base import Mount, Setup, WriteStream
 
 
 class ObjectChunks:
@@ -114,7 +114,7 @@ class ObjectStorage:
     def open_write(self, step: str, name: str, split: io.Split | None = None) -> BinaryIO:
         upload = Upload(self.store.client, self.key(step, name), self.concurrency, self.store.counts,
                         split if split is not None else io.Split())
-        return pyio.BufferedWriter(upload, buffer_size=self.store.part)
+        return WriteStream(upload, buffer_size=self.store.part)
 
     def open_read(self, step: str, name: str, split: io.Split | None = None) -> BinaryIO:
         ranged = Ranged(self.store.client, self.key(step, name), self.store.counts,
@@ -138,15 +138,15 @@ class Upload(pyio.RawIOBase):
         self.upload_id: str | None = None
         self.sent: list[Future[tuple[int, str]]] = []
         self.pool: ThreadPoolExecutor | None = None
-        self.failed = False
+        self.failed = False  # aborted or discarded: later writes are dropped, closing completes nothing
 
     def writable(self) -> bool:
         return True
 
     def write(self, b: Any) -> int:
-        if self.failed:
-            raise OSError(f"write to {self.key} after its upload failed")
         data = memoryview(b).cast("B")
+        if self.failed:
+            return len(data)
         self.pending += data
         try:
             while len(self.pending) > self.part:  # more than a part: the object is multipart
@@ -175,9 +175,13 @@ class Upload(pyio.RawIOBase):
         finally:
             self.split.transferred(began)
 
+    def discard(self) -> None:
+        self.abort()
+
     def abort(self) -> None:
         """Abandon the object: parts in flight are waited for, the upload aborted."""
         self.failed = True
+        self.pending = bytearray()
         if self.pool is not None:
             self.pool.shutdown(wait=True, cancel_futures=True)
             self.pool = None

@@ -19,7 +19,7 @@ from studyctl.states import FailureClass
 from studyctl.units import MIB, format_bytes
 from worker import io, persist
 from worker.claim import claim, placement_problem
-from worker.storage.base import Mount, Setup
+from worker.storage.base import Mount, Setup, WriteStream
 
 # the decision's errors after which rank 0 removes the point directory it made (not another run's, not one it
 # could not make)
@@ -50,9 +50,13 @@ class FileChunks:
 class _Raw(pyio.RawIOBase):
     """One descriptor as a raw stream, its calls timed into a split; closing a writer fsyncs it when asked."""
 
-    def __init__(self, fd: int, split: io.Split, writable: bool, fsync: bool) -> None:
+    def __init__(self, path: str, fd: int, split: io.Split, writable: bool, fsync: bool) -> None:
         super().__init__()
-        self.fd, self.split, self._writable, self._fsync = fd, split, writable, fsync
+        self.path, self.fd, self.split, self._writable, self._fsync = path, fd, split, writable, fsync
+        self.discarded = False
+
+    def discard(self) -> None:
+        self.discarded = True
 
     def readable(self) -> bool:
         return not self._writable
@@ -77,6 +81,8 @@ class _Raw(pyio.RawIOBase):
             self.split.transferred(began)
 
     def write(self, b: Any) -> int:
+        if self.discarded:
+            return len(memoryview(b).cast("B"))
         began = perf_counter_ns()
         try:
             return os.write(self.fd, b)
@@ -87,11 +93,13 @@ class _Raw(pyio.RawIOBase):
         if self.closed:
             return
         try:
-            if self._writable and self._fsync:
+            if self._writable and self._fsync and not self.discarded:
                 self.split.fsync(self.fd)
         finally:
             self.split.close(self.fd)
             super().close()
+            if self.discarded:
+                Path(self.path).unlink(missing_ok=True)
 
 
 class PosixStorage:
@@ -222,14 +230,14 @@ class PosixStorage:
         """Buffered writes of `block` bytes (an engine's stream is not aligned for O_DIRECT), fsynced on close
         where the point fsyncs."""
         split = split if split is not None else io.Split()
-        fd = split.open(self.path(step, name), os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
-        raw = _Raw(fd, split, writable=True, fsync=self.opts.fsync)
-        return pyio.BufferedWriter(raw, buffer_size=self.block)
+        path = self.path(step, name)
+        raw = _Raw(path, split.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC), split, True, self.opts.fsync)
+        return WriteStream(raw, buffer_size=self.block)
 
     def open_read(self, step: str, name: str, split: io.Split | None = None) -> BinaryIO:
         split = split if split is not None else io.Split()
-        fd = split.open(self.path(step, name), os.O_RDONLY)
-        return pyio.BufferedReader(_Raw(fd, split, writable=False, fsync=False),
+        path = self.path(step, name)
+        return pyio.BufferedReader(_Raw(path, split.open(path, os.O_RDONLY), split, False, False),
                                    buffer_size=self.block)
 
 
