@@ -18,7 +18,7 @@ from studyctl.definition.points import Point, replicated_kinds
 from studyctl.definition.result_fields import StrategyTiming
 from worker import io
 from worker.persist import aligned
-from worker.storage.posix import FileChunks
+from worker.storage import FileChunks
 
 if TYPE_CHECKING:
     from worker.storage import Storage

@@ -8,12 +8,12 @@ from typing import TYPE_CHECKING
 
 from studyctl.definition.points import WorkerTask
 from worker.storage.base import Describe, Mount, Setup, Storage, read_files, write_files
-from worker.storage.posix import PosixStorage
+from worker.storage.posix import FileChunks, PosixStorage
 
 if TYPE_CHECKING:
     from worker.storage.objects import ObjectStorage
 
-__all__ = ["Describe", "Mount", "Setup", "Storage", "open_storage", "read_files", "remove_after_crash",
+__all__ = ["Describe", "FileChunks", "Mount", "Setup", "Storage", "open_storage", "read_files", "remove_after_crash",
            "write_files"]
 
 
