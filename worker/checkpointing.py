@@ -24,8 +24,8 @@ from worker.nodes import NodeMap, node_map, tier_place
 from worker.restore import Restorer, read_timing
 from worker.strategies import Describe, WriteStrategy
 
-if TYPE_CHECKING:  # the S3 client (boto3): loaded only by a point that writes objects (worker.state)
-    from worker.objects import ObjectStore
+if TYPE_CHECKING:
+    from worker.storage import Storage
 
 Work = Callable[[Any], None]
 
@@ -41,9 +41,9 @@ class Checkpointing:
     @classmethod
     def create(cls, task: WorkerTask, comm: Any, buf: io.Buffer, io_mode: str, cold_read: str, point_dir: Path,
                reads: list[CheckpointFile], describe: Describe, wtime: Callable[[], float],
-               objects: ObjectStore | None = None) -> tuple[Checkpointing, tuple[str, str] | None]:
-        """Collective: every rank gets the same problem (or None) back. `objects`: the shared target is an object
-        store (worker.objects), written and read by requests instead of files."""
+               storage: Storage) -> tuple[Checkpointing, tuple[str, str] | None]:
+        """Collective: every rank gets the same problem (or None) back. `storage`: the shared target (files or
+        objects), which the strategies write and the restorer reads through."""
         opts = task.point.checkpoint
         nodes = node_map(comm, task.point.ranks_per_node)
         writer = None
@@ -51,15 +51,15 @@ class Checkpointing:
             if opts.strategy == "tiered" and not task.tier_path:
                 return cls(task, nodes, None, None), (FailureClass.CONFIG.value,
                                                       "strategy tiered but the task names no tier path")
-            writer = WriteStrategy(task, comm, nodes, buf, io_mode, describe, wtime, point_dir, objects)
+            writer = WriteStrategy(task, comm, nodes, buf, io_mode, describe, wtime, point_dir, storage)
             problem = writer.setup()
             if problem:
                 return cls(task, nodes, writer, None), problem
         restorer = None
         if opts.reads and (opts.restore == "broadcast" or (writer is not None and writer.tier_dir is not None)):
             tier_dir = writer.tier_dir if writer is not None else None
-            restorer = Restorer(task.point, comm, reads, buf, cold_read, point_dir, tier_dir,
-                                writer is not None and writer.tier_mode != "buffered", describe, wtime, objects)
+            restorer = Restorer(task.point, comm, reads, buf, cold_read, storage, tier_dir,
+                                writer is not None and writer.tier_mode != "buffered", describe, wtime)
         return cls(task, nodes, writer, restorer), None
 
     def write_prepare(self, step: str, tag: int) -> None:

@@ -20,12 +20,11 @@ import contextlib
 import gc
 import mmap
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from functools import partial
 from time import perf_counter_ns
 from typing import Any, TypeVar
 
-from studyctl.definition.layout import CheckpointFile
 from studyctl.definition.objects import key_problem, object_size_problem, object_target, place_target
 from studyctl.definition.points import WorkerTask
 from studyctl.objstore.cache import drop_server_cache
@@ -122,29 +121,6 @@ class ObjectStore:
             return _request(partial(self.client.get_into, key, nbytes, cycling(into, self.part), offset, self.counts))
         finally:
             split.transferred(began)
-
-    def write_files(self, ph: Any, step: str, files: Sequence[CheckpointFile], buf: io.Buffer) -> None:
-        """The timed write of a sync checkpoint: every file of the rank, one object each."""
-        split = self.begin(ph)
-        for f in files:
-            try:
-                self.put(self.key(step, f.name), buf.view, f.nbytes, split)
-            except ObjectStoreError as exc:
-                ph.error = FailureClass.IO_ERROR.value, exc.reason
-                return
-            ph.bytes += f.nbytes
-            ph.files += 1
-
-    def read_files(self, ph: Any, step: str, files: Sequence[CheckpointFile], buf: io.Buffer) -> None:
-        """The timed restore: every object the rank holds afterwards, read whole into the buffer."""
-        split = self.begin(ph)
-        for f in files:
-            try:
-                ph.bytes += self.get(self.key(step, f.name), f.nbytes, buf.view, split)
-            except ObjectStoreError as exc:
-                ph.error = FailureClass.IO_ERROR.value, exc.reason
-                return
-            ph.files += 1
 
     def put_file(self, path: str, key: str, nbytes: int, split: io.Split) -> None:
         """A node-local tier file to its object (tiered drain): the page cache's copy, mapped, no buffer."""

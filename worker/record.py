@@ -7,7 +7,6 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from studyctl import host
 from studyctl.definition.layout import summarize
 from studyctl.definition.points import WorkerTask
 from studyctl.definition.result_fields import StrategyInfo
@@ -54,13 +53,7 @@ def write_result(run: Run, setup: Setup, timings: list[Any], got: Gathered, star
                  ) -> dict[Phase, PhaseSummary]:
     """Rank 0: the result file, written atomically; returns the per-phase summary."""
     task, point, opts, written = run.task, run.point, run.opts, run.written
-    if task.object_store is not None:  # an object store reports no free space; its "mount" is the store
-        from worker import objects  # the S3 client (boto3): loaded only where a point writes objects
-
-        free_after, total, mount = 0, 0, objects.filesystem_info(task)
-    else:
-        free_after, total = host.free_and_total(task.filesystem_path)
-        mount = host.mount_of(task.filesystem_path)
+    target = run.storage.mount()
     phases: tuple[Phase, ...] = ("write", "read")
     summary = {phase: phase_summary([t for t in timings if t.phase == phase])
                for phase in phases if any(t.phase == phase for t in timings)}
@@ -75,10 +68,11 @@ def write_result(run: Run, setup: Setup, timings: list[Any], got: Gathered, star
                   restore_mode=opts.restore, rank_shift=opts.rank_shift, buffer_bytes=opts.buffer_mib * MIB,
                   block_bytes=opts.block_mib * MIB, fsync_per_file=opts.fsync, naming=opts.naming,
                   subset_world_size=opts.subset_world_size,
-                  server_cache=run.objects.server_cache if run.objects is not None else None),
+                  server_cache=target.server_cache),
         checkpoints=timings, summary=summary, dlio=dlio_compat(written.total_bytes, timings),
         filesystem=FilesystemInfo(name=point.filesystem, path=task.filesystem_path, free_bytes_before=setup.free_before,
-                                  free_bytes_after=free_after, total_bytes=total, **mount),
+                                  free_bytes_after=target.free_after, total_bytes=target.total,
+                                  **target.mount),
         provenance=Provenance(hostnames=got.hosts, node_names=sorted(set(got.nodes)), simulated_nodes=run.simulated,
                               world_size=run.comm.Get_size(), ranks_per_node=point.ranks_per_node,
                               slurm=provenance.slurm_info(), started_at=started_at, finished_at=now(),

@@ -32,7 +32,7 @@ from studyctl.definition.recovery import (
     restart_world,
 )
 from studyctl.definition.result_fields import RecoveryTiming
-from studyctl.definition.result_schema import CheckpointTiming, Result
+from studyctl.definition.result_schema import CheckpointTiming, IoInfo, Result
 from studyctl.fsutil import atomic_write_text
 from studyctl.states import FailureClass
 from studyctl.units import MIB
@@ -43,6 +43,7 @@ from worker.nodes import NodeMap, node_map, tier_place, tier_point_dir
 from worker.record import write_error
 from worker.relaunch import LAUNCH_HOST_ENV
 from worker.restore import Restorer, read_timing
+from worker.storage import Setup, open_storage
 
 Launcher = Literal["mpiexec", "srun"]
 
@@ -139,7 +140,7 @@ def _restore(task: WorkerTask, comm: Any, clock: Clock, nodes: NodeMap, buf: io.
     block = opts.block_mib * MIB
     host = os.uname().nodename
     if new == point.parallelism:
-        restorer = _same_shape(task, comm, nodes, buf, cold, clock.wtime)
+        restorer = _same_shape(task, comm, nodes, buf, written.io, clock.wtime)
         timing = clock.phase("read", 0, step, host, lambda: restorer.prepare(step),
                              lambda ph: restorer.work(ph, step), collective=True)
         return timing, read_timing(0, clock.extras)
@@ -162,15 +163,19 @@ def _restore(task: WorkerTask, comm: Any, clock: Clock, nodes: NodeMap, buf: io.
     return timing, read_timing(0, clock.extras)
 
 
-def _same_shape(task: WorkerTask, comm: Any, nodes: NodeMap, buf: io.Buffer, cold: str,
+def _same_shape(task: WorkerTask, comm: Any, nodes: NodeMap, buf: io.Buffer, ran: IoInfo,
                 wtime: Callable[[], float]) -> Restorer:
-    """A restore in the written shape: the point's restore mode, a tier's copy where this node kept one."""
+    """A restore in the written shape: the point's restore mode, a tier's copy where this node kept one; shared
+    storage read as the writing world ran (`ran`: its I/O mode and cold-read method)."""
     point = task.point
     rank = comm.Get_rank()
     tier_dir = tier_point_dir(task, nodes.name) if task.tier_path else None
     tier_direct = tier_dir is not None and tier_dir.exists() and io.direct_supported(str(tier_dir))
     reads = restore_files(point.model, point.parallelism, rank, point.checkpoint)
-    return Restorer(point, comm, reads, buf, cold, task.data_dir, tier_dir, tier_direct, describe_oserror, wtime)
+    storage = open_storage(task, rank)
+    storage.use(Setup(None, ran.io_mode_used, None, ran.cold_read_method, 0, 0))
+    return Restorer(point, comm, reads, buf, ran.cold_read_method, storage, tier_dir, tier_direct, describe_oserror,
+                    wtime)
 
 
 def _evict_resharded(task: WorkerTask, new: Parallelism, rank: int, cold: str) -> Callable[[], None]:

@@ -7,12 +7,10 @@ Every rank ends with what restore `full` gives it; reads and broadcasts are time
 
 from __future__ import annotations
 
-import os
 import shutil
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from time import perf_counter_ns
 from typing import TYPE_CHECKING, Any
 
 from studyctl.definition.layout import CheckpointFile, Parallelism, rank_files
@@ -20,9 +18,11 @@ from studyctl.definition.points import Point, replicated_kinds
 from studyctl.definition.result_fields import StrategyTiming
 from worker import io
 from worker.persist import aligned
+from worker.storage import FileChunks
 
-if TYPE_CHECKING:  # the S3 client (boto3): loaded only by a point that writes objects (worker.state)
-    from worker.objects import ObjectStore
+if TYPE_CHECKING:
+    from worker.storage import Storage
+    from worker.storage.base import Chunks
 
 Describe = Callable[[OSError, str], tuple[str, str]]
 # Per rank and restore: (tier_bytes, shared_bytes, read_s, broadcast_s, broadcast_bytes)
@@ -49,13 +49,12 @@ class Restorer:
     comm: Any
     reads: list[CheckpointFile]  # what restore rank or full reads on this rank
     buf: io.Buffer
-    cold_read: str  # direct, fadvise or none: how shared-storage reads are made cold
-    point_dir: Path
+    cold_read: str  # direct, fadvise or none: how tier reads are made cold (shared storage knows its own)
+    storage: Storage  # shared storage: files or objects
     tier_dir: Path | None  # this node's tier directory for the point, when tiered
     tier_direct: bool  # the tier accepts O_DIRECT
     describe: Describe
     wtime: Callable[[], float]
-    objects: ObjectStore | None = None  # shared storage is an object store: its reads are GETs (worker.objects)
 
     def __post_init__(self) -> None:
         opts = self.point.checkpoint
@@ -69,28 +68,29 @@ class Restorer:
             self.own, self.shared, self.group = self.reads, [], None
 
     def locate(self, step: str, name: str) -> tuple[str, bool]:
-        """(path, from the tier?): the tier's copy when this node still has it."""
+        """(path or URL, from the tier?): the tier's copy when this node still has it, else shared storage's."""
         if self.tier_dir is not None:
             local = self.tier_dir / step / name
             if local.exists():
                 return str(local), True
-        return str(self.point_dir / step / name), False
+        return self.storage.where(step, name), False
 
     def prepare(self, step: str) -> None:
-        """Off the clock: evict every file this rank will read (a no-op for O_DIRECT and on tmpfs); an object
-        store's server cache, where it can be, by rank 0."""
-        if self.objects is not None and self.rank == 0:
-            self.objects.drop_server_cache()
-        if self.cold_read == "fadvise" or self.tier_dir is not None:
-            reads = self.own + (self.shared if self.group is not None and self.group.Get_rank() == 0 else [])
-            for f in reads:
-                path, from_tier = self.locate(step, f.name)
-                if from_tier or self.objects is None:  # an object has no page cache here to evict
-                    io.evict(path)
+        """Off the clock: evict the tier copies this rank will read (a no-op for O_DIRECT and on tmpfs); shared
+        storage's files made cold as the point reads them (evicted; or the server's cache dropped by rank 0)."""
+        reads = self.own + (self.shared if self.group is not None and self.group.Get_rank() == 0 else [])
+        shared = []
+        for f in reads:
+            path, from_tier = self.locate(step, f.name)
+            if from_tier:
+                io.evict(path)
+            else:
+                shared.append(f.name)
+        self.storage.make_cold(step, shared)
 
     def work(self, ph: Any, step: str) -> None:
         """ph.split: this rank's own storage reads (tier or shared); a broadcast's transfer is in `other_s`."""
-        ph.split = split = self.objects.begin(ph) if self.objects is not None else io.Split()
+        ph.split = split = self.storage.begin(ph)
         tier = shared = received = 0
         read_s = bcast_s = 0.0
         if self.group is not None:
@@ -109,9 +109,8 @@ class Restorer:
             path, from_tier = self.locate(step, f.name)
             start = self.wtime()
             try:
-                got = io.read_file(path, self.buf, self.block, self._direct(from_tier), split) \
-                    if from_tier or self.objects is None else \
-                    self.objects.get(self.objects.key(step, f.name), f.nbytes, self.buf.view, split)
+                got = io.read_file(path, self.buf, self.block, self._direct(from_tier), split) if from_tier else \
+                    self.storage.read_file(step, f, self.buf, split)
             except OSError as exc:
                 ph.error = self.describe(exc, path)
                 break
@@ -124,6 +123,10 @@ class Restorer:
     def _direct(self, from_tier: bool) -> bool:
         return self.cold_read == "direct" and (self.tier_direct or not from_tier)
 
+    def _open(self, step: str, f: CheckpointFile, path: str, from_tier: bool, split: io.Split) -> Chunks:
+        return FileChunks(path, self._direct(from_tier), split) if from_tier else \
+            self.storage.open_chunks(step, f, split)
+
     def _broadcast_file(self, ph: Any, step: str, f: CheckpointFile, split: io.Split
                         ) -> tuple[int, bool, float, float]:
         """Root: read a chunk, broadcast it; others: receive. The chunk sequence follows from the file size
@@ -133,13 +136,11 @@ class Restorer:
 
         root = self.group.Get_rank() == 0
         path, from_tier = self.locate(step, f.name)
-        direct = self._direct(from_tier)
         span = aligned(f.nbytes)
-        fd = None
-        objects = self.objects if root and not from_tier and ph.error is None else None
-        if root and ph.error is None and objects is None:
+        source: Chunks | None = None
+        if root and ph.error is None:
             try:
-                fd = split.open(path, os.O_RDONLY, direct=direct)
+                source = self._open(step, f, path, from_tier, split)
             except OSError as exc:
                 ph.error = self.describe(exc, path)
         read_s = bcast_s = 0.0
@@ -147,31 +148,22 @@ class Restorer:
         try:
             for off in range(0, span, self.block):
                 length = min(self.block, span - off)
-                if fd is not None:
+                if source is not None:
                     start = self.wtime()
-                    began = perf_counter_ns()
                     try:
-                        os.preadv(fd, [view[:length]], off)
+                        source.read(off, view[:length])
                     except OSError as exc:
                         ph.error = self.describe(exc, path)
-                        split.close(fd)
-                        fd = None
-                    split.transferred(began)
-                    read_s += self.wtime() - start
-                elif objects is not None and off < f.nbytes:  # the object's bytes of this chunk, by ranged GETs
-                    start = self.wtime()
-                    try:
-                        objects.get(objects.key(step, f.name), min(length, f.nbytes - off), view[:length], split, off)
-                    except OSError as exc:
-                        ph.error, objects = self.describe(exc, path), None
+                        source.close()
+                        source = None
                     read_s += self.wtime() - start
                 start = self.wtime()
                 self.group.Bcast([view[:length], MPI.BYTE], root=0)
                 if root:  # the transfer; a receiver's time in Bcast also holds its wait for the root's read
                     bcast_s += self.wtime() - start
         finally:
-            if fd is not None:
-                split.close(fd)
+            if source is not None:
+                source.close()
         return f.nbytes, from_tier, read_s, bcast_s
 
     def replace_nodes(self, nodes: Any, count: int) -> None:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import shutil
 import sys
 import time
 import traceback
@@ -21,10 +20,9 @@ from pathlib import Path
 from typing import Any
 
 from studyctl import host
-from studyctl.definition.layout import CheckpointFile, disk_steps_needed, step_dir_name
-from studyctl.definition.objects import OBJECT_COLD_READ, OBJECT_IO_MODE
+from studyctl.definition.layout import step_dir_name
 from studyctl.definition.places import remove_place
-from studyctl.definition.points import WorkerTask, cold_read_method
+from studyctl.definition.points import WorkerTask
 from studyctl.definition.result_fields import StrategyInfo
 from studyctl.definition.result_schema import (
     RECORD_REFUSED_EXIT,
@@ -32,61 +30,17 @@ from studyctl.definition.result_schema import (
 )
 from studyctl.definition.result_schema import Phase as PhaseName
 from studyctl.states import FailureClass
-from studyctl.units import MIB, format_bytes
+from studyctl.units import MIB
 from worker import handoff, io, provenance
 from worker.ceiling import run_ceiling
 from worker.checkpointing import Checkpointing
-from worker.claim import CLAIMS, claim, placement_problem, release
+from worker.claim import CLAIMS, release
 from worker.clock import Clock, Phase, WorkerFailure, describe_oserror
 from worker.nodes import dir_name, tier_place
 from worker.record import Gathered, RecordRefused, crash_reason, now, write_error, write_result
 from worker.state import Run, Setup
 from worker.stop import tier_removed_on_sigterm
-
-
-def _gib(n: float) -> str:
-    return format_bytes(n, 3)
-
-
-def _decide(task: WorkerTask, point_dir: Path, checkpoint_bytes: int) -> Setup:
-    """Rank 0: create the point directory, check free space and O_DIRECT; never raises."""
-    point = task.point
-    opts = point.checkpoint
-    io_mode, fallback, cold = point.io_mode, None, opts.cold_read
-    if task.object_store is not None:  # an object store: no directory, free space or O_DIRECT to decide
-        from worker import objects  # the S3 client (boto3): loaded only here
-
-        return Setup(objects.setup_problem(task), OBJECT_IO_MODE, None, OBJECT_COLD_READ, 0, 0)
-    misplaced = placement_problem(task.filesystem_path, task.filesystem_kind)
-    if misplaced:
-        return Setup((FailureClass.CONFIG.value, misplaced), io_mode, None, "none", 0, 0)
-    try:
-        busy = claim(task)
-        if busy:
-            return Setup((FailureClass.BUSY.value, busy), io_mode, None, "none", 0, 0)
-        point_dir.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        return Setup((FailureClass.IO_ERROR.value, f"cannot create {point_dir}: {exc.strerror}"), io_mode, None,
-                     "none", 0, 0)
-    free, total = host.free_and_total(str(point_dir))
-    steps = disk_steps_needed(opts.writes, opts.reads, opts.keep)
-    required = opts.disk_bytes_required(checkpoint_bytes)
-    if total and free < required:  # total 0: the filesystem reports no capacity (ramfs, some FUSE)
-        reason = (f"not enough free space on {task.filesystem_path}: need {_gib(required)} ({steps} checkpoint(s) "
-                  f"of {_gib(checkpoint_bytes)} on disk at once + {opts.free_space_margin:.0%} margin), "
-                  f"have {_gib(free)} free")
-        return Setup((FailureClass.INSUFFICIENT_SPACE.value, reason), io_mode, None, "none", free, total)
-    wants_direct = cold_read_method(io_mode, cold) == "direct" or io_mode != "buffered"
-    if wants_direct and not io.direct_supported(str(point_dir)):
-        fstype = host.mount_of(str(point_dir))["fstype"]
-        if not opts.direct_fallback:
-            reason = (f"O_DIRECT refused by {task.filesystem_path} ({fstype}) for io_mode {io_mode}; "
-                      "set checkpoint.direct_fallback: true to run buffered I/O instead")
-            return Setup((FailureClass.DIRECT_IO_REFUSED.value, reason), io_mode, None, "none", free, total)
-        fallback = f"O_DIRECT refused by {task.filesystem_path} ({fstype}): ran buffered with fadvise cold reads"
-        io_mode = "buffered"
-        cold = "fadvise" if cold in ("direct", "auto") else cold
-    return Setup(None, io_mode, fallback, cold_read_method(io_mode, cold), free, total)
+from worker.storage import Storage, read_files, remove_after_crash, write_files
 
 
 def run_task(task_path: str) -> dict[str, Any]:
@@ -149,9 +103,7 @@ def _run_reporting(task: WorkerTask, comm: Any, launch_s: float | None) -> dict[
 def _remove_after_crash(task: WorkerTask, rank: int) -> None:
     """Any rank: the point's data and this rank's node's tier folder (the abort ends the other ranks, rank 0 too,
     so its claim goes with it; a tier on another node is its ranks' to remove, or studyctl's afterwards)."""
-    if task.object_store is None:  # objects: the next command's cleanup (no client to trust after a crash)
-        shutil.rmtree(task.data_dir, ignore_errors=True)
-        task.claim_file.unlink(missing_ok=True)
+    remove_after_crash(task)
     if task.tier_path is not None:
         node, _ = provenance.node_name(rank, task.point.ranks_per_node)
         remove_place(tier_place(task, node), node_dir=dir_name(node))
@@ -199,14 +151,13 @@ def _check_point(task: WorkerTask, size: int) -> None:
 
 
 def _set_up(run: Run) -> Setup:
-    """Rank 0 decides (directory, free space, O_DIRECT) and every rank learns its decision."""
-    decision = _decide(run.task, run.point_dir, run.written.total_bytes) if run.rank == 0 else None
+    """Rank 0 decides (the target ready: directory, free space, O_DIRECT; or the store answering) and every rank
+    learns its decision."""
+    decision = run.storage.decide(run.written.total_bytes) if run.rank == 0 else None
     setup: Setup = run.comm.bcast(decision, root=0)
     if setup.error:
-        if run.rank == 0 and setup.error[0] not in (FailureClass.IO_ERROR.value, FailureClass.BUSY.value) \
-                and run.objects is None:
-            shutil.rmtree(run.point_dir, ignore_errors=True)  # we created it; nothing else is in it yet
         raise WorkerFailure(FailureClass(setup.error[0]), setup.error[1])
+    run.storage.use(setup)
     return setup
 
 
@@ -216,7 +167,7 @@ def _measure(run: Run, setup: Setup) -> tuple[list[Any], Checkpointing]:
     buf = io.Buffer.allocate(run.opts.buffer_mib * MIB)
     clock = Clock(run.comm)
     ck, problem = Checkpointing.create(run.task, run.comm, buf, setup.io_mode, setup.cold_read, run.point_dir,
-                                       run.my_reads, describe_oserror, clock.wtime, run.objects)
+                                       run.my_reads, describe_oserror, clock.wtime, run.storage)
     try:
         if problem:
             raise WorkerFailure(FailureClass(problem[0]), problem[1])
@@ -236,43 +187,34 @@ def _measure(run: Run, setup: Setup) -> tuple[list[Any], Checkpointing]:
 
 def _write_phases(run: Run, setup: Setup, clock: Clock, buf: io.Buffer, ck: Checkpointing) -> list[Any]:
     opts = run.opts
-    block = opts.block_mib * MIB
     kept = min(opts.writes, opts.reads)
+    names = [f.name for f in run.my_files]
     timings = []
     for i in range(opts.writes):
         step = step_dir_name(i, opts.naming)
-        paths = [str(run.point_dir / step / f.name) for f in run.my_files]
         # every checkpoint's bytes differ; every buffer page touched before the clock
-        prepare = partial(_prepare_step, None if run.objects else run.point_dir / step, buf, i * 1_000_003 + run.rank,
-                          ck, step)
-        write = ck.write_work(i, step) or (partial(run.objects.write_files, step=step, files=run.my_files, buf=buf)
-                                           if run.objects else
-                                           partial(_write_all, paths=paths, files=run.my_files, buf=buf, block=block,
-                                                   setup=setup, fsync=opts.fsync))
+        prepare = partial(_prepare_step, run.storage, buf, i * 1_000_003 + run.rank, ck, step)
+        write = ck.write_work(i, step) or partial(write_files, run.storage, describe_oserror, step=step,
+                                                  files=run.my_files, buf=buf)
         timings.append(clock.phase("write", i, step, run.host, prepare, write, collective=ck.writer is not None))
         ck.record_write(i, timings[-1], clock.extras)
         if i >= kept and not opts.keep:  # no restore reads this step: free its space now (off the clock)
-            clock.off_clock(partial(run.objects.remove_step, step) if run.objects else partial(_unlink_all, paths))
+            clock.off_clock(partial(run.storage.remove_step, step, names))
     return timings
 
 
 def _read_phases(run: Run, setup: Setup, clock: Clock, buf: io.Buffer, ck: Checkpointing) -> list[Any]:
     opts = run.opts
-    block = opts.block_mib * MIB
     kept = min(opts.writes, opts.reads)
-    direct = setup.cold_read == "direct"
+    names = [f.name for f in run.my_reads]
     timings = []
     if opts.reads:
         ck.before_reads(run.comm)
     for k in range(opts.reads):
         step = step_dir_name(k % kept, opts.naming)
-        paths = [str(run.point_dir / step / f.name) for f in run.my_reads]
-        prepare: Callable[[], object] = partial(_evict_all, paths, not opts.fsync) \
-            if setup.cold_read == "fadvise" else _nothing
-        read: Callable[[Phase], None] = partial(_read_all, paths=paths, buf=buf, block=block, direct=direct)
-        if run.objects is not None:  # no client cache to evict; the server's, where it can be, by rank 0
-            prepare = run.objects.drop_server_cache if run.rank == 0 else _nothing
-            read = partial(run.objects.read_files, step=step, files=run.my_reads, buf=buf)
+        prepare: Callable[[], object] = partial(run.storage.make_cold, step, names)
+        read: Callable[[Phase], None] = partial(read_files, run.storage, describe_oserror, step=step,
+                                                files=run.my_reads, buf=buf)
         restore = ck.read_work(step)
         if restore is not None:  # tiered or broadcast: the restorer knows what to evict and read
             prepare, read = partial(ck.read_prepare, step), restore
@@ -281,26 +223,10 @@ def _read_phases(run: Run, setup: Setup, clock: Clock, buf: io.Buffer, ck: Check
     return timings
 
 
-def _prepare_step(step_dir: Path | None, buf: io.Buffer, tag: int, ck: Checkpointing, step: str) -> None:
-    if step_dir is not None:  # None: an object store (no directories)
-        step_dir.mkdir(exist_ok=True)
+def _prepare_step(storage: Storage, buf: io.Buffer, tag: int, ck: Checkpointing, step: str) -> None:
+    storage.prepare_step(step)
     buf.stamp(tag)
     ck.write_prepare(step, tag)
-
-
-def _unlink_all(paths: list[str]) -> None:
-    for path in paths:
-        Path(path).unlink(missing_ok=True)
-
-
-def _evict_all(paths: list[str], flush: bool) -> None:
-    """Off the clock before a restore; `flush`: the files were written without fsync (still dirty)."""
-    for path in paths:
-        io.evict(path, flush)
-
-
-def _nothing() -> None:
-    pass
 
 
 def _gather(run: Run, background_threads: int, launch_s: float | None) -> Gathered:
@@ -339,34 +265,4 @@ def _remove_files(run: Run, keep: bool) -> None:
 
 def _remove_point(run: Run) -> None:
     """Rank 0: the point's files, or its objects (a store that cannot be asked: left to the next command)."""
-    if run.objects is None:
-        shutil.rmtree(run.point_dir, ignore_errors=True)
-    else:
-        run.objects.remove_point_quietly()
-
-
-def _write_all(ph: Phase, paths: list[str], files: list[CheckpointFile], buf: io.Buffer, block: int,
-               setup: Setup, fsync: bool = True) -> None:
-    ph.split = split = io.Split()
-    for path, f in zip(paths, files, strict=True):
-        try:
-            if setup.io_mode == "buffered":
-                io.write_buffered(path, f.nbytes, buf, block, fsync, split)
-            else:
-                io.write_direct(path, f.nbytes, buf, block, setup.io_mode == "hybrid", fsync, split)
-        except OSError as exc:
-            ph.error = describe_oserror(exc, path)
-            return
-        ph.bytes += f.nbytes
-        ph.files += 1
-
-
-def _read_all(ph: Phase, paths: list[str], buf: io.Buffer, block: int, direct: bool) -> None:
-    ph.split = split = io.Split()
-    for path in paths:
-        try:
-            ph.bytes += io.read_file(path, buf, block, direct, split)
-        except OSError as exc:
-            ph.error = describe_oserror(exc, path)
-            return
-        ph.files += 1
+    run.storage.remove_point()

@@ -3,27 +3,14 @@
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from studyctl.definition.layout import rank_files, summarize
-from studyctl.definition.points import ColdReadMethod, WorkerTask, restore_files
+from studyctl.definition.points import WorkerTask, restore_files
 from worker import provenance
+from worker.storage import Setup, Storage, open_storage
 
-if TYPE_CHECKING:  # the S3 client (boto3) is loaded only by a point that writes objects
-    from worker.objects import ObjectStore
-
-
-@dataclass(frozen=True)
-class Setup:
-    """What rank 0 decided before any data moved; broadcast to every rank."""
-
-    error: tuple[str, str] | None
-    io_mode: str
-    fallback_reason: str | None
-    cold_read: ColdReadMethod
-    free_before: int
-    total: int
+__all__ = ["Run", "Setup"]
 
 
 class Run:
@@ -42,9 +29,4 @@ class Run:
         self.node, self.simulated = provenance.node_name(self.rank, self.point.ranks_per_node)
         self.my_files = rank_files(self.point.model, self.par, self.rank, self.opts.scale, self.opts.naming)
         self.my_reads = restore_files(self.point.model, self.par, self.rank, self.opts)
-        # a filesystem of kind s3: the rank's client of the point's objects (worker.objects); None: POSIX
-        self.objects: ObjectStore | None = None
-        if task.object_store is not None:
-            from worker.objects import ObjectStore
-
-            self.objects = ObjectStore(task)
+        self.storage: Storage = open_storage(task, self.rank)  # files or objects, the run's one choice

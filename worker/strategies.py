@@ -31,8 +31,8 @@ from worker.compute import Trainer
 from worker.interference import RankWrite
 from worker.nodes import NodeMap, tier_place, tier_point_dir
 
-if TYPE_CHECKING:  # the S3 client (boto3): loaded only by a point that writes objects (worker.state)
-    from worker.objects import ObjectStore
+if TYPE_CHECKING:
+    from worker.storage import Storage
 
 Describe = Callable[[OSError, str], tuple[str, str]]
 Problem = tuple[str, str]  # (a FailureClass value, one-line reason)
@@ -84,7 +84,7 @@ class WriteStrategy:
     describe: Describe
     wtime: Callable[[], float]
     point_dir: Path
-    objects: ObjectStore | None = None  # the shared target is an object store (worker.objects): puts, not files
+    storage: Storage  # the shared target (files or objects): the persist and the drain write through it
     trainer: Trainer = field(init=False)
     snapshot: persist.Snapshot | None = field(init=False, default=None)
     drain_buf: io.Buffer | None = field(init=False, default=None)
@@ -178,7 +178,7 @@ class WriteStrategy:
         writes (async; the snapshot copy is in `other_s`). The background part runs after the blocking part on
         one thread at a time, so the parts stay within the rank's duration."""
         before = self.trainer.run(IDLE_STEPS)
-        ph.split = self.objects.begin(ph) if self.objects is not None else io.Split()
+        ph.split = self.storage.begin(ph)
         ph.start = self.wtime()
         if ph.error is None:
             self._blocking(ph, index, step)
@@ -214,17 +214,13 @@ class WriteStrategy:
         ph.files = len(self.files)
 
     def _background_job(self, step: str, split: io.Split) -> Callable[[], int] | None:
-        shared = self.point_dir / step
+        storage = self.storage
         if self.snapshot is not None:
             snap = self.snapshot
 
             def persist_snapshot() -> int:
                 for i, f in enumerate(self.files):
-                    if self.objects is not None:
-                        self.objects.put(self.objects.key(step, f.name), snap.region(i, f.nbytes), f.nbytes, split)
-                        continue
-                    persist.write_region(str(shared / f.name), snap.region(i, f.nbytes), f.nbytes, self.block,
-                                         self.io_mode, split)
+                    storage.write_region(step, f.name, snap.region(i, f.nbytes), f.nbytes, split)
                 return sum(f.nbytes for f in self.files)
             return persist_snapshot if self.files else None
         if self.opts.drain == "node":
@@ -240,11 +236,7 @@ class WriteStrategy:
 
         def drain() -> int:
             for f in files:
-                if self.objects is not None:
-                    self.objects.put_file(str(tier / f.name), self.objects.key(step, f.name), f.nbytes, split)
-                    continue
-                persist.copy_file(str(tier / f.name), str(shared / f.name), f.nbytes, drain_buf, self.block,
-                                  self.io_mode, split)
+                storage.drain_file(str(tier / f.name), step, f, drain_buf, split)
             return sum(f.nbytes for f in files)
         return drain if files else None
 

@@ -36,6 +36,20 @@ def delete_prefix(calls: CountedCalls, prefix: str, counts: RequestCounts) -> in
         token = page["NextContinuationToken"]
 
 
+def listing(calls: CountedCalls, prefix: str, counts: RequestCounts) -> list[tuple[str, int]]:
+    """(key, size) of every object under `prefix`, paginated LIST (ListObjectsV2 answers in key order)."""
+    found: list[tuple[str, int]] = []
+    token = None
+    while True:
+        params = {"Bucket": calls.target.bucket, "Prefix": _dir(prefix), "MaxKeys": BATCH}
+        page = calls.call(counts, "list", "list_objects_v2", f"LIST {prefix}",
+                          **({**params, "ContinuationToken": token} if token else params))
+        found += [(o["Key"], int(o["Size"])) for o in page.get("Contents", [])]
+        if not page.get("IsTruncated"):
+            return found
+        token = page["NextContinuationToken"]
+
+
 def abort_uploads(calls: CountedCalls, prefix: str, counts: RequestCounts) -> int:
     bucket, aborted = calls.target.bucket, 0
     markers: dict[str, str] = {}

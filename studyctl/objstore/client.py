@@ -69,29 +69,39 @@ class ObjectClient:
             self.calls.call(counts, "put", "put_object", f"PUT {key}", Bucket=self.target.bucket, Key=key,
                             Body=_View(chunk(0, nbytes)))
             return
+        upload_id = self.initiate(key, counts)
+        try:
+            etags = self._run_parts(nbytes, lambda n, o, ln: self.part(key, upload_id, n, chunk(o, ln), counts))
+            self.complete(key, upload_id, etags, counts)
+        except BaseException:
+            self.abort(key, upload_id, counts)
+            raise
+
+    def initiate(self, key: str, counts: RequestCounts) -> str:
+        """A multipart upload begun (and registered for `abort_in_flight`); returns its upload id."""
         started = self.calls.call(counts, "put", "create_multipart_upload", f"initiate {key}",
                                   Bucket=self.target.bucket, Key=key)
-        upload_id = started["UploadId"]
+        upload_id: str = started["UploadId"]
         with self._open_lock:
             self._open[upload_id] = key
-        try:
-            etags = self._run_parts(nbytes, lambda n, o, ln: self._part(key, upload_id, n, chunk(o, ln), counts))
-            self.calls.call(counts, "put", "complete_multipart_upload", f"complete {key}",
-                            Bucket=self.target.bucket, Key=key, UploadId=upload_id,
-                            MultipartUpload={"Parts": [{"PartNumber": n, "ETag": e} for n, e in etags]})
-        except BaseException:
-            self._abort(key, upload_id, counts)
-            raise
+        return upload_id
+
+    def complete(self, key: str, upload_id: str, etags: list[tuple[int, str]], counts: RequestCounts) -> None:
+        """The upload's parts, (number, ETag) in part order, made one object."""
+        self.calls.call(counts, "put", "complete_multipart_upload", f"complete {key}",
+                        Bucket=self.target.bucket, Key=key, UploadId=upload_id,
+                        MultipartUpload={"Parts": [{"PartNumber": n, "ETag": e} for n, e in etags]})
         with self._open_lock:
             self._open.pop(upload_id, None)
 
-    def _part(self, key: str, upload_id: str, number: int, chunk: memoryview, counts: RequestCounts) -> tuple[int, str]:
+    def part(self, key: str, upload_id: str, number: int, chunk: memoryview, counts: RequestCounts) -> tuple[int, str]:
+        """One UploadPart; returns (number, ETag) for `complete`."""
         answer = self.calls.call(counts, "part", "upload_part", f"part {number} of {key}",
                                  Bucket=self.target.bucket, Key=key, UploadId=upload_id, PartNumber=number,
                                  Body=_View(chunk))
         return number, answer["ETag"]
 
-    def _abort(self, key: str, upload_id: str, counts: RequestCounts | None) -> None:
+    def abort(self, key: str, upload_id: str, counts: RequestCounts | None) -> None:
         """Aborts the upload; a failure to abort is left for `abort_uploads` (the next command's cleanup)."""
         with self._open_lock:
             self._open.pop(upload_id, None)
@@ -104,7 +114,7 @@ class ObjectClient:
         with self._open_lock:
             uploads = list(self._open.items())
         for upload_id, key in uploads:
-            self._abort(key, upload_id, None)
+            self.abort(key, upload_id, None)
         return len(uploads)
 
     # ------------------------------------------------------------------------------------------------- read
@@ -134,6 +144,15 @@ class ObjectClient:
         if got != len(into):
             raise ObjectStoreError(f"{self.target.describe()}: {what}: {got} bytes came back")
         return got
+
+    def size(self, key: str, counts: RequestCounts) -> int:
+        """The object's size in bytes (one HeadObject)."""
+        answer = self.calls.call(counts, "head", "head_object", f"HEAD {key}", Bucket=self.target.bucket, Key=key)
+        return int(answer["ContentLength"])
+
+    def listing(self, prefix: str, counts: RequestCounts) -> list[tuple[str, int]]:
+        """(key, size) of every object under `prefix` (a full key prefix, taken as a folder), in key order."""
+        return cleanup.listing(self.calls, prefix, counts)
 
     # --------------------------------------------------------------------------------------------- cleanup
     def delete_prefix(self, prefix: str, counts: RequestCounts | None = None) -> int:

@@ -243,12 +243,12 @@ import sys
 from mpi4py import MPI
 import worker.run as run
 
-real = run._read_all
+real = run.read_files
 def crashing(*args, **kwargs):
     if MPI.COMM_WORLD.Get_rank() == 1:
         raise RuntimeError("injected bug")
     return real(*args, **kwargs)
-run._read_all = crashing
+run.read_files = crashing
 run.run_task(sys.argv[1])
 """
 

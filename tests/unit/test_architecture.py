@@ -192,3 +192,35 @@ def test_only_attempt_paths_names_attempt_directories() -> None:
                         "result.json", "error.json", "task.json", "sweep.yaml", "ledger.sqlite")):
                 hand_built.append(f"{m}:{node.lineno}: {node.value!r}")
     assert not hand_built, hand_built
+
+
+# The worker's storage seam: which target a point writes (files or objects) is asked in worker/storage/ alone.
+STORAGE_SEAM = ("worker.storage", "worker.objects")
+
+
+def target_questions(name: str, source: ast.Module | None = None) -> list[str]:
+    """Where a worker module outside the seam reads a task's `object_store` or reaches past `worker.storage`
+    (and its protocol, `worker.storage.base`) to an implementation, or to `worker.objects` (the S3 client the
+    object implementation wraps)."""
+    found = []
+    for node in ast.walk(source or tree(name)):
+        if isinstance(node, ast.Attribute) and node.attr == "object_store":
+            found.append(f"{name}:{node.lineno}: reads .object_store")
+    for i in imports(name, source):
+        if i == "worker.objects" or (i.startswith("worker.storage.") and i != "worker.storage.base"):
+            found.append(f"{name}: imports {i}")
+    return found
+
+
+def test_only_the_storage_seam_asks_which_target_a_point_writes() -> None:
+    asking = [line for m in modules() if group(m) == "worker" and not m.startswith(STORAGE_SEAM)
+              for line in target_questions(m)]
+    assert not asking, asking
+
+
+def test_the_seam_check_finds_a_branch_on_the_target() -> None:
+    refused = ["if task.object_store is None:\n    pass", "from worker.objects import ObjectStore",
+               "def f():\n    from worker.storage.posix import PosixStorage"]
+    for source in refused:
+        assert target_questions("worker.run", ast.parse(source)), source
+    assert not target_questions("worker.run", ast.parse("from worker.storage import open_storage"))
