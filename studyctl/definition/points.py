@@ -17,14 +17,21 @@ from studyctl.definition.catalog import ARCHITECTURE_DEFAULTS, ModelSpec
 from studyctl.definition.filesystems import ObjectStoreSpec
 from studyctl.definition.layout import (
     CheckpointFile,
+    Convention,
     LayoutSummary,
     Naming,
     Parallelism,
+    ReplicatedWriter,
+    StateConvention,
     disk_steps_needed,
     layout_problems,
-    rank_classes,
     rank_files,
+    replica_files,
     summarize,
+    write_classes,
+)
+from studyctl.definition.layout import (
+    replicated_kinds as replicated_kinds,  # where its callers have long found it
 )
 from studyctl.definition.places import Place, point_places, study_dir_name
 from studyctl.definition.recovery import Recovery
@@ -43,6 +50,11 @@ RestoreMode = Literal["rank", "full", "broadcast"]
 PointRole = Literal["measure", "ceiling", "calibration"]
 Strategy = Literal["sync", "async", "tiered"]
 DrainBy = Literal["rank", "node"]
+# How a rank's checkpoint reaches storage: raw bytes from one reused buffer (stream), or a framework's own path
+# over real tensors: one torch.save per DLIO file, or torch.distributed.checkpoint (DCP) over the point's ranks.
+Engine = Literal["stream", "torch_save", "dcp"]
+StateDevice = Literal["cpu", "cuda"]
+DcpExecutor = Literal["thread", "process"]
 # Options added after points were first hashed: left out of a point's identity while at their default,
 # so the points of existing studies keep their ids.
 _OMIT_AT_DEFAULT: JsonDict = {"omit_at_default": True}
@@ -110,6 +122,37 @@ class CheckpointOptions(BaseModel):
                                       "an object: plan refuses a point whose largest object needs more)")
     s3_concurrency: int = Field(4, ge=1, le=64, json_schema_extra=_OMIT_AT_DEFAULT,
                                 description="object stores: part uploads or ranged GETs in flight per rank")
+    engine: Engine = Field("stream", json_schema_extra=_OMIT_AT_DEFAULT,
+                           description="stream: raw bytes from one reused buffer, the storage's own cost; torch_save: "
+                                       "each file one torch.save of real tensors (DeepSpeed's engine, DLIO's "
+                                       "pt_save); dcp: torch.distributed.checkpoint over the point's ranks "
+                                       "(FSDP2, torchtitan, Megatron torch_dist): what a training framework pays")
+    device: StateDevice = Field("cpu", json_schema_extra=_OMIT_AT_DEFAULT,
+                                description="engines: where a rank's tensors live; cuda: its local GPU, so "
+                                            "device-to-host copies are real (refused where no GPU is)")
+    state: StateConvention = Field("megatron", json_schema_extra=_OMIT_AT_DEFAULT,
+                                   description="megatron: 14 B/param (bf16 weights + fp32 master, Adam m, v: "
+                                               "Megatron, DeepSpeed ZeRO-1/2, DLIO); torch: 12 B/param (fp32 "
+                                               "weights + Adam m, v: PyTorch AMP, FSDP2, DeepSpeed ZeRO-3)")
+    replicated_writer: ReplicatedWriter = Field(
+        "dp0", json_schema_extra=_OMIT_AT_DEFAULT,
+        description="dp0: data-parallel replica 0 writes the states replicas share (DLIO, DeepSpeed); spread: "
+                    "each shared file cut evenly over the DP ranks (Megatron's fully parallel save)")
+    crc32: bool = Field(True, json_schema_extra=_OMIT_AT_DEFAULT,
+                        description="torch_save: torch.save's CRC-32 of each record (false: faster, unchecked)")
+    pinned: bool = Field(False, json_schema_extra=_OMIT_AT_DEFAULT,
+                         description="torch_save: pinned host memory for the device-to-host copy; dcp async: the "
+                                     "stager pins its host copy")
+    dcp_threads: int = Field(1, ge=1, le=64, json_schema_extra=_OMIT_AT_DEFAULT,
+                             description="dcp: writer threads per rank (FileSystemWriter thread_count; a "
+                                         "`.distcp` file each)")
+    stager_shared: bool = Field(False, json_schema_extra=_OMIT_AT_DEFAULT,
+                                description="dcp async: the stager's host copy in shared memory")
+    stager_async: bool = Field(False, json_schema_extra=_OMIT_AT_DEFAULT,
+                               description="dcp async: the stager copies in the background (training resumes "
+                                           "before staging ends)")
+    dcp_executor: DcpExecutor = Field("thread", json_schema_extra=_OMIT_AT_DEFAULT,
+                                      description="dcp async: async_save's executor, a thread or a process")
 
     @model_validator(mode="after")
     def _consistent(self) -> CheckpointOptions:
@@ -119,11 +162,19 @@ class CheckpointOptions(BaseModel):
             raise ValueError(f"reads {self.reads} with writes 0: a restore reads a checkpoint this point wrote")
         if self.strategy == "tiered" and self.tier is None:
             raise ValueError("strategy tiered needs checkpoint.tier: a filesystem of kind local")
+        if self.device != "cpu" and self.engine == "stream":
+            raise ValueError(f"device {self.device} needs an engine (torch_save or dcp): stream writes raw bytes "
+                             "from host memory")
         return self
 
+    @property
+    def convention(self) -> Convention:
+        """The state convention and replicated writer, as the layout takes them."""
+        return Convention(self.state, self.replicated_writer)
+
     def for_strategy(self, step: SimulatedStep) -> CheckpointOptions:
-        """Options that do not apply to this strategy back at their defaults (so they are not part of the
-        point's identity); background strategies get the simulated training step they overlap with, and tiered
+        """Options that do not apply to this strategy or engine back at their defaults (so they are not part of
+        the point's identity); background strategies get the simulated training step they overlap with, and tiered
         points REPLACED_NODES unless the sweep set them."""
         background = self.strategy != "sync"
         update: dict[str, object] = {"step_s": step.compute_s if background else None,
@@ -133,6 +184,8 @@ class CheckpointOptions(BaseModel):
             update.update({name: TIER_OPTION_DEFAULTS[name] for name in TIER_OPTION_DEFAULTS})
         elif "replaced_nodes" not in self.model_fields_set:
             update["replaced_nodes"] = REPLACED_NODES
+        applies = engine_options(self.engine, self.strategy)
+        update.update({name: default for name, default in ENGINE_OPTION_DEFAULTS.items() if name not in applies})
         return self if all(getattr(self, k) == v for k, v in update.items()) else self.model_copy(update=update)
 
     def disk_bytes_required(self, checkpoint_bytes: int) -> int:
@@ -166,29 +219,27 @@ def cold_read_method(io_mode: str, cold_read: ColdRead) -> ColdReadMethod:
     return "direct" if io_mode in ("direct", "hybrid") else "fadvise"
 
 
-def replicated_kinds(zero_stage: int) -> tuple[str, ...]:
-    """File kinds every data-parallel replica holds a copy of (only replica 0 writes them)."""
-    return ("model", "optimizer") if zero_stage == 0 else ("model",) if zero_stage < 3 else ()
-
-
 def restore_files(m: ModelSpec, par: Parallelism, rank: int, opts: CheckpointOptions) -> list[CheckpointFile]:
     """What `rank` holds after a restore: its partner's files (rank + rank_shift), plus with restore 'full' or
-    'broadcast' what a real training restore needs and DLIO skips: DP replica 0's weights (and with ZeRO 0 its
-    optimizer), read by every rank (full) or once per replica group and broadcast (see worker.restore)."""
+    'broadcast' what a real training restore needs and DLIO skips: the states its DP replicas share
+    (`replica_files`: replica 0's weights, and with ZeRO 0 its optimizer; with spread every DP rank's piece),
+    read by every rank (full) or once per replica group and broadcast (see worker.restore)."""
     source = (rank + opts.rank_shift) % par.ranks
-    files = rank_files(m, par, source, opts.scale, opts.naming)
-    if opts.restore in ("full", "broadcast") and par.zero_stage < 3 and par.coords(source)[2] != 0:
-        replica0 = source % par.model_parallel
-        kinds = replicated_kinds(par.zero_stage)
-        files += [f for f in rank_files(m, par, replica0, opts.scale, opts.naming) if f.kind in kinds]
+    conv = opts.convention
+    files = rank_files(m, par, source, opts.scale, opts.naming, conv)
+    if opts.restore in ("full", "broadcast"):
+        have = {f.name for f in files}
+        files += [f for f in replica_files(m, par, source % par.model_parallel, opts.scale, opts.naming, conv)
+                  if f.name not in have]
     return files
 
 
 @lru_cache(maxsize=4096)
 def restore_bytes(m: ModelSpec, par: Parallelism, opts: CheckpointOptions) -> int:
     """Bytes every running rank reads in one restore together (rank shift only permutes who reads what)."""
-    return sum(count * sum(f.nbytes for f in restore_files(m, par, rank, opts.model_copy(update={"rank_shift": 0})))
-               for rank, count in rank_classes(par))
+    unshifted = opts.model_copy(update={"rank_shift": 0})
+    return sum(count * sum(f.nbytes for f in restore_files(m, par, rank, unshifted))
+               for rank, count in write_classes(m, par, opts.scale, opts.convention))
 
 
 class Point(BaseModel):
@@ -232,10 +283,10 @@ class Point(BaseModel):
 
     def layout(self) -> LayoutSummary:
         """Written bytes (scaled); call only when `problems()` is empty."""
-        return summarize(self.model, self.parallelism, self.checkpoint.scale)
+        return summarize(self.model, self.parallelism, self.checkpoint.scale, self.checkpoint.convention)
 
     def nominal_layout(self) -> LayoutSummary:
-        return summarize(self.model, self.parallelism, 1.0)
+        return summarize(self.model, self.parallelism, 1.0, self.checkpoint.convention)
 
     def canonical(self) -> dict:
         return json.loads(self.canonical_json())
@@ -304,6 +355,23 @@ def _model_json(model: ModelSpec) -> str:
 
 TIER_OPTION_DEFAULTS = {name: CheckpointOptions.model_fields[name].default
                         for name in ("tier", "drain", "tier_keep", "replaced_nodes")}
+# Engine settings by the engine they set: (always, with strategy async only: async_save's stager and executor).
+# Every other engine setting goes back to its default on a point (`for_strategy`); `state` and
+# `replicated_writer` apply to every engine, stream included.
+ENGINE_SETTINGS: dict[Engine, tuple[tuple[str, ...], tuple[str, ...]]] = {
+    "stream": ((), ()),
+    "torch_save": (("device", "crc32", "pinned"), ()),
+    "dcp": (("device", "dcp_threads"), ("pinned", "stager_shared", "stager_async", "dcp_executor")),
+}
+ENGINE_OPTION_DEFAULTS = {name: CheckpointOptions.model_fields[name].default
+                          for name in dict.fromkeys(n for always, background in ENGINE_SETTINGS.values()
+                                                    for n in (*always, *background))}
+
+
+def engine_options(engine: Engine, strategy: str) -> frozenset[str]:
+    """The engine settings that change what a point of this engine and strategy does."""
+    always, background = ENGINE_SETTINGS[engine]
+    return frozenset((*always, *background) if strategy == "async" else always)
 
 
 @lru_cache(maxsize=1024)
