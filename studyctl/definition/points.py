@@ -14,15 +14,25 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from pydantic.json_schema import JsonDict
 
 from studyctl.definition.catalog import ARCHITECTURE_DEFAULTS, ModelSpec
+from studyctl.definition.engine_options import (  # the engine's names, where a point's options are found
+    ENGINE_OPTION_DEFAULTS as ENGINE_OPTION_DEFAULTS,
+)
+from studyctl.definition.engine_options import (
+    OMIT_AT_DEFAULT,
+    EngineOptions,
+    engine_options,
+)
+from studyctl.definition.engine_options import DcpExecutor as DcpExecutor
+from studyctl.definition.engine_options import Engine as Engine
+from studyctl.definition.engine_options import ReplicatedWriter as ReplicatedWriter
+from studyctl.definition.engine_options import StateConvention as StateConvention
+from studyctl.definition.engine_options import StateDevice as StateDevice
 from studyctl.definition.filesystems import ObjectStoreSpec
 from studyctl.definition.layout import (
     CheckpointFile,
-    Convention,
     LayoutSummary,
     Naming,
     Parallelism,
-    ReplicatedWriter,
-    StateConvention,
     disk_steps_needed,
     layout_problems,
     rank_files,
@@ -50,14 +60,7 @@ RestoreMode = Literal["rank", "full", "broadcast"]
 PointRole = Literal["measure", "ceiling", "calibration"]
 Strategy = Literal["sync", "async", "tiered"]
 DrainBy = Literal["rank", "node"]
-# How a rank's checkpoint reaches storage: raw bytes from one reused buffer (stream), or a framework's own path
-# over real tensors: one torch.save per DLIO file, or torch.distributed.checkpoint (DCP) over the point's ranks.
-Engine = Literal["stream", "torch_save", "dcp"]
-StateDevice = Literal["cpu", "cuda"]
-DcpExecutor = Literal["thread", "process"]
-# Options added after points were first hashed: left out of a point's identity while at their default,
-# so the points of existing studies keep their ids.
-_OMIT_AT_DEFAULT: JsonDict = {"omit_at_default": True}
+_OMIT_AT_DEFAULT: JsonDict = OMIT_AT_DEFAULT  # engine_options.OMIT_AT_DEFAULT
 # Every checkpoint option is a sweep axis (`matrix:`, `zip:`, `exclude:`) unless marked with this.
 _NOT_AN_AXIS: JsonDict = {"axis": False}
 # Simulated training steps an async/tiered rank runs once, to calibrate its step before the first checkpoint.
@@ -69,8 +72,8 @@ IDLE_STEPS = 3
 REPLACED_NODES = 1
 
 
-class CheckpointOptions(BaseModel):
-    """How each point writes and reads its checkpoints."""
+class CheckpointOptions(EngineOptions):
+    """How each point writes and reads its checkpoints (the engine's options first: `EngineOptions`)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -122,38 +125,6 @@ class CheckpointOptions(BaseModel):
                                       "an object: plan refuses a point whose largest object needs more)")
     s3_concurrency: int = Field(4, ge=1, le=64, json_schema_extra=_OMIT_AT_DEFAULT,
                                 description="object stores: part uploads or ranged GETs in flight per rank")
-    engine: Engine = Field("stream", json_schema_extra=_OMIT_AT_DEFAULT,
-                           description="stream: raw bytes from one reused buffer, the storage's own cost; torch_save: "
-                                       "each file one torch.save of real tensors (DeepSpeed's engine, DLIO's "
-                                       "pt_save); dcp: torch.distributed.checkpoint over the point's ranks "
-                                       "(FSDP2, torchtitan, Megatron torch_dist): what a training framework pays")
-    device: StateDevice = Field("cpu", json_schema_extra=_OMIT_AT_DEFAULT,
-                                description="engines: where a rank's tensors live; cuda: its local GPU, so "
-                                            "device-to-host copies are real (refused where no GPU is)")
-    state: StateConvention = Field("megatron", json_schema_extra=_OMIT_AT_DEFAULT,
-                                   description="megatron: 14 B/param (bf16 weights + fp32 master, Adam m, v: "
-                                               "Megatron, DeepSpeed ZeRO-1/2, DLIO); torch: 12 B/param (fp32 "
-                                               "weights + Adam m, v: PyTorch AMP, FSDP2, DeepSpeed ZeRO-3)")
-    replicated_writer: ReplicatedWriter = Field(
-        "dp0", json_schema_extra=_OMIT_AT_DEFAULT,
-        description="dp0: data-parallel replica 0 writes the states replicas share (DLIO, DeepSpeed); spread: "
-                    "each shared file cut evenly over the DP ranks (Megatron's fully parallel save)")
-    crc32: bool = Field(True, json_schema_extra=_OMIT_AT_DEFAULT,
-                        description="torch_save: torch.save's CRC-32 of each record (false: faster, unchecked)")
-    pinned: bool = Field(False, json_schema_extra=_OMIT_AT_DEFAULT,
-                         description="torch_save: pinned host memory for the device-to-host copy; dcp async: the "
-                                     "stager pins its host copy")
-    dcp_threads: int = Field(1, ge=1, le=64, json_schema_extra=_OMIT_AT_DEFAULT,
-                             description="dcp: writer threads per rank (FileSystemWriter thread_count; a "
-                                         "`.distcp` file each)")
-    stager_shared: bool = Field(False, json_schema_extra=_OMIT_AT_DEFAULT,
-                                description="dcp async: the stager's host copy in shared memory")
-    stager_async: bool = Field(False, json_schema_extra=_OMIT_AT_DEFAULT,
-                               description="dcp async: the stager copies in the background (training resumes "
-                                           "before staging ends)")
-    dcp_executor: DcpExecutor = Field("thread", json_schema_extra=_OMIT_AT_DEFAULT,
-                                      description="dcp async: async_save's executor, a thread or a process")
-
     @model_validator(mode="after")
     def _consistent(self) -> CheckpointOptions:
         if self.block_mib > self.buffer_mib:
@@ -162,15 +133,7 @@ class CheckpointOptions(BaseModel):
             raise ValueError(f"reads {self.reads} with writes 0: a restore reads a checkpoint this point wrote")
         if self.strategy == "tiered" and self.tier is None:
             raise ValueError("strategy tiered needs checkpoint.tier: a filesystem of kind local")
-        if self.device != "cpu" and self.engine == "stream":
-            raise ValueError(f"device {self.device} needs an engine (torch_save or dcp): stream writes raw bytes "
-                             "from host memory")
         return self
-
-    @property
-    def convention(self) -> Convention:
-        """The state convention and replicated writer, as the layout takes them."""
-        return Convention(self.state, self.replicated_writer)
 
     def for_strategy(self, step: SimulatedStep) -> CheckpointOptions:
         """Options that do not apply to this strategy or engine back at their defaults (so they are not part of
@@ -355,25 +318,6 @@ def _model_json(model: ModelSpec) -> str:
 
 TIER_OPTION_DEFAULTS = {name: CheckpointOptions.model_fields[name].default
                         for name in ("tier", "drain", "tier_keep", "replaced_nodes")}
-# Engine settings by the engine they set: (always, with strategy async only: async_save's stager and executor).
-# Every other engine setting goes back to its default on a point (`for_strategy`); `state` and
-# `replicated_writer` apply to every engine, stream included.
-ENGINE_SETTINGS: dict[Engine, tuple[tuple[str, ...], tuple[str, ...]]] = {
-    "stream": ((), ()),
-    "torch_save": (("device", "crc32", "pinned"), ()),
-    "dcp": (("device", "dcp_threads"), ("pinned", "stager_shared", "stager_async", "dcp_executor")),
-}
-ENGINE_OPTION_DEFAULTS = {name: CheckpointOptions.model_fields[name].default
-                          for name in dict.fromkeys(n for always, background in ENGINE_SETTINGS.values()
-                                                    for n in (*always, *background))}
-
-
-def engine_options(engine: Engine, strategy: str) -> frozenset[str]:
-    """The engine settings that change what a point of this engine and strategy does."""
-    always, background = ENGINE_SETTINGS[engine]
-    return frozenset((*always, *background) if strategy == "async" else always)
-
-
 @lru_cache(maxsize=1024)
 def _checkpoint_json(options: CheckpointOptions) -> str:
     return json.dumps(_without(options.model_dump(mode="json"), LATER_CHECKPOINT_DEFAULTS), sort_keys=True,
