@@ -4,7 +4,7 @@ its own; each is a sweep axis, left out of a point's identity at its default."""
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 from pydantic.json_schema import JsonDict
@@ -23,41 +23,45 @@ StateDevice = Literal["cpu", "cuda"]
 DcpExecutor = Literal["thread", "process"]
 
 
+def later(default: Any, **kwargs: Any) -> Any:
+    """A field added after points were first hashed: out of a point's identity at its default."""
+    return Field(default, json_schema_extra=OMIT_AT_DEFAULT, **kwargs)
+
+
 class EngineOptions(BaseModel):
     """The engine, its settings, and the state convention and replicated writer every engine follows."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    engine: Engine = Field("stream", json_schema_extra=OMIT_AT_DEFAULT,
+    engine: Engine = later("stream",
                            description="stream: raw bytes from one reused buffer, the storage's own cost; torch_save: "
                                        "each file one torch.save of real tensors (DeepSpeed's engine, DLIO's "
                                        "pt_save); dcp: torch.distributed.checkpoint over the point's ranks "
                                        "(FSDP2, torchtitan, Megatron torch_dist): what a training framework pays")
-    device: StateDevice = Field("cpu", json_schema_extra=OMIT_AT_DEFAULT,
+    device: StateDevice = later("cpu",
                                 description="engines: where a rank's tensors live; cuda: its local GPU, so "
                                             "device-to-host copies are real (refused where no GPU is)")
-    state: StateConvention = Field("megatron", json_schema_extra=OMIT_AT_DEFAULT,
+    state: StateConvention = later("megatron",
                                    description="megatron: 14 B/param (bf16 weights + fp32 master, Adam m, v: "
                                                "Megatron, DeepSpeed ZeRO-1/2, DLIO); torch: 12 B/param (fp32 "
                                                "weights + Adam m, v: PyTorch AMP, FSDP2, DeepSpeed ZeRO-3)")
-    replicated_writer: ReplicatedWriter = Field(
-        "dp0", json_schema_extra=OMIT_AT_DEFAULT,
-        description="dp0: data-parallel replica 0 writes the states replicas share (DLIO, DeepSpeed); spread: "
-                    "each shared file cut evenly over the DP ranks (Megatron's fully parallel save)")
-    crc32: bool = Field(True, json_schema_extra=OMIT_AT_DEFAULT,
+    replicated_writer: ReplicatedWriter = later(
+        "dp0", description="dp0: data-parallel replica 0 writes the states replicas share (DLIO, DeepSpeed); spread: "
+                           "each shared file cut evenly over the DP ranks (Megatron's fully parallel save)")
+    crc32: bool = later(True,
                         description="torch_save: torch.save's CRC-32 of each record (false: faster, unchecked)")
-    pinned: bool = Field(False, json_schema_extra=OMIT_AT_DEFAULT,
+    pinned: bool = later(False,
                          description="torch_save: pinned host memory for the device-to-host copy; dcp async: the "
                                      "stager pins its host copy")
-    dcp_threads: int = Field(1, ge=1, le=64, json_schema_extra=OMIT_AT_DEFAULT,
+    dcp_threads: int = later(1, ge=1, le=64,
                              description="dcp: writer threads per rank (FileSystemWriter thread_count; a "
                                          "`.distcp` file each)")
-    stager_shared: bool = Field(False, json_schema_extra=OMIT_AT_DEFAULT,
+    stager_shared: bool = later(False,
                                 description="dcp async: the stager's host copy in shared memory")
-    stager_async: bool = Field(False, json_schema_extra=OMIT_AT_DEFAULT,
+    stager_async: bool = later(False,
                                description="dcp async: the stager copies in the background (training resumes "
                                            "before staging ends)")
-    dcp_executor: DcpExecutor = Field("thread", json_schema_extra=OMIT_AT_DEFAULT,
+    dcp_executor: DcpExecutor = later("thread",
                                       description="dcp async: async_save's executor, a thread or a process")
 
     @model_validator(mode="after")
