@@ -153,3 +153,34 @@ def test_catalog_model_spread_totals_equal_dp0() -> None:
     dp0, spread = summarize(m, par), summarize(m, par, 1.0, Convention(replicated_writer="spread"))
     assert spread.total_bytes == dp0.total_bytes and spread.bytes_per_rank_max < dp0.bytes_per_rank_max
     assert spread.writer_ranks == dp0.writer_ranks == 64
+
+
+def test_broadcast_reads_shared_pieces_once_per_replica_group() -> None:
+    """restore broadcast with spread: storage serves every rank's own unshared files and, once per model-parallel
+    rank (its group's root), every DP rank's piece of what the replicas share."""
+    from studyctl.definition.plan import storage_read_bytes
+
+    par = Parallelism(2, 1, 3, 0)
+    opts = CheckpointOptions(restore="broadcast", replicated_writer="spread", state="torch", scale=0.01)
+    per_rank = [rank_files(SMALL, par, r, 0.01, conv=opts.convention) for r in range(par.ranks)]
+    assert all(f.kind in ("model", "optimizer") for files in per_rank for f in files)  # ZeRO 0: all shared
+    assert storage_read_bytes(SMALL, par, opts) == sum(f.nbytes for files in per_rank for f in files)
+    assert restore_bytes(SMALL, par, opts) == 3 * storage_read_bytes(SMALL, par, opts)  # every rank holds it all
+
+
+def test_reshard_refuses_other_states_and_writers() -> None:
+    from studyctl.definition.points import Point
+    from studyctl.definition.recovery import parse_recovery
+    from studyctl.definition.recovery_plan import point_recovery_problems
+
+    def problems(recovery: object, **opts: object) -> list[str]:
+        point = Point(model=SMALL, zero_stage=1, nodes=2, ranks_per_node=2, filesystem="x",
+                      checkpoint=CheckpointOptions(writes=1, reads=1, **opts),  # type: ignore[arg-type]
+                      recovery=parse_recovery(recovery))
+        return point_recovery_problems(point)
+
+    assert problems({"shrink_to": 2}) == [] and problems("same", state="torch", replicated_writer="spread") == []
+    assert [p.split(":")[0] for p in problems({"shrink_to": 2}, state="torch", replicated_writer="spread")] == [
+        "recovery shrink_to 2 with checkpoint.state torch",
+        "recovery shrink_to 2 with checkpoint.replicated_writer spread"]
+    assert problems("same", engine="dcp")[0].startswith("recovery same with checkpoint.engine dcp:")
