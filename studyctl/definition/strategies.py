@@ -50,14 +50,19 @@ def host_snapshot_bytes(m: ModelSpec, par: Parallelism, ranks_per_node: int, sca
                for h in candidates)
 
 
+def host_memory_bytes(m: ModelSpec, par: Parallelism, ranks_per_node: int, opts: CheckpointOptions) -> int:
+    """What the workers of the busiest host hold (`memory_per_host_bytes` of its snapshot and engine tensors)."""
+    return memory_per_host_bytes(opts, ranks_per_node,
+                                 host_snapshot_bytes(m, par, ranks_per_node, opts.scale, opts.convention),
+                                 engine_tensor_bytes(m, par, ranks_per_node, opts))
+
+
 def strategy_problems(model: ModelSpec, par: Parallelism, nodes: int, ranks_per_node: int, opts: CheckpointOptions,
                       estimate: Estimate) -> list[str]:
     """Why a strategy cannot run on this point (empty when it can); the layout must be feasible."""
     out = []
     if opts.strategy == "async" and estimate.host_memory_gib is not None:
-        snapshot = host_snapshot_bytes(model, par, ranks_per_node, opts.scale, opts.convention)
-        need = memory_per_host_bytes(opts, ranks_per_node, snapshot,
-                                     engine_tensor_bytes(model, par, ranks_per_node, opts))
+        need = host_memory_bytes(model, par, ranks_per_node, opts)
         have = estimate.host_memory_gib * GIB
         if need > have:
             out.append(f"async snapshots need {format_bytes(need)} of host memory per node "

@@ -179,3 +179,13 @@ def test_engine_points_refused_without_torch(tmp_path: Path) -> None:
     assert not results.exists()
     stream_only = _sweep(tmp_path, ", engine: stream, state: torch")
     assert _without_torch(tmp_path / "stream", "plan", str(stream_only)).returncode == 0  # stream needs no torch
+
+
+def test_a_ceiling_probes_storage_whatever_the_engine() -> None:
+    from studyctl.definition.ceilings import ceiling_of
+
+    source = Point(model=LLAMA, zero_stage=1, filesystem="scratch",
+                   checkpoint=_opts(engine="dcp", dcp_threads=4, state="torch", replicated_writer="spread"))
+    ceiling = ceiling_of(source).checkpoint
+    assert (ceiling.engine, ceiling.dcp_threads) == ("stream", 1)
+    assert ceiling.convention == source.checkpoint.convention  # the bytes it probes stay the source's
