@@ -22,7 +22,7 @@ from studyctl.backends.base import check_name as check_backend
 from studyctl.definition.expand import iter_points
 from studyctl.definition.modelinfo import model_rows
 from studyctl.definition.needs import BLOCKS_ON, RESTORE_AT
-from studyctl.definition.plan import PlanSummary, check_budget, plan_rows
+from studyctl.definition.plan import PlanSummary, check_budget, plan_rows, refuse_engines_without_torch
 from studyctl.definition.sweep import SweepFile
 from studyctl.errors import UserError
 from studyctl.states import EXCLUDED
@@ -117,7 +117,7 @@ def _judged(points: Iterator[PlannedPoint], judge: Any) -> Iterator[PlannedPoint
 def plan(sweep_path: Path, backend: str = "local") -> Plan:
     """The plan of a sweep for `backend` (an unknown one: UserError, exit 2, before anything is read)."""
     check_backend(backend)
-    return Plan(load_given_sweep(sweep_path), backend)
+    return Plan(refuse_engines_without_torch(load_given_sweep(sweep_path)), backend)
 
 
 def plan_capacity(sweep: Any, summary: Any, backend: str) -> tuple[list[str], list[str]]:

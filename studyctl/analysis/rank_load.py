@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from studyctl.definition.layout import rank_classes, rank_files
+from studyctl.definition.layout import rank_files, write_classes
 from studyctl.definition.points import Point
 from studyctl.definition.result_schema import RankTiming, Result
 from studyctl.definition.shapes import shape_of
@@ -23,7 +23,8 @@ def rank_split(rk: RankTiming) -> tuple[float, ...]:
 
 
 def _kinds(point: Point, rank: int) -> Counter[str]:
-    files = rank_files(point.model, point.parallelism, rank, point.checkpoint.scale)
+    files = rank_files(point.model, point.parallelism, rank, point.checkpoint.scale,
+                       conv=point.checkpoint.convention)
     out: Counter[str] = Counter()
     for f in files:
         out[f.kind] += f.nbytes
@@ -48,7 +49,8 @@ def heaviest_rank(point: Point) -> dict[str, str | None]:
     rank heavier than the most common one (None when every writing rank writes the same bytes)."""
     if point.problems():
         return {"heavy_rank_files": None}
-    classes = rank_classes(point.parallelism)
+    opts = point.checkpoint
+    classes = write_classes(point.model, point.parallelism, opts.scale, opts.convention)
     loads = {rank: _kinds(point, rank) for rank, _ in classes}
     heavy = max(loads, key=lambda r: (sum(loads[r].values()), -r))
     typical = max(classes, key=lambda c: (c[1], -sum(loads[c[0]].values())))[0]

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 from studyctl import host
 from studyctl.definition.ceilings import ceiling_memory_bytes
+from studyctl.definition.engines import engine_tensor_bytes
 from studyctl.definition.points import Point
 from studyctl.definition.recovery_plan import running_ranks
 from studyctl.definition.strategies import memory_per_host_bytes
@@ -37,10 +38,16 @@ def misfit(point: Point, machine: Machine, ranks_per_core: int) -> str | None:
     # every simulated node's ranks on this one host: buffers, interpreters, drain buffers, and async snapshots
     # of every rank's shard (the whole checkpoint)
     need = ceiling_memory_bytes(point, ranks) if point.role == "ceiling" else \
-        memory_per_host_bytes(point.checkpoint, ranks, point.layout().total_bytes)
+        memory_per_host_bytes(point.checkpoint, ranks, point.layout().total_bytes,
+                              engine_tensor_bytes(point.model, point.parallelism, point.world_size, point.checkpoint))
     have = machine.available_memory_bytes
     if have is not None and need > have:
         return (f"{ranks} ranks need {format_bytes(need)} of memory here ({point.checkpoint.buffer_mib} MiB buffer "
-                f"+ interpreter per rank, plus snapshots for strategy {point.checkpoint.strategy}), over this "
+                f"+ interpreter per rank, plus snapshots for strategy {point.checkpoint.strategy}"
+                f"{_tensors(point.checkpoint.engine)}), over this "
                 f"machine's available {format_bytes(have)}")
     return None
+
+
+def _tensors(engine: str) -> str:
+    return "" if engine == "stream" else f", and engine {engine}'s real tensors: state, snapshot, restored state"

@@ -73,14 +73,15 @@ def _print_plan(study: str, rows: list[dict[str, Any]], summary: PlanSummary, li
         else:
             sizes = [format_bytes(r["checkpoint_bytes"]) + _restore_bytes(r),
                      f"{format_bytes(r['bytes_per_rank_max'])} / {format_bytes(r['bytes_per_rank_min'])}",
-                     str(r["files_per_checkpoint"]) + _requests(r), format_bytes(r["worker_memory_per_host_bytes"]),
+                     str(r["files_per_checkpoint"]) + _engine_files(r) + _requests(r),
+                     format_bytes(r["worker_memory_per_host_bytes"]) + _tensors(r),
                      format_bytes(r["dlio_memory_per_host_bytes"]), format_bytes(r["disk_bytes_needed"]),
                      "excluded" if r["excluded"] else f"{r['node_hours']:.3f}"]
         point = r["point_id"] + ("" if r["role"] == "measure" else f" {r['role']}")
         table.add_row(point, r["model"], str(r["zero_stage"]),
                       f"{r['tensor_parallel']}×{r['pipeline_parallel']}×{r['data_parallel']}",
                       f"{r['nodes']}×{r['ranks_per_node']}", r["filesystem"],
-                      r["io_mode"] + ("" if r["fsync"] else ", no fsync"),
+                      r["io_mode"] + ("" if r["fsync"] else ", no fsync") + _engine(r),
                       f"{r['restore']}+{r['rank_shift']} {r['block_mib']}M {r['cold_read']}", str(r["repetition"]),
                       *sizes, style=style)
     out.print(table)
@@ -101,6 +102,21 @@ def _print_plan(study: str, rows: list[dict[str, Any]], summary: PlanSummary, li
     for fs, need in summary.max_disk_bytes_needed.items():
         out.print(f"  disk needed on {fs}: {format_bytes(need)} at the peak of the largest point")
     _print_needs(summary.training_needs)
+
+
+def _engine(r: dict[str, Any]) -> str:
+    """The engine, device, state convention and replicated writer, where they are not the defaults."""
+    return f", {r['engine_label']}" if r.get("engine_label") else ""
+
+
+def _engine_files(r: dict[str, Any]) -> str:
+    return "" if r.get("engine", "stream") == "stream" else f" ({r['engine_files']})"
+
+
+def _tensors(r: dict[str, Any]) -> str:
+    """An engine point's real tensors, included in the worker's memory."""
+    return f" ({format_bytes(r['tensor_memory_per_host_bytes'])} tensors)" if r.get("tensor_memory_per_host_bytes") \
+        else ""
 
 
 def _requests(r: dict[str, Any]) -> str:

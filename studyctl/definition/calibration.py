@@ -28,7 +28,7 @@ from studyctl.definition.fit_group import FitGroup, point_fit_group
 from studyctl.definition.planned import PlannedPoint
 from studyctl.definition.points import Point, restore_bytes
 from studyctl.definition.shapes import Shape, shape_of
-from studyctl.definition.strategies import host_snapshot_bytes, memory_per_host_bytes
+from studyctl.definition.strategies import host_memory_bytes
 from studyctl.units import GIB, format_bytes
 
 if TYPE_CHECKING:
@@ -210,10 +210,9 @@ def _bounded(source: Point, scale: float, spec: CalibrationSpec, sweep: SweepFil
         scale = _floor_to_steps(scale * free / need * 0.99)
         point = calibration_copy(source, scale, 0)
     memory = sweep.estimate.host_memory_gib
-    if memory is not None:
-        snapshot = host_snapshot_bytes(point.model, point.parallelism, point.ranks_per_node, scale)
-        if memory_per_host_bytes(point.checkpoint, point.ranks_per_node, snapshot) > memory * GIB:
-            return None
+    if memory is not None and \
+            host_memory_bytes(point.model, point.parallelism, point.ranks_per_node, point.checkpoint) > memory * GIB:
+        return None
     return scale
 
 

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from studyctl.definition.ceilings_spec import CeilingsMode
-from studyctl.definition.points import Point
+from studyctl.definition.points import ENGINE_OPTION_DEFAULTS, Point
 from studyctl.definition.shapes import Shape, shape_of
 from studyctl.units import GIB, MIB
 
@@ -89,7 +89,9 @@ class CeilingSources:
 
 
 def ceiling_of(point: Point) -> Point:
-    return point.model_copy(update={"role": "ceiling", "repetition": 0, "recovery": None})
+    """The shape's ceiling: storage probes, whatever engine its source point checkpoints through."""
+    opts = point.checkpoint.model_copy(update={**ENGINE_OPTION_DEFAULTS, "engine": "stream"})
+    return point.model_copy(update={"role": "ceiling", "repetition": 0, "recovery": None, "checkpoint": opts})
 
 
 def probe_bytes(point: Point) -> tuple[int, int]:

@@ -5,21 +5,79 @@ dp = r // (TP·PP). TP splits every matrix and the embedding/output layer by int
 division; norm vectors are replicated on each TP rank. ZeRO-3 further splits every tensor
 by DP. The optimizer holds 3 groups of n elements (master, Adam m, Adam v) plus 3·5h small
 tensors, n = N // (DP·MP) with ZeRO >= 1, else N // MP.
+
+Conventions (`Convention`): `state` megatron is the above, 14 B/param with DLIO's dtypes (bf16 weights + fp32
+master, Adam m, v: Megatron, DeepSpeed ZeRO-1/2); `state` torch is 12 B/param (fp32 weights + Adam m, v: PyTorch
+AMP, FSDP2, DeepSpeed ZeRO-3): model files hold the weights at the optimizer's bytes per element and the
+optimizer holds 2 groups (m, v), each still with DLIO's 5h small elements. `replicated_writer` dp0 is DLIO's and
+DeepSpeed's (DP replica 0 writes what every replica holds, `replicated_kinds`); spread is Megatron's fully
+parallel save: each such file is cut evenly over the DP ranks of its model-parallel rank (bytes // DP each, the
+first bytes % DP ranks one byte more, so totals stay exact; a piece of 0 bytes is not written), DP rank d
+writing its piece as `zero_pp_rank_{d}_` + the file's name (a name that already starts with DeepSpeed's
+`zero_pp_rank_{d}_`, ZeRO 0's, keeps it).
 """
 
 from __future__ import annotations
 
+from bisect import bisect_right
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from functools import lru_cache
 from typing import Literal
 
-from studyctl.definition.catalog import ARCHITECTURE_DEFAULTS, ModelSpec
+from studyctl.definition.catalog import ARCHITECTURE_DEFAULTS, DTYPE_BYTES, ModelSpec
 
 OPTIMIZER_GROUPS = 3  # fp32 master weights, Adam m, Adam v
 OPTIMIZER_SMALL_TENSOR_FACTOR = 5  # DLIO adds 3 tensors of 5h elements; kept for exact agreement
 
 
 Naming = Literal["dlio", "deepspeed"]
+StateConvention = Literal["megatron", "torch"]
+ReplicatedWriter = Literal["dp0", "spread"]
+# What each state convention keeps per parameter: (weights at the optimizer's precision, optimizer groups).
+STATE_CONVENTIONS: dict[str, tuple[bool, int]] = {"megatron": (False, OPTIMIZER_GROUPS), "torch": (True, 2)}
+PIECE_PREFIX = "zero_pp_rank_{dp}_"
+
+
+@dataclass(frozen=True)
+class Convention:
+    """What a checkpoint holds per parameter (`state`) and who writes what DP replicas share (`replicated_writer`);
+    the default is DLIO's, so every figure without one is today's (module docstring)."""
+
+    state: StateConvention = "megatron"
+    replicated_writer: ReplicatedWriter = "dp0"
+
+    @property
+    def spread(self) -> bool:
+        return self.replicated_writer == "spread"
+
+    def optimizer_groups(self) -> int:
+        return STATE_CONVENTIONS[self.state][1]
+
+    def weight_dtype(self, m: ModelSpec) -> str:
+        """The catalog dtype of the weights in model files: the model's, or the optimizer's under state torch."""
+        return m.optimizer_dtype if STATE_CONVENTIONS[self.state][0] else m.model_dtype
+
+
+DEFAULT_CONVENTION = Convention()
+
+
+def replicated_kinds(zero_stage: int) -> tuple[str, ...]:
+    """File kinds every data-parallel replica holds a copy of (DP replica 0 writes them, or all write a piece)."""
+    return ("model", "optimizer") if zero_stage == 0 else ("model",) if zero_stage < 3 else ()
+
+
+def file_dtype(m: ModelSpec, conv: Convention, kind: str) -> str:
+    """The catalog dtype (`catalog.DTYPE_BYTES`) of a file's tensors: weights by the convention, optimizer fp32."""
+    return conv.weight_dtype(m) if kind == "model" else m.optimizer_dtype
+
+
+def file_elements(m: ModelSpec, conv: Convention, f: CheckpointFile) -> tuple[str, int, int]:
+    """(dtype, elements, tail bytes) that fill a file exactly: its size at a `scale` < 1 or a spread piece's need
+    not be a whole number of elements, so the last `tail` bytes (< one element) are raw bytes."""
+    dtype = file_dtype(m, conv, f.kind)
+    elements, tail = divmod(f.nbytes, DTYPE_BYTES[dtype])
+    return dtype, elements, tail
 
 
 @dataclass(frozen=True)
@@ -148,10 +206,10 @@ def _scaled(nbytes: int, scale: float) -> int:
     return nbytes if scale >= 1 else max(1, int(nbytes * scale)) if nbytes else 0
 
 
-def _optimizer_bytes(m: ModelSpec, par: Parallelism) -> int:
+def _optimizer_bytes(m: ModelSpec, par: Parallelism, conv: Convention) -> int:
     n = num_parameters(m) // (par.world_size if par.zero_stage >= 1 else par.model_parallel)
     small = OPTIMIZER_SMALL_TENSOR_FACTOR * m.hidden_size
-    return OPTIMIZER_GROUPS * (n + small) * m.optimizer_bytes_per_param
+    return conv.optimizer_groups() * (n + small) * m.optimizer_bytes_per_param
 
 
 def step_dir_name(index: int, naming: Naming = "dlio") -> str:
@@ -173,20 +231,37 @@ def _names(naming: Naming, dp: int, mp: int) -> dict[str, str]:
 
 
 def rank_files(m: ModelSpec, par: Parallelism, rank: int, scale: float = 1.0,
-               naming: Naming = "dlio") -> list[CheckpointFile]:
+               naming: Naming = "dlio", conv: Convention = DEFAULT_CONVENTION) -> list[CheckpointFile]:
     """Files `rank` writes per checkpoint (step directory not included)."""
     _, pp, dp = par.coords(rank)
-    mp = rank % par.model_parallel
+    files = _replica_files(m, par, pp, dp, rank % par.model_parallel, scale, naming, conv)
+    if par.zero_stage == 3 or (dp == 0 and not conv.spread):
+        return files
+    kinds = replicated_kinds(par.zero_stage)
+    if not conv.spread:  # ZeRO 0: only DP replica 0 writes; ZeRO 1/2: others write optimizer shards
+        return [f for f in files if f.kind not in kinds]
+    pieces = [_piece(f, dp, par.data) if f.kind in kinds else f for f in files]
+    return [f for f in pieces if f.nbytes]
+
+
+def _piece(f: CheckpointFile, dp: int, parts: int) -> CheckpointFile:
+    """DP rank `dp`'s piece of a file its replica group shares (`replicated_writer` spread)."""
+    size, rem = divmod(f.nbytes, parts)
+    prefix = PIECE_PREFIX.format(dp=dp)
+    return CheckpointFile(f.name if f.name.startswith(prefix) else prefix + f.name, size + (dp < rem), f.kind)
+
+
+def _replica_files(m: ModelSpec, par: Parallelism, pp: int, dp: int, mp: int, scale: float, naming: Naming,
+                   conv: Convention) -> list[CheckpointFile]:
+    """What DP replica 0 of a model-parallel rank writes under dp0, named for DP rank `dp`."""
     zero = par.zero_stage
-    wb = m.model_bytes_per_param
+    wb = DTYPE_BYTES[conv.weight_dtype(m)]
     names = _names(naming, dp, mp)
     layers = stage_layers(m.num_layers, par.pipeline, pp)
-    optim = CheckpointFile(names["optimizer"], _scaled(_optimizer_bytes(m, par), scale), "optimizer")
+    optim = CheckpointFile(names["optimizer"], _scaled(_optimizer_bytes(m, par, conv), scale), "optimizer")
     if zero == 3:
         nbytes = sum(layer_elements(m, i, par.tensor, par.data) for i in layers) * wb
         return [CheckpointFile(names["sharded"], _scaled(nbytes, scale), "model"), optim]
-    if dp != 0:  # ZeRO 0: only DP replica 0 writes; ZeRO 1/2: others write optimizer shards
-        return [] if zero == 0 else [optim]
     if zero == 0 or par.pipeline == 1:
         nbytes = sum(layer_elements(m, i, par.tensor, 1) for i in layers) * wb
         return [CheckpointFile(names["sharded" if zero == 0 else "model"], _scaled(nbytes, scale), "model"), optim]
@@ -195,6 +270,17 @@ def rank_files(m: ModelSpec, par: Parallelism, rank: int, scale: float = 1.0,
         for i in layers if layer_tensors(m, i)  # a tied output layer has no file of its own
     ]
     return [*files, optim]
+
+
+def replica_files(m: ModelSpec, par: Parallelism, mp: int, scale: float = 1.0, naming: Naming = "dlio",
+                  conv: Convention = DEFAULT_CONVENTION) -> list[CheckpointFile]:
+    """The files of the states a model-parallel rank's DP replicas share (`replicated_kinds`), as written: DP
+    replica 0's whole files, or with spread every running DP rank's piece (what a full restore reads)."""
+    kinds = replicated_kinds(par.zero_stage)
+    if not kinds:
+        return []
+    holders = range(mp, par.ranks, par.model_parallel) if conv.spread else (mp,)
+    return [f for rank in holders for f in rank_files(m, par, rank, scale, naming, conv) if f.kind in kinds]
 
 
 def disk_steps_needed(writes: int, reads: int, keep: bool = False) -> int:
@@ -224,12 +310,57 @@ def rank_classes(par: Parallelism) -> list[tuple[int, int]]:
 
 
 @lru_cache(maxsize=4096)
-def summarize(m: ModelSpec, par: Parallelism, scale: float = 1.0) -> LayoutSummary:
+def spread_cuts(m: ModelSpec, par: Parallelism, stage: int, scale: float, conv: Convention) -> tuple[int, ...]:
+    """The DP indices where a stage's ranks start writing other sizes: 0, 1 (replica 0 alone, as `rank_classes`
+    keeps it) and, with spread, each shared file's bytes % DP (the ranks below it write one byte more)."""
+    cuts = {0, 1}
+    if conv.spread:
+        whole = rank_files(m, par, stage * par.tensor, scale, "dlio", replace(conv, replicated_writer="dp0"))
+        kinds = replicated_kinds(par.zero_stage)
+        cuts |= {f.nbytes % par.data for f in whole if f.kind in kinds}
+    return tuple(sorted(c for c in cuts if c < par.data))
+
+
+def rank_key(m: ModelSpec, par: Parallelism, scale: float, conv: Convention) -> Callable[[int], tuple[int, int]]:
+    """rank → (model-parallel rank, its DP range's start): ranks of one key write files of the same sizes."""
+    cuts = {stage: spread_cuts(m, par, stage, scale, conv) for stage in range(par.pipeline)}
+
+    def key(rank: int) -> tuple[int, int]:
+        mp, stage, dp = rank % par.model_parallel, par.coords(rank)[1], par.coords(rank)[2]
+        starts = cuts[stage]
+        return mp, starts[bisect_right(starts, dp) - 1]
+    return key
+
+
+@lru_cache(maxsize=4096)
+def write_classes(m: ModelSpec, par: Parallelism, scale: float = 1.0, conv: Convention = DEFAULT_CONVENTION
+                  ) -> tuple[tuple[int, int], ...]:
+    """`rank_classes` under a convention: (a representative rank, how many running ranks write what it writes).
+    With spread a stage's DP ranks split further where their pieces' sizes change (`spread_cuts`)."""
+    if not conv.spread or par.zero_stage == 3:
+        return tuple(rank_classes(par))
+    full, rem = divmod(par.ranks, par.model_parallel)
+    counts: dict[tuple[int, int], int] = {}
+    for r in range(par.model_parallel):
+        replicas = full + (1 if r < rem else 0)  # running ranks with this model-parallel rank: dp 0..replicas-1
+        stage = (r // par.tensor) % par.pipeline
+        starts = spread_cuts(m, par, stage, scale, conv)
+        for start, stop in zip(starts, (*starts[1:], par.data), strict=True):
+            n = min(stop, replicas) - start
+            if n > 0:
+                counts[(stage, start)] = counts.get((stage, start), 0) + n
+    # tp 0 of a stage has the most replicas, so its rank at a range's start runs whenever any in the range does
+    return tuple((stage * par.tensor + par.model_parallel * start, n) for (stage, start), n in counts.items())
+
+
+@lru_cache(maxsize=4096)
+def summarize(m: ModelSpec, par: Parallelism, scale: float = 1.0, conv: Convention = DEFAULT_CONVENTION
+              ) -> LayoutSummary:
     """Totals over the ranks that run, one representative rank per class."""
     total = model = files = writers = 0
     rank_bytes: list[int] = []
-    for rank, count in rank_classes(par):
-        stage_files = rank_files(m, par, rank, scale)
+    for rank, count in write_classes(m, par, scale, conv):
+        stage_files = rank_files(m, par, rank, scale, conv=conv)
         nbytes = sum(f.nbytes for f in stage_files)
         total += nbytes * count
         model += sum(f.nbytes for f in stage_files if f.kind == "model") * count

@@ -20,7 +20,15 @@ from typing import Literal
 
 from studyctl.definition.catalog import ModelSpec
 from studyctl.definition.filesystems import FilesystemSpec, ObjectStoreSpec
-from studyctl.definition.layout import Naming, Parallelism, rank_classes, rank_files, step_dir_name
+from studyctl.definition.layout import (
+    DEFAULT_CONVENTION,
+    Convention,
+    Naming,
+    Parallelism,
+    rank_files,
+    step_dir_name,
+    write_classes,
+)
 from studyctl.definition.places import Place, study_dir_name
 from studyctl.definition.points import CheckpointOptions, Point, data_key
 from studyctl.objstore.limits import MAX_KEY_BYTES, MAX_OBJECT_BYTES, MAX_PARTS, MIN_PART_BYTES
@@ -134,12 +142,14 @@ def key_problem(key: str, parts: Sequence[tuple[str, str]] = ()) -> str | None:
 
 
 @lru_cache(maxsize=4096)
-def _extremes(m: ModelSpec, par: Parallelism, scale: float, naming: Naming) -> tuple[str, int, str]:
+def _extremes(m: ModelSpec, par: Parallelism, scale: float, naming: Naming, conv: Convention = DEFAULT_CONVENTION
+              ) -> tuple[str, int, str]:
     """(the largest object's name, its bytes, the longest file name) of a checkpoint: sizes per class of ranks;
     names are longest on the last rank (the largest DP and MP numbers) and the last model-parallel rank of DP
     replica 0 (the last stage's layer files)."""
-    ranks = {rank for rank, _ in rank_classes(par)} | {par.ranks - 1, min(par.model_parallel, par.ranks) - 1}
-    files = [f for rank in sorted(ranks) for f in rank_files(m, par, rank, scale, naming)]
+    ranks = {rank for rank, _ in write_classes(m, par, scale, conv)} | {par.ranks - 1,
+                                                                      min(par.model_parallel, par.ranks) - 1}
+    files = [f for rank in sorted(ranks) for f in rank_files(m, par, rank, scale, naming, conv)]
     largest = max(files, key=lambda f: f.nbytes)
     return largest.name, largest.nbytes, max((f.name for f in files), key=lambda n: len(n.encode()))
 
@@ -148,7 +158,7 @@ def store_limit_problems(point: Point, url: str, store: ObjectStoreSpec, study: 
     """What S3 would refuse of this point's checkpoints on the store at `url`: its largest object at its part
     size, its longest key (built as the worker builds it, with a results key of the usual length)."""
     opts = point.checkpoint
-    name, nbytes, longest = _extremes(point.model, point.parallelism, opts.scale, opts.naming)
+    name, nbytes, longest = _extremes(point.model, point.parallelism, opts.scale, opts.naming, opts.convention)
     problems = [p for p in (object_size_problem(name, nbytes, opts.part_mib),) if p]
     if problems and smallest_part_mib(nbytes) > opts.buffer_mib:
         problems[0] += " (and buffer_mib at least as large: a part is a slice of the rank's buffer)"

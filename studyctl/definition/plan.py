@@ -10,15 +10,22 @@ from typing import Any
 
 from studyctl.definition.catalog import ModelSpec
 from studyctl.definition.ceilings import ceiling_sized
+from studyctl.definition.engines import (
+    engine_files_label,
+    engine_files_per_checkpoint,
+    engine_label,
+    engine_refusal,
+    engine_tensor_bytes,
+)
 from studyctl.definition.expand import PlannedPoint
 from studyctl.definition.layout import (
     CheckpointFile,
     Parallelism,
     disk_steps_needed,
     num_parameters,
-    rank_classes,
     rank_files,
     summarize,
+    write_classes,
 )
 from studyctl.definition.needs import NEEDS_KEYS, training_needs
 from studyctl.definition.objects import OBJECT_COLD_READ, ObjectRequests, read_requests, write_requests
@@ -39,7 +46,7 @@ from studyctl.units import GIB, format_bytes
 # DLIO's resident memory per process before any tensor (Python, PyTorch, mpi4py), measured: about 0.36 GiB.
 DLIO_BASE_BYTES = int(0.36 * GIB)
 PLAN_AXES = ("model", "zero_stage", "nodes", "ranks_per_node", "tensor_parallel", "pipeline_parallel", "filesystem",
-             "io_mode", "strategy", "restore", "recovery", "repetition")
+             "io_mode", "strategy", "engine", "state", "replicated_writer", "restore", "recovery", "repetition")
 
 
 def plan_row(pp: PlannedPoint, sweep: SweepFile) -> dict[str, Any]:
@@ -99,12 +106,18 @@ def _settings(opts: CheckpointOptions, io_mode: str) -> dict[str, Any]:
         "fsync": opts.fsync,
         "naming": opts.naming,
         "subset_world_size": opts.subset_world_size,
+        "engine": opts.engine,
+        "device": opts.device,
+        "state": opts.state,
+        "replicated_writer": opts.replicated_writer,
+        "engine_label": engine_label(opts),
     }
 
 
 SIZED_KEYS = ("checkpoint_bytes", "nominal_checkpoint_bytes", "read_bytes_per_restore",
               "storage_read_bytes_per_restore", "broadcast_bytes_per_restore", "nominal_storage_read_bytes",
-              "bytes_per_rank_max", "bytes_per_rank_min", "files_per_checkpoint", "writer_ranks", "disk_bytes_needed",
+              "bytes_per_rank_max", "bytes_per_rank_min", "files_per_checkpoint", "engine_files",
+              "tensor_memory_per_host_bytes", "writer_ranks", "disk_bytes_needed",
               "disk_bytes_required", "snapshot_memory_per_host_bytes", "worker_memory_per_host_bytes",
               "worker_memory_per_point_bytes", "dlio_memory_per_host_bytes", "simulated_training_s",
               "estimated_seconds", "node_hours", *NEEDS_KEYS)
@@ -125,12 +138,15 @@ def storage_read_files(m: ModelSpec, par: Parallelism, opts: CheckpointOptions
     """Per class of ranks: (its ranks, the files each reads from storage in one restore); see storage_read_bytes."""
     unshifted = opts.model_copy(update={"rank_shift": 0})
     if opts.restore != "broadcast":
-        return [(count, restore_files(m, par, rank, unshifted)) for rank, count in rank_classes(par)]
-    kinds = replicated_kinds(par.zero_stage)
+        return [(count, restore_files(m, par, rank, unshifted))
+                for rank, count in write_classes(m, par, opts.scale, opts.convention)]
+    kinds, conv = replicated_kinds(par.zero_stage), opts.convention
+    full = unshifted.model_copy(update={"restore": "full"})
     out = []
-    for rank, count in rank_classes(par):
+    for rank, count in write_classes(m, par, opts.scale, conv):
         root = par.coords(rank)[2] == 0  # one class member per group: the group's root
-        out.append((count, [f for f in rank_files(m, par, rank, opts.scale) if root or f.kind not in kinds]))
+        out.append((count, restore_files(m, par, rank, full) if root
+                    else [f for f in rank_files(m, par, rank, opts.scale, conv=conv) if f.kind not in kinds]))
     return out
 
 
@@ -143,8 +159,10 @@ OBJECT_KEYS = ("part_mib", "s3_concurrency", "objects_per_checkpoint", "put_requ
 def object_requests(m: ModelSpec, par: Parallelism, opts: CheckpointOptions) -> dict[str, Any]:
     """On an object store: how many objects and requests a checkpoint and a restore of this layout make at its
     part size (definition.objects), in all and on the busiest rank."""
-    writes = [(count, write_requests([f.nbytes for f in rank_files(m, par, rank, opts.scale)], opts.part_mib))
-              for rank, count in rank_classes(par)]
+    conv = opts.convention
+    writes = [(count, write_requests([f.nbytes for f in rank_files(m, par, rank, opts.scale, conv=conv)],
+                                     opts.part_mib))
+              for rank, count in write_classes(m, par, opts.scale, conv)]
     reads = [(count, read_requests([f.nbytes for f in files], opts.part_mib))
              for count, files in storage_read_files(m, par, opts)]
     written = sum((r.times(count) for count, r in writes), ObjectRequests())
@@ -160,12 +178,14 @@ def object_requests(m: ModelSpec, par: Parallelism, opts: CheckpointOptions) -> 
 def _sized(model: ModelSpec, par: Parallelism, nodes: int, ranks_per_node: int, opts: CheckpointOptions,
            estimate: Estimate) -> dict[str, Any]:
     """Size and cost fields; the same for every filesystem and repetition of a cell."""
-    lay = summarize(model, par, opts.scale)
-    nominal = summarize(model, par, 1.0)
+    lay = summarize(model, par, opts.scale, opts.convention)
+    nominal = summarize(model, par, 1.0, opts.convention)
     read, from_storage = restore_bytes(model, par, opts), storage_read_bytes(model, par, opts)
     moved = lay.total_bytes * opts.writes + from_storage * opts.reads
     training = opts.simulated_training_s()
-    snapshot = host_snapshot_bytes(model, par, ranks_per_node, opts.scale)
+    snapshot = host_snapshot_bytes(model, par, ranks_per_node, opts.scale, opts.convention)
+    tensors = engine_tensor_bytes(model, par, ranks_per_node, opts)
+    point_tensors = engine_tensor_bytes(model, par, nodes * ranks_per_node, opts)
     seconds = estimate.run_seconds(moved, nodes, training)
     return {
         "parameters": lay.num_parameters,
@@ -177,13 +197,16 @@ def _sized(model: ModelSpec, par: Parallelism, nodes: int, ranks_per_node: int, 
         "nominal_storage_read_bytes": storage_read_bytes(model, par, opts.model_copy(update={"scale": 1.0})),
         "bytes_per_rank_max": lay.bytes_per_rank_max,
         "bytes_per_rank_min": lay.bytes_per_rank_min,
-        "files_per_checkpoint": lay.files_per_checkpoint,
+        "files_per_checkpoint": engine_files_per_checkpoint(opts, par.ranks, lay),
+        "engine_files": engine_files_label(opts),
+        "tensor_memory_per_host_bytes": tensors,
         "writer_ranks": lay.writer_ranks,
         "disk_bytes_needed": lay.total_bytes * disk_steps_needed(opts.writes, opts.reads, opts.keep),
         "disk_bytes_required": opts.disk_bytes_required(lay.total_bytes),
         "snapshot_memory_per_host_bytes": snapshot if opts.strategy == "async" else 0,
-        "worker_memory_per_host_bytes": memory_per_host_bytes(opts, ranks_per_node, snapshot),
-        "worker_memory_per_point_bytes": memory_per_host_bytes(opts, nodes * ranks_per_node, lay.total_bytes),
+        "worker_memory_per_host_bytes": memory_per_host_bytes(opts, ranks_per_node, snapshot, tensors),
+        "worker_memory_per_point_bytes": memory_per_host_bytes(opts, nodes * ranks_per_node, lay.total_bytes,
+                                                               point_tensors),
         "dlio_memory_per_host_bytes": dlio_memory_per_host(lay.bytes_per_rank_max, ranks_per_node, opts.reads > 0),
         "simulated_training_s": training,
         "estimated_seconds": round(seconds, 1),
@@ -265,6 +288,15 @@ class PlanSummary:
             return
         self.training_needs.setdefault((row["model"], row["strategy"], row["nodes"], row["restore"]),
                                        {k: row[k] for k in (*NEEDS_KEYS, "scale", "checkpoint_bytes")})
+
+
+def refuse_engines_without_torch(sweep: SweepFile) -> SweepFile:
+    """`plan` and `submit` refuse a sweep with engine points where torch is missing: one line, exit 2, before any
+    row is planned or any point is recorded."""
+    refusal = engine_refusal(sweep)
+    if refusal:
+        raise UserError(refusal, 2)
+    return sweep
 
 
 def check_budget(summary: PlanSummary, budget_node_hours: float | None) -> None:

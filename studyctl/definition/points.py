@@ -14,6 +14,19 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from pydantic.json_schema import JsonDict
 
 from studyctl.definition.catalog import ARCHITECTURE_DEFAULTS, ModelSpec
+from studyctl.definition.engine_options import (  # the engine's names, where a point's options are found
+    ENGINE_OPTION_DEFAULTS as ENGINE_OPTION_DEFAULTS,
+)
+from studyctl.definition.engine_options import (
+    OMIT_AT_DEFAULT,
+    EngineOptions,
+    engine_options,
+)
+from studyctl.definition.engine_options import DcpExecutor as DcpExecutor
+from studyctl.definition.engine_options import Engine as Engine
+from studyctl.definition.engine_options import ReplicatedWriter as ReplicatedWriter
+from studyctl.definition.engine_options import StateConvention as StateConvention
+from studyctl.definition.engine_options import StateDevice as StateDevice
 from studyctl.definition.filesystems import ObjectStoreSpec
 from studyctl.definition.layout import (
     CheckpointFile,
@@ -22,9 +35,13 @@ from studyctl.definition.layout import (
     Parallelism,
     disk_steps_needed,
     layout_problems,
-    rank_classes,
     rank_files,
+    replica_files,
     summarize,
+    write_classes,
+)
+from studyctl.definition.layout import (
+    replicated_kinds as replicated_kinds,  # where its callers have long found it
 )
 from studyctl.definition.places import Place, point_places, study_dir_name
 from studyctl.definition.recovery import Recovery
@@ -43,9 +60,7 @@ RestoreMode = Literal["rank", "full", "broadcast"]
 PointRole = Literal["measure", "ceiling", "calibration"]
 Strategy = Literal["sync", "async", "tiered"]
 DrainBy = Literal["rank", "node"]
-# Options added after points were first hashed: left out of a point's identity while at their default,
-# so the points of existing studies keep their ids.
-_OMIT_AT_DEFAULT: JsonDict = {"omit_at_default": True}
+_OMIT_AT_DEFAULT: JsonDict = OMIT_AT_DEFAULT  # engine_options.OMIT_AT_DEFAULT
 # Every checkpoint option is a sweep axis (`matrix:`, `zip:`, `exclude:`) unless marked with this.
 _NOT_AN_AXIS: JsonDict = {"axis": False}
 # Simulated training steps an async/tiered rank runs once, to calibrate its step before the first checkpoint.
@@ -57,8 +72,8 @@ IDLE_STEPS = 3
 REPLACED_NODES = 1
 
 
-class CheckpointOptions(BaseModel):
-    """How each point writes and reads its checkpoints."""
+class CheckpointOptions(EngineOptions):
+    """How each point writes and reads its checkpoints (the engine's options first: `EngineOptions`)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -113,7 +128,6 @@ class CheckpointOptions(BaseModel):
                                       "an object: plan refuses a point whose largest object needs more)")
     s3_concurrency: int = Field(4, ge=1, le=64, json_schema_extra=_OMIT_AT_DEFAULT,
                                 description="object stores: part uploads or ranged GETs in flight per rank")
-
     @model_validator(mode="after")
     def _consistent(self) -> CheckpointOptions:
         if self.block_mib > self.buffer_mib:
@@ -125,8 +139,8 @@ class CheckpointOptions(BaseModel):
         return self
 
     def for_strategy(self, step: SimulatedStep) -> CheckpointOptions:
-        """Options that do not apply to this strategy back at their defaults (so they are not part of the
-        point's identity); background strategies get the simulated training step they overlap with, and tiered
+        """Options that do not apply to this strategy or engine back at their defaults (so they are not part of
+        the point's identity); background strategies get the simulated training step they overlap with, and tiered
         points REPLACED_NODES unless the sweep set them."""
         background = self.strategy != "sync"
         update: dict[str, object] = {"step_s": step.compute_s if background else None,
@@ -137,6 +151,8 @@ class CheckpointOptions(BaseModel):
             update.update({name: TIER_OPTION_DEFAULTS[name] for name in TIER_OPTION_DEFAULTS})
         elif "replaced_nodes" not in self.model_fields_set:
             update["replaced_nodes"] = REPLACED_NODES
+        applies = engine_options(self.engine, self.strategy)
+        update.update({name: default for name, default in ENGINE_OPTION_DEFAULTS.items() if name not in applies})
         return self if all(getattr(self, k) == v for k, v in update.items()) else self.model_copy(update=update)
 
     def disk_bytes_required(self, checkpoint_bytes: int) -> int:
@@ -170,29 +186,27 @@ def cold_read_method(io_mode: str, cold_read: ColdRead) -> ColdReadMethod:
     return "direct" if io_mode in ("direct", "hybrid") else "fadvise"
 
 
-def replicated_kinds(zero_stage: int) -> tuple[str, ...]:
-    """File kinds every data-parallel replica holds a copy of (only replica 0 writes them)."""
-    return ("model", "optimizer") if zero_stage == 0 else ("model",) if zero_stage < 3 else ()
-
-
 def restore_files(m: ModelSpec, par: Parallelism, rank: int, opts: CheckpointOptions) -> list[CheckpointFile]:
     """What `rank` holds after a restore: its partner's files (rank + rank_shift), plus with restore 'full' or
-    'broadcast' what a real training restore needs and DLIO skips: DP replica 0's weights (and with ZeRO 0 its
-    optimizer), read by every rank (full) or once per replica group and broadcast (see worker.restore)."""
+    'broadcast' what a real training restore needs and DLIO skips: the states its DP replicas share
+    (`replica_files`: replica 0's weights, and with ZeRO 0 its optimizer; with spread every DP rank's piece),
+    read by every rank (full) or once per replica group and broadcast (see worker.restore)."""
     source = (rank + opts.rank_shift) % par.ranks
-    files = rank_files(m, par, source, opts.scale, opts.naming)
-    if opts.restore in ("full", "broadcast") and par.zero_stage < 3 and par.coords(source)[2] != 0:
-        replica0 = source % par.model_parallel
-        kinds = replicated_kinds(par.zero_stage)
-        files += [f for f in rank_files(m, par, replica0, opts.scale, opts.naming) if f.kind in kinds]
+    conv = opts.convention
+    files = rank_files(m, par, source, opts.scale, opts.naming, conv)
+    if opts.restore in ("full", "broadcast"):
+        have = {f.name for f in files}
+        files += [f for f in replica_files(m, par, source % par.model_parallel, opts.scale, opts.naming, conv)
+                  if f.name not in have]
     return files
 
 
 @lru_cache(maxsize=4096)
 def restore_bytes(m: ModelSpec, par: Parallelism, opts: CheckpointOptions) -> int:
     """Bytes every running rank reads in one restore together (rank shift only permutes who reads what)."""
-    return sum(count * sum(f.nbytes for f in restore_files(m, par, rank, opts.model_copy(update={"rank_shift": 0})))
-               for rank, count in rank_classes(par))
+    unshifted = opts.model_copy(update={"rank_shift": 0})
+    return sum(count * sum(f.nbytes for f in restore_files(m, par, rank, unshifted))
+               for rank, count in write_classes(m, par, opts.scale, opts.convention))
 
 
 class Point(BaseModel):
@@ -236,10 +250,10 @@ class Point(BaseModel):
 
     def layout(self) -> LayoutSummary:
         """Written bytes (scaled); call only when `problems()` is empty."""
-        return summarize(self.model, self.parallelism, self.checkpoint.scale)
+        return summarize(self.model, self.parallelism, self.checkpoint.scale, self.checkpoint.convention)
 
     def nominal_layout(self) -> LayoutSummary:
-        return summarize(self.model, self.parallelism, 1.0)
+        return summarize(self.model, self.parallelism, 1.0, self.checkpoint.convention)
 
     def canonical(self) -> dict:
         return json.loads(self.canonical_json())
@@ -308,8 +322,6 @@ def _model_json(model: ModelSpec) -> str:
 
 TIER_OPTION_DEFAULTS = {name: CheckpointOptions.model_fields[name].default
                         for name in ("tier", "drain", "tier_keep", "replaced_nodes")}
-
-
 @lru_cache(maxsize=1024)
 def _checkpoint_json(options: CheckpointOptions) -> str:
     return json.dumps(_without(options.model_dump(mode="json"), LATER_CHECKPOINT_DEFAULTS), sort_keys=True,

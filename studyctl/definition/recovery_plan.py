@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from studyctl.definition.points import Point
+from studyctl.definition.points import CheckpointOptions, Point
 from studyctl.definition.recovery import Recovery, allocation_nodes, recovery_problems
 from studyctl.definition.training import TrainingSpec
+
+RESHARDING = ("shrink", "grow")  # the scenarios that restart onto another layout (definition.reshard)
 
 
 def recovery_fields(recovery: Recovery | None, fields: dict[str, Any], training: TrainingSpec, checked: bool = True
@@ -29,7 +31,22 @@ def point_recovery_problems(point: Point) -> list[str]:
     opts = point.checkpoint
     return recovery_problems(point.recovery, point.model, point.parallelism, point.nodes, point.ranks_per_node,
                              tiered=opts.strategy == "tiered", writes=opts.writes, reads=opts.reads,
-                             subset=opts.subset_world_size is not None)
+                             subset=opts.subset_world_size is not None) + _unsupported(point.recovery, opts)
+
+
+def _unsupported(recovery: Recovery, opts: CheckpointOptions) -> list[str]:
+    """A restart reads DLIO's files with the stream reader, and a reshard knows the tensors of state megatron
+    written by DP replica 0 (definition.tensor_layout): other engines, states and writers are refused, each in
+    one line naming both keys."""
+    label = recovery.label()
+    out = [f"recovery {label} with checkpoint.engine {opts.engine}: a restart reads DLIO's files with the "
+           "stream reader; use engine stream"] if opts.engine != "stream" else []
+    if recovery.scenario in RESHARDING:
+        out += [f"recovery {label} with checkpoint.{key} {getattr(opts, key)}: a restart onto another layout "
+                f"knows the tensors of state megatron written by replica 0 only; use {key} {default}"
+                for key, default in (("state", "megatron"), ("replicated_writer", "dp0"))
+                if getattr(opts, key) != default]
+    return out
 
 
 def running_ranks(point: Point) -> int:
@@ -46,7 +63,7 @@ def plan_fields(point: Point, estimated_seconds: float) -> dict[str, Any]:
     if recovery is not None:
         nodes = allocation_nodes(point.nodes, point.ranks_per_node, recovery)
         row["node_hours"] = nodes * estimated_seconds / 3600
-    if recovery is not None and recovery.scenario in ("shrink", "grow"):
+    if recovery is not None and recovery.scenario in RESHARDING:
         from studyctl.definition.recovery import restart_layout
         from studyctl.definition.restart_plan import restart_fields
 

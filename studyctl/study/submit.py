@@ -15,7 +15,7 @@ from studyctl.backends import base
 from studyctl.backends.base import Backend
 from studyctl.backends.capacity import Judgement, judge
 from studyctl.definition.expand import PlannedPoint
-from studyctl.definition.plan import check_budget, plan_rows, summarize_plan
+from studyctl.definition.plan import check_budget, plan_rows, refuse_engines_without_torch, summarize_plan
 from studyctl.definition.points import Point
 from studyctl.definition.sweep import SweepFile
 from studyctl.errors import StorageError, UserError
@@ -126,7 +126,7 @@ def submit(sweep_path: Path, backend: str = "local", results: Path = Path("resul
     `on_plan` sees the report (counts, backend capabilities) before anything runs.
     """
     base.check_name(backend)
-    sweep = load_given_sweep(sweep_path)
+    sweep = refuse_engines_without_torch(load_given_sweep(sweep_path))
     left_out: list[str] = []
     planned = planned_to_run(sweep, backend, left_out)
     summary = summarize_plan(plan_rows(planned, sweep))

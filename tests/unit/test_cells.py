@@ -22,8 +22,9 @@ from tests.resultgen import axis_study, make_point, write_result
 REPS = 3
 
 
-def other_value(option: str) -> tuple[Any, Any]:
-    """The generated points' value of a checkpoint option and another valid one, from the model's types."""
+def other_value(option: str) -> tuple[Any, Any, dict[str, Any]]:
+    """The generated points' value of a checkpoint option and another valid one, from the model's types, with the
+    settings both need (an engine's setting, such as device cuda, needs an engine other than stream)."""
     base = getattr(make_point().checkpoint, option)
     kind = CheckpointOptions.model_fields[option].annotation
     plain = [typing.get_args(arg)[0] if typing.get_origin(arg) is typing.Annotated else arg  # a bounded type: its own
@@ -45,11 +46,12 @@ def other_value(option: str) -> tuple[Any, Any]:
     else:
         candidates = [base / 2]
     for value in candidates:
-        try:  # a layout that exists at every generated node count (collect refuses results of one that cannot)
-            if not any(make_point(nodes=n, **{option: value}).problems() for n in (1, 2)):
-                return base, value
-        except ValidationError:
-            continue
+        for extra in ({}, {"engine": "torch_save"}):
+            try:  # a layout that exists at every generated node count (collect refuses results of one that cannot)
+                if not any(make_point(nodes=n, **{option: value, **extra}).problems() for n in (1, 2)):
+                    return base, value, extra
+            except ValidationError:
+                continue
     raise AssertionError(f"no second valid value for {option}")
 
 
@@ -66,9 +68,9 @@ def test_settings_are_derived_from_the_point_model() -> None:
 
 @pytest.mark.parametrize("option", OPTIONS)
 def test_each_checkpoint_option_makes_separate_cells_series_and_ratios(option: str, tmp_path: Path) -> None:
-    base, other = other_value(option)
+    base, other, extra = other_value(option)
     study = tmp_path / option
-    axis_study(study, option, (base, other), reps=REPS, speed={base: 2.0, other: 3.0})
+    axis_study(study, option, (base, other), reps=REPS, speed={base: 2.0, other: 3.0}, **extra)
     summary = build_tables(study).summary
     assert len(summary) == 2 * 2 * 2  # 2 values × 2 node counts × 2 phases: never pooled
     assert (summary["n"] == REPS).all()

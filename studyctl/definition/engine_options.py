@@ -1,0 +1,96 @@
+"""A checkpoint's engine options: how its bytes reach storage (the framework's path or raw bytes), where its
+tensors live, what they hold per parameter, and who writes what replicas share. `CheckpointOptions` takes them as
+its own; each is a sweep axis, left out of a point's identity at its default."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic.json_schema import JsonDict
+
+from studyctl.definition.layout import Convention, ReplicatedWriter, StateConvention
+
+__all__ = ["DcpExecutor", "Engine", "EngineOptions", "ReplicatedWriter", "StateConvention", "StateDevice"]
+
+# Options added after points were first hashed: left out of a point's identity while at their default,
+# so the points of existing studies keep their ids.
+OMIT_AT_DEFAULT: JsonDict = {"omit_at_default": True}
+# How a rank's checkpoint reaches storage: raw bytes from one reused buffer (stream), or a framework's own path
+# over real tensors: one torch.save per DLIO file, or torch.distributed.checkpoint (DCP) over the point's ranks.
+Engine = Literal["stream", "torch_save", "dcp"]
+StateDevice = Literal["cpu", "cuda"]
+DcpExecutor = Literal["thread", "process"]
+
+
+def later(default: Any, **kwargs: Any) -> Any:
+    """A field added after points were first hashed: out of a point's identity at its default."""
+    return Field(default, json_schema_extra=OMIT_AT_DEFAULT, **kwargs)
+
+
+class EngineOptions(BaseModel):
+    """The engine, its settings, and the state convention and replicated writer every engine follows."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    engine: Engine = later("stream",
+                           description="stream: raw bytes from one reused buffer, the storage's own cost; torch_save: "
+                                       "each file one torch.save of real tensors (DeepSpeed's engine, DLIO's "
+                                       "pt_save); dcp: torch.distributed.checkpoint over the point's ranks "
+                                       "(FSDP2, torchtitan, Megatron torch_dist): what a training framework pays")
+    device: StateDevice = later("cpu",
+                                description="engines: where a rank's tensors live; cuda: its local GPU, so "
+                                            "device-to-host copies are real (refused where no GPU is)")
+    state: StateConvention = later("megatron",
+                                   description="megatron: 14 B/param (bf16 weights + fp32 master, Adam m, v: "
+                                               "Megatron, DeepSpeed ZeRO-1/2, DLIO); torch: 12 B/param (fp32 "
+                                               "weights + Adam m, v: PyTorch AMP, FSDP2, DeepSpeed ZeRO-3)")
+    replicated_writer: ReplicatedWriter = later(
+        "dp0", description="dp0: data-parallel replica 0 writes the states replicas share (DLIO, DeepSpeed); spread: "
+                           "each shared file cut evenly over the DP ranks (Megatron's fully parallel save)")
+    crc32: bool = later(True,
+                        description="torch_save: torch.save's CRC-32 of each record (false: faster, unchecked)")
+    pinned: bool = later(False,
+                         description="torch_save: pinned host memory for the device-to-host copy; dcp async: the "
+                                     "stager pins its host copy")
+    dcp_threads: int = later(1, ge=1, le=64,
+                             description="dcp: writer threads per rank (FileSystemWriter thread_count; a "
+                                         "`.distcp` file each)")
+    stager_shared: bool = later(False,
+                                description="dcp async: the stager's host copy in shared memory")
+    stager_async: bool = later(False,
+                               description="dcp async: the stager copies in the background (training resumes "
+                                           "before staging ends)")
+    dcp_executor: DcpExecutor = later("thread",
+                                      description="dcp async: async_save's executor, a thread or a process")
+
+    @model_validator(mode="after")
+    def _engine_consistent(self) -> EngineOptions:
+        if self.device != "cpu" and self.engine == "stream":
+            raise ValueError(f"device {self.device} needs an engine (torch_save or dcp): stream writes raw bytes "
+                             "from host memory")
+        return self
+
+    @property
+    def convention(self) -> Convention:
+        """The state convention and replicated writer, as the layout takes them."""
+        return Convention(self.state, self.replicated_writer)
+
+
+# Engine settings by the engine they set: (always, with strategy async only: async_save's stager and executor).
+# Every other engine setting goes back to its default on a point (`for_strategy`); `state` and
+# `replicated_writer` apply to every engine, stream included.
+ENGINE_SETTINGS: dict[Engine, tuple[tuple[str, ...], tuple[str, ...]]] = {
+    "stream": ((), ()),
+    "torch_save": (("device", "crc32", "pinned"), ()),
+    "dcp": (("device", "dcp_threads"), ("pinned", "stager_shared", "stager_async", "dcp_executor")),
+}
+ENGINE_OPTION_DEFAULTS = {name: EngineOptions.model_fields[name].default
+                          for name in dict.fromkeys(n for always, background in ENGINE_SETTINGS.values()
+                                                    for n in (*always, *background))}
+
+
+def engine_options(engine: Engine, strategy: str) -> frozenset[str]:
+    """The engine settings that change what a point of this engine and strategy does."""
+    always, background = ENGINE_SETTINGS[engine]
+    return frozenset((*always, *background) if strategy == "async" else always)
