@@ -136,3 +136,21 @@ def test_a_local_study_varies_engine_state_and_writer(tmp_path: Path) -> None:
         else:
             check(result)
     assert len(seen) == 12
+
+
+@pytest.mark.s3
+@pytest.mark.parametrize(("strategy", "restore"), [("sync", "full"), ("async", "broadcast")])
+def test_torch_save_on_the_s3_server(tmp_path: Path, s3_server: Any, strategy: str, restore: str) -> None:
+    """torch.save streams each file into an object (multipart above a part) and torch.load reads it back with
+    ranged GETs; the time inside the requests is the engine's storage time; nothing is left on the store."""
+    from tests.integration.test_s3_worker import keys_under, run_worker, s3_task
+
+    extra: dict[str, Any] = {"step_s": 0.02, "compute": "accelerator"} if strategy == "async" else {}
+    task_path, task = s3_task(tmp_path, s3_server, engine="torch_save", strategy=strategy, restore=restore, **extra)
+    proc = run_worker(task_path, 2)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    result = Result.model_validate_json(Path(task.result_path).read_text())
+    check(result)
+    assert all(x.requests is not None and x.requests.put + x.requests.part > 0
+               for c in result.checkpoints if c.phase == "write" for x in c.ranks if x.bytes)
+    assert not keys_under(s3_server, f"{tmp_path.name}/")
