@@ -23,8 +23,8 @@ import studyctl
 from studyctl.analysis.ceiling_gaps import ceilings_setting
 from studyctl.analysis.dlio_import import DlioRun, import_runs
 from studyctl.analysis.hardware import share_lines
+from studyctl.analysis.output_memo import OutputMemo, recording
 from studyctl.analysis.plots import Plot, make_plots, training_plots
-from studyctl.analysis.plots.memo import PlotMemo, recording
 from studyctl.analysis.plots.recovery import recovery_plots
 from studyctl.analysis.ratios import RatioSpec, parse_ratio, ratio_table
 from studyctl.analysis.report import render_report
@@ -41,7 +41,7 @@ from studyctl.states import NOT_FAILED, State
 
 __all__ = ["CollectResult", "DlioRun", "Failure", "PointStatus", "Problem", "Tables", "build_tables", "collect"]
 MANIFEST_VERSION = 5  # 4: filesystem and object store request plots; 5: why ceilings are missing
-PLOT_MEMO = "plots.json"  # under tables/.cache: what each PNG was drawn from (`plots.memo`)
+PLOT_MEMO, TABLE_MEMO = "plots.json", "tables.json"  # under tables/.cache: what each output was made from
 
 
 @dataclass
@@ -253,9 +253,10 @@ def collect(study_dir: Path, statuses: Sequence[PointStatus] | None = None,
     tables = build_tables(paths.root, extra, paths.tables_cache, excluded, found)
     specs = [parse_ratio(text, tables.summary) for text in ratios]  # refused before anything is written
     tables.problems.extend([*_missing_results(tables, statuses), *dlio_problems])
-    memo = PlotMemo(paths.tables_cache / PLOT_MEMO, paths.plots, forget=force)
-    with ThreadPoolExecutor(1) as pool, recording(memo):  # pyarrow writes the tables without the GIL while plots draw
-        writing = pool.submit(write_tables, tables, paths)
+    table_memo = OutputMemo(paths.tables_cache / TABLE_MEMO, paths.tables, forget=force)
+    plot_memo = OutputMemo(paths.tables_cache / PLOT_MEMO, paths.plots, forget=force)
+    with ThreadPoolExecutor(1) as pool, recording(plot_memo):  # pyarrow writes tables without the GIL while plots draw
+        writing = pool.submit(write_tables, tables, paths, table_memo)
         plots, skipped = make_plots(tables.summary, tables.ranks, paths.plots)
         more, why = training_plots(tables.training_cells, paths.plots)
         plots, skipped = plots + more, skipped + why

@@ -12,7 +12,7 @@ import pandas as pd
 from matplotlib import pyplot as plt
 
 from studyctl.analysis.cells import DERIVED, MEASURED, axis_label, describe_cell, independent, varying
-from studyctl.analysis.plots.memo import kept
+from studyctl.analysis.output_memo import kept
 from studyctl.analysis.plots.style import COLOURS, PHASE_TITLE, phases, save
 from studyctl.analysis.tables import HEADLINE
 

@@ -10,7 +10,7 @@ from matplotlib import pyplot as plt
 from matplotlib import ticker
 from matplotlib.lines import Line2D
 
-from studyctl.analysis.plots.memo import kept
+from studyctl.analysis.output_memo import kept
 from studyctl.analysis.plots.style import COLOURS, labels_of, save
 
 PHASE_COLOUR = {"write": COLOURS[0], "read": COLOURS[4]}

@@ -13,7 +13,7 @@ from matplotlib import pyplot as plt
 from matplotlib.patches import Patch
 
 from studyctl.analysis.cells import DERIVED, describe_cell, identity_columns, independent, varying
-from studyctl.analysis.plots.memo import kept
+from studyctl.analysis.output_memo import kept
 from studyctl.analysis.plots.style import COLOURS, labels_of, save
 
 

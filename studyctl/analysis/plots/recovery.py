@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 
 from studyctl.analysis.cells import describe_cell, independent, varying
-from studyctl.analysis.plots.memo import kept
+from studyctl.analysis.output_memo import kept
 from studyctl.analysis.plots.plot import Plot
 from studyctl.analysis.plots.style import plt, save
 from studyctl.analysis.values import missing

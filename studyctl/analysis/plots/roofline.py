@@ -16,7 +16,7 @@ from matplotlib.lines import Line2D
 
 from studyctl.analysis.cells import DERIVED, independent, varying
 from studyctl.analysis.hardware import SIMULATED_CEILING
-from studyctl.analysis.plots.memo import kept
+from studyctl.analysis.output_memo import kept
 from studyctl.analysis.plots.plot import Plot
 from studyctl.analysis.plots.scaling import simulated
 from studyctl.analysis.plots.style import (

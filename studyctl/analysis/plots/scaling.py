@@ -14,7 +14,7 @@ import pandas as pd
 from matplotlib.lines import Line2D
 
 from studyctl.analysis.cells import DERIVED, independent, varying
-from studyctl.analysis.plots.memo import kept
+from studyctl.analysis.output_memo import kept
 from studyctl.analysis.plots.style import (
     IDEAL,
     MAX_FACETS,

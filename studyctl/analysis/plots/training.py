@@ -18,7 +18,7 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 
 from studyctl.analysis.cells import describe_cell
-from studyctl.analysis.plots.memo import kept
+from studyctl.analysis.output_memo import kept
 from studyctl.analysis.plots.plot import Plot
 from studyctl.analysis.plots.style import encode, facet_title, nodes_axis, panel_grid, plt, save
 from studyctl.analysis.training_cells import display_axes

@@ -1,15 +1,16 @@
-"""A plot is drawn again only when what it shows changed: a digest of its inputs beside its file's stat.
+"""An output is made again only when what it shows changed: a digest of its inputs beside its file's stat.
 
-A collect after one result changed rebuilds the tables, but most figures show the same numbers as before, and
-drawing them (text layout and PNG encoding inside matplotlib) was most of such a collect. Each PNG is recorded
-with a digest of the data it was drawn from and of the code that drew it (every source file of studyctl, the
+A collect after one result changed rebuilds the tables, but most figures show the same numbers as before and
+most tables hold the same rows; drawing the figures (text layout and PNG encoding inside matplotlib) and writing
+the tables (110 MB of CSV and Parquet at 10,000 results) was most of such a collect. Each output file is
+recorded with a digest of what it was made from and of the code that made it (every source file of studyctl, the
 versions of matplotlib, pandas and numpy), and with the stat of the file written (device, inode, size, mtime:
-every write is an atomic rename, so a new inode). A plot whose inputs and file are both unchanged is kept.
+every write is an atomic rename, so a new inode). An output whose inputs and file are both unchanged is kept.
 
-The record (`plots.json` under tables/.cache) is plain JSON and advisory: missing, damaged or written for other
-files (a copied or received study: other inodes) only means every plot is drawn again. Plot functions ask
-`kept(path, *inputs)` before drawing; `style.save` records what it wrote. Outside `recording` (tests, compare)
-nothing is kept and nothing recorded.
+A record (`plots.json`, `tables.json` under tables/.cache) is plain JSON and advisory: missing, damaged or
+written for other files (a copied or received study: other inodes) only means every output is made again. Plot
+functions ask `kept(path, *inputs)` before drawing and `style.save` records what it wrote (`drawn`); outside
+`recording` (tests, compare) nothing is kept and nothing recorded. The tables' writer holds its own memo.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ import studyctl
 from studyctl.attempt.tree import read_regular
 from studyctl.fsutil import atomic_write_json
 
-MEMO_FORMAT = "studyctl-plot-memo"
+MEMO_FORMAT = "studyctl-output-memo"
 MEMO_VERSION = 1
 
 
@@ -79,13 +80,13 @@ def _stamp(path: Path) -> list[int] | None:
         not os.path.islink(path) else None
 
 
-class PlotMemo:
-    """PNG name → [digest of its inputs, stamp of the file]; the names kept or drawn this time are saved.
-    `forget`: keep nothing (a forced collect draws every plot)."""
+class OutputMemo:
+    """File name in `folder` → [digest of its inputs, stamp of the file]; the names kept or made this time are
+    saved. `forget`: keep nothing (a forced collect makes every output again)."""
 
-    def __init__(self, path: Path, plots_dir: Path, forget: bool = False) -> None:
+    def __init__(self, path: Path, folder: Path, forget: bool = False) -> None:
         self.path = path
-        self.plots_dir = plots_dir
+        self.folder = folder
         self.old: dict[str, list[Any]] = {}
         self.new: dict[str, list[Any]] = {}
         self.pending: dict[str, str] = {}
@@ -97,39 +98,41 @@ class PlotMemo:
                 and isinstance(raw.get("plots"), dict):
             self.old = {k: v for k, v in raw["plots"].items() if isinstance(v, list) and len(v) == 2}
 
-    def kept(self, png: Path, key: str) -> bool:
-        name = self._name(png)
+    def kept(self, out: Path, key: str) -> bool:
+        """Whether `out` was made from `key` and is untouched; if not, `key` waits for `made(out)`."""
+        name = self._name(out)
         if name is None:
             return False
         entry = self.old.get(name)
-        stamp = _stamp(png)
+        stamp = _stamp(out)
         if entry is not None and stamp is not None and entry == [key, stamp]:
             self.new[name] = entry
             return True
         self.pending[name] = key
         return False
 
-    def drawn(self, png: Path) -> None:
-        name = self._name(png)
+    def made(self, out: Path) -> None:
+        """`out` was just written: recorded with the key `kept` was asked about."""
+        name = self._name(out)
         key = self.pending.pop(name, None) if name is not None else None
-        stamp = _stamp(png)
+        stamp = _stamp(out)
         if name is not None and key is not None and stamp is not None:
             self.new[name] = [key, stamp]
 
-    def _name(self, png: Path) -> str | None:
-        """Only PNGs directly in this study's plot folder are recorded (by name)."""
-        return png.name if Path(png).parent == self.plots_dir else None
+    def _name(self, out: Path) -> str | None:
+        """Only files directly in this memo's folder are recorded (by name)."""
+        return out.name if Path(out).parent == self.folder else None
 
     def save(self) -> None:
         if self.new != self.old:
             atomic_write_json(self.path, {"format": MEMO_FORMAT, "version": MEMO_VERSION, "plots": self.new})
 
 
-_ACTIVE: ContextVar[PlotMemo | None] = ContextVar("plot_memo", default=None)
+_ACTIVE: ContextVar[OutputMemo | None] = ContextVar("plot_memo", default=None)
 
 
 @contextmanager
-def recording(memo: PlotMemo) -> Iterator[PlotMemo]:
+def recording(memo: OutputMemo) -> Iterator[OutputMemo]:
     """Plots drawn inside the block consult and update `memo`; it is saved when the block ends without error."""
     token = _ACTIVE.set(memo)
     try:
@@ -150,4 +153,16 @@ def drawn(png: Path) -> None:
     """`png` was just written (by `style.save`): record it with the digest `kept` computed."""
     memo = _ACTIVE.get()
     if memo is not None:
-        memo.drawn(Path(png))
+        memo.made(Path(png))
+
+
+def table_digest(name: str, table: Any) -> str:
+    """A pyarrow table by its Arrow IPC stream (every value, the schema with pandas' metadata), and the code."""
+    import pyarrow as pa
+
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, table.schema) as writer:
+        writer.write_table(table)
+    h = hashlib.sha256(f"{code_digest()}/{name}\n".encode())
+    h.update(memoryview(sink.getvalue()))
+    return h.hexdigest()

@@ -1,6 +1,6 @@
-"""Plots drawn again only when what they show changed: a touched result keeps every PNG, a result that moves a
-cell redraws the plots that show it, and a PNG deleted, replaced or copied is drawn again. Kept PNGs are byte for
-byte what drawing them again gives."""
+"""Plots drawn and tables written again only when what they hold changed: a touched result keeps every PNG and
+table file, a result that moves a cell redraws the plots and rewrites the tables that show it, and a file deleted,
+replaced or copied is made again. What is kept is byte for byte what making it again gives."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 
 from studyctl.analysis.collect import collect
-from studyctl.analysis.plots.memo import digest
+from studyctl.analysis.output_memo import digest
 from tests.resultgen import make_point, write_result
 
 MODELS = ("gpt2-125m", "gpt2-1.5b")
@@ -108,3 +108,31 @@ def test_the_digest_tells_apart_what_a_table_would_write_differently() -> None:
     assert digest(base) != digest(base.rename(columns={"b": "c"}))
     assert digest(base) != digest(base.set_axis([1, 0]))
     assert digest(pd.DataFrame({"o": [1, "1"]})) != digest(pd.DataFrame({"o": ["1", "1"]}))
+
+
+def _tables(study: Path) -> dict[str, tuple[int, bytes]]:
+    return {p.name: (p.stat().st_ino, p.read_bytes()) for p in sorted((study / "tables").glob("*.*"))
+            if p.suffix in (".csv", ".parquet")}
+
+
+def test_tables_holding_the_same_rows_are_kept_and_the_rest_rewritten(tmp_path: Path) -> None:
+    study = _study(tmp_path)
+    collect(study)
+    first = _tables(study)
+    victim = _result_of(study, MODELS[0], 1, 0)
+    victim.write_bytes(victim.read_bytes())
+    collect(study)
+    assert _tables(study) == first  # same inodes, same bytes
+    write_result(study, make_point(model=MODELS[1], nodes=2, rep=1), [9.0, 9.0], [9.5, 9.5])
+    collect(study)
+    moved = _tables(study)
+    assert moved["summary.csv"][0] != first["summary.csv"][0]
+    assert moved["recovery.csv"] == first["recovery.csv"]  # no restarts: the same empty table, kept
+    (study / "tables" / "points.csv").write_text("tampered")
+    victim.write_bytes(victim.read_bytes())
+    collect(study)
+    assert _tables(study)["points.csv"][1] == moved["points.csv"][1]  # a file changed since is written again
+    collect(study, force=True)
+    forced = _tables(study)
+    assert {n: b for n, (_, b) in forced.items()} == {n: b for n, (_, b) in moved.items()}
+    assert all(forced[n][0] != ino for n, (ino, _) in moved.items())  # forced: every file written again
