@@ -36,6 +36,9 @@ CEILING_RATES = ("storage_write_GiBps", "storage_read_GiBps", "even_write_GiBps"
                  "network_p2p_GiBps", "network_bcast_GiBps", "memcpy_GiBps_per_rank", "memcpy_GiBps")
 PARTS = tuple(f.removesuffix("_s") for f in SPLIT_FIELDS if f != "other_s")  # open, transfer, fsync, close
 CHECKPOINT = ["point_id", "phase", "index"]
+# An engine point's seconds per phase in the training table (`training_rows.engine_row`): the framework's share
+# where the shape has no stream cell.
+ENGINE_SPLIT = tuple(f"engine_{phase}{part}_s" for phase in ("write", "read") for part in ("", "_storage"))
 # What a figure measured on simulated nodes means (one machine's disk and memory shared by every "node").
 SIMULATED_CEILING = "simulated nodes: one machine's disk and memory stand for every node; the ceiling is that machine's"
 
@@ -115,7 +118,7 @@ def split_summary(ranks: pd.DataFrame, checkpoints: pd.DataFrame) -> pd.DataFram
 
 def _strategy_facts(training: pd.DataFrame) -> pd.DataFrame:
     """Per cell_key: means of the broadcast and blocking figures (what the network and memory rules read)."""
-    cols = [c for c in ("blocking_s", "broadcast_s", "broadcast_bytes", "restore_s") if c in training]
+    cols = [c for c in ("blocking_s", "broadcast_s", "broadcast_bytes", "restore_s", *ENGINE_SPLIT) if c in training]
     if training.empty or "cell_key" not in training or not cols:
         return pd.DataFrame()
     return training.groupby("cell_key")[cols].mean()
@@ -162,11 +165,14 @@ def cell_facts(row: dict[str, Any], ceiling: dict[str, float], direct: dict[str,
         memcpy_ceiling_GiBps_per_rank=ceiling.get("memcpy_GiBps_per_rank"))
 
 
-def engine_facts(row: dict[str, Any], twins: dict[tuple[str, str], dict[str, Any]]) -> dict[str, Any]:
-    """An engine cell's stream twin (TWIN_COLUMNS) and its framework's share, from the twin (`analysis.engines`)."""
-    twin = twins.get((str(row.get("cell_key")), str(row["phase"])), {})
-    return {**{c: twin.get(c, float("nan")) for c in TWIN_COLUMNS},
-            **framework_share(engine_of(row), twin, float("nan"))}
+def engine_facts(row: dict[str, Any], twins: dict[tuple[str, str], dict[str, Any]], strategy: dict[str, Any]
+                 ) -> dict[str, Any]:
+    """An engine cell's stream twin (TWIN_COLUMNS) and its framework's share (`analysis.engines`): from the twin,
+    else from the engine's time inside storage calls (the training table's per-point means, `strategy`)."""
+    phase = str(row["phase"])
+    twin = twins.get((str(row.get("cell_key")), phase), {})
+    inside = _ratio(_get(strategy, f"engine_{phase}_storage_s"), _get(strategy, f"engine_{phase}_s"))
+    return {**{c: twin.get(c, float("nan")) for c in TWIN_COLUMNS}, **framework_share(engine_of(row), twin, inside)}
 
 
 def _hardware_row(row: dict[str, Any], shapes: dict[str, dict[str, float]], strategy: pd.DataFrame,
@@ -175,7 +181,7 @@ def _hardware_row(row: dict[str, Any], shapes: dict[str, dict[str, float]], stra
     ceiling = shapes.get(key or "", {})
     direct = shapes.get(shape_key({**row, "io_mode": "direct"}) or "", {})
     strat = strategy.loc[row["cell_key"]].to_dict() if row.get("cell_key") in strategy.index else {}
-    engine = engine_facts(row, twins)
+    engine = engine_facts(row, twins, strat)
     facts = cell_facts(row, ceiling, direct, strat, engine)
     verdict = name_limit(facts)
     peak = peaks.get(str(row.get("filesystem")))

@@ -22,10 +22,10 @@ from studyctl.analysis.values import missing
 from studyctl.definition.engine_options import ENGINE_SETTINGS
 
 # Figures pooled per cell, each with `<name>_ci95` (half-width) beside its mean.
-FIGURES = ("blocking_s", "interference_s", "wait_s", "background_s", "checkpoint_cost_s", "checkpoint_share",
-           "total_waste", "young_interval_s", "daly_interval_s", "total_waste_at_daly", "lost_work_per_failure_s",
-           "relaunch_s", "failure_restore_s", "restart_s", "restore_s", "read_s", "broadcast_s", "goodput",
-           "restore_file_GiBps", "broadcast_GiBps")
+FIGURES = ("blocking_s", "staged_s", "interference_s", "wait_s", "background_s", "checkpoint_cost_s",
+           "checkpoint_share", "total_waste", "young_interval_s", "daly_interval_s", "total_waste_at_daly",
+           "lost_work_per_failure_s", "relaunch_s", "failure_restore_s", "restart_s", "restore_s", "read_s",
+           "broadcast_s", "goodput", "restore_file_GiBps", "broadcast_GiBps")
 FIRST = ("strategy", "restore", "tier_fstype", "replaced_nodes", "simulated_nodes", "nominal_checkpoint_bytes",
          "checkpoint_bytes", "nominal_restore_file_bytes", "nominal_broadcast_bytes", "job_mtbf_s", "job_nodes",
          "interval_s", "step_s", "compute", "allreduce_mib", "scale")
