@@ -237,8 +237,9 @@ RULES: tuple[Callable[[CellFacts], Verdict | None], ...] = (page_cache, framewor
 
 
 def _nothing(c: CellFacts) -> Verdict:
+    engine = [f"engine {c.engine}: {_framework_checked(c)}"] if c.engine != "stream" else []
     if not known(c.ceiling_GiBps):
-        return Verdict("unknown", "no ceiling measured for this shape")
+        return Verdict("unknown", "; ".join(["no ceiling measured for this shape", *engine]))
     said = [f"{share(c.GiBps, c.ceiling_GiBps):.0%} of this shape's streaming ceiling"]
     if not math.isnan(c.bytes_max_over_mean):
         time = "" if math.isnan(c.heaviest_time_over_mean) else f" and {c.heaviest_time_over_mean:.2f}× the mean time"
@@ -246,15 +247,15 @@ def _nothing(c: CellFacts) -> Verdict:
     per_file = [c.slowest_open_share, c.slowest_close_share]
     said.append("no per-rank time split recorded" if any(math.isnan(p) for p in per_file) else
                 f"{sum(per_file):.0%} of the slowest rank's time in opening and closing files")
-    if c.engine != "stream":
-        said.append(f"engine {c.engine}: {_framework_checked(c)}")
-    return Verdict("none", "nothing measured explains the gap: " + "; ".join(said))
+    return Verdict("none", "nothing measured explains the gap: " + "; ".join([*said, *engine]))
 
 
 def _framework_checked(c: CellFacts) -> str:
+    """What the framework rule found where it did not speak: the share and its CI, or why there is none."""
     if math.isnan(c.framework_share):
         return c.framework_note or "the framework's share not known"
-    return f"the framework's share {c.framework_share:.0%} ({c.framework_basis or 'basis not recorded'})"
+    ci = "" if math.isnan(c.framework_share_low) else f" [{c.framework_share_low:.0%}, {c.framework_share_high:.0%}]"
+    return f"the framework's share {c.framework_share:.0%}{ci} ({c.framework_basis or 'basis not recorded'})"
 
 
 def name_limit(c: CellFacts) -> Verdict:
