@@ -14,13 +14,14 @@ from pathlib import Path
 import pytest
 
 from studyctl.analysis.cells import HEADLINE
-from studyctl.analysis.engines import ENGINE_AXES, FROM_STREAM, side_by_side, stream_twins
+from studyctl.analysis.engines import ENGINE_AXES, FROM_SPLIT, FROM_STREAM, side_by_side, stream_twins
 from studyctl.analysis.report.context import build_context
+from studyctl.analysis.report.engines import engine_section
 from studyctl.analysis.report.render import render
 from studyctl.analysis.tables import Tables, build_tables
 from studyctl.definition.engine_options import ENGINE_SETTINGS, EngineOptions
 from studyctl.definition.tdist import t_quantile_975
-from tests.resultgen import make_point, write_ceiling, write_result
+from tests.resultgen import make_point, write_ceiling, write_engine_result, write_result
 
 WRITE = {("stream", True): 1.42, ("torch_save", True): 0.79, ("torch_save", False): 1.41}
 JITTER = (0.98, 1.0, 1.02)
@@ -93,6 +94,31 @@ def test_without_a_stream_cell_the_share_is_not_known_and_said_so(tmp_path: Path
     assert slow["limit"] == "none" and slow["limit_evidence"].endswith("the framework's share is not known")
     table = side_by_side(t.summary)  # crc32 varies: still side by side, without a ratio
     assert list(table["engine_label"]) == ["torch_save, crc32 False", "torch_save, crc32 True"] * 2
+
+
+def test_without_a_stream_cell_the_share_comes_from_the_storage_calls(tmp_path: Path) -> None:
+    """torch_save records its time inside storage calls: 40% of its save there leaves 60% to the framework. DCP
+    writes its paths itself: no split, no stream cell, the share is not known."""
+    study = tmp_path / "split"
+    for rep, j in enumerate(JITTER):
+        write_engine_result(study, make_point(zero=0, rpn=1, rep=rep, engine="torch_save"), [0.79 * j] * 2,
+                            [0.9 * j] * 2, storage_share=0.4)
+        write_engine_result(study, make_point(zero=0, rpn=1, rep=rep, engine="dcp"), [0.99 * j] * 2, [0.95 * j] * 2,
+                            storage_share=None)
+    t = build_tables(study)
+    save = row(t, "torch_save", True, "write")
+    assert save["framework_share"] == pytest.approx(0.6) and save["framework_basis"] == FROM_SPLIT
+    assert math.isnan(save["time_over_stream"])
+    assert save["limit"] == "framework" and save["limit_evidence"] == (
+        "torch.save's serialization takes 60% of the time; the rest is inside its storage calls (no stream cell on "
+        "this shape)")
+    dcp = row(t, "dcp", True, "write")
+    assert math.isnan(dcp["framework_share"]) and dcp["limit"] == "unknown"
+    assert dcp["limit_evidence"].endswith("engine dcp: no stream cell on this shape and no time inside storage calls "
+                                          "recorded: the framework's share is not known")
+    section = engine_section(t.summary)
+    shares = {r["engine_label"]: r["share_text"] for r in section["rows"] if r["phase"] == "write"}
+    assert shares == {"dcp": dcp["framework_note"], "torch_save": f"60% ({FROM_SPLIT})"}
 
 
 def test_no_engine_axis_no_section(tmp_path: Path) -> None:
