@@ -307,3 +307,25 @@ def recovery_timing(point: Point, launch_s: float, restore_s: float, ready_s: fl
             "time_to_first_step_s": launch_s + restore_s + ready_s, "bytes_read": plan.total_bytes,
             "bytes_restored_per_rank": even(plan.total_bytes + plan.broadcast_bytes), "files_opened": files,
             "files_opened_per_rank": even(files), "broadcast_bytes": plan.broadcast_bytes}
+
+
+def engine_info(data: dict[str, Any], storage_share: float | None) -> dict[str, Any]:
+    """The engine section (EngineInfo) of a result `data` of an engine point: per checkpoint and restore the engine's
+    call as long as its slowest rank and, with `storage_share`, that share of it inside storage calls (None: the
+    engine wrote its paths itself, as DCP does)."""
+    point = Point.model_validate(data["point"])
+    opts = point.checkpoint
+    timings = [{"phase": c["phase"], "index": c["index"], "bytes": c["bytes"], "files": c["files"],
+                "engine_s": c["duration_max_s"],
+                "storage_s": None if storage_share is None else c["duration_max_s"] * storage_share}
+               for c in data["checkpoints"]]
+    return {"engine": opts.engine, "device": opts.device, "on_gpu": False, "state": opts.state,
+            "replicated_writer": opts.replicated_writer, "torch_version": "2.13.0", "tensors_per_rank_max": 4,
+            "tensor_bytes_per_rank_max": data["sizes"]["bytes_per_rank_max"], "checkpoints": timings}
+
+
+def write_engine_result(study_dir: Path, point: Point, write_gibps: list[float], read_gibps: list[float],
+                        storage_share: float | None) -> Path:
+    """`write_result` for an engine point, with its engine section (`engine_info`)."""
+    data = result_dict(point, write_gibps, read_gibps, study=study_dir.name)
+    return _write(study_dir, point, {**data, "engine": engine_info(data, storage_share)})

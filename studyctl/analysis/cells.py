@@ -25,6 +25,9 @@ NOT_SETTINGS = frozenset({"repetition"})  # repetitions are samples of a cell, n
 MEASURED = ("io_mode_used", "cold_read_method")
 # Follow from the settings (world = nodes × ranks per node, ...): shown, never keys of their own.
 DERIVED = ("world_size", "data_parallel")
+# A cell's headline figure, total bytes / total time over its checkpoints: what every plot, ratio, comparison and
+# "best" uses (built by `tables`).
+HEADLINE = "bytes_over_time_GiBps"
 
 
 def _flatten(model: type[BaseModel], skip: frozenset[str] = frozenset()) -> list[str]:

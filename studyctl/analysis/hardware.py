@@ -6,7 +6,9 @@ median over a shape's ceiling points standing for it. Columns this adds to the s
   shape, ceiling_GiBps / ceiling_share (the shape's storage ceiling for the phase, largest shard per rank),
   even_ceiling_GiBps / even_ceiling_share, peak_GiBps / peak_share (the filesystem's stated peak),
   slowest_<part>_share and mean_<part>_share (open, transfer, fsync, close: of a rank's time), bytes_per_rank_max,
-  bytes_per_rank_mean, bytes_max_over_mean, heavy_rank_files, limit, limit_evidence, limit_caveat.
+  bytes_per_rank_mean, bytes_max_over_mean, heavy_rank_files, limit, limit_evidence, limit_caveat;
+  for engine cells (`analysis.engines`) stream_GiBps and time_over_stream (with its CI) from the stream cell of the
+  same shape, and framework_share (with its CI), framework_basis, framework_note.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import pandas as pd
 
 from studyctl.analysis.ceiling_gaps import gap_lines, no_ceiling_line
 from studyctl.analysis.cells import DERIVED, describe_cell, independent, varying
+from studyctl.analysis.engines import TWIN_COLUMNS, engine_of, framework_share, stream_twins
 from studyctl.analysis.limits import CellFacts, name_limit
 from studyctl.analysis.rank_load import SPLIT_FIELDS
 from studyctl.analysis.status import PointStatus
@@ -33,6 +36,9 @@ CEILING_RATES = ("storage_write_GiBps", "storage_read_GiBps", "even_write_GiBps"
                  "network_p2p_GiBps", "network_bcast_GiBps", "memcpy_GiBps_per_rank", "memcpy_GiBps")
 PARTS = tuple(f.removesuffix("_s") for f in SPLIT_FIELDS if f != "other_s")  # open, transfer, fsync, close
 CHECKPOINT = ["point_id", "phase", "index"]
+# An engine point's seconds per phase in the training table (`training_rows.engine_row`): the framework's share
+# where the shape has no stream cell.
+ENGINE_SPLIT = tuple(f"engine_{phase}{part}_s" for phase in ("write", "read") for part in ("", "_storage"))
 # What a figure measured on simulated nodes means (one machine's disk and memory shared by every "node").
 SIMULATED_CEILING = "simulated nodes: one machine's disk and memory stand for every node; the ceiling is that machine's"
 
@@ -112,7 +118,7 @@ def split_summary(ranks: pd.DataFrame, checkpoints: pd.DataFrame) -> pd.DataFram
 
 def _strategy_facts(training: pd.DataFrame) -> pd.DataFrame:
     """Per cell_key: means of the broadcast and blocking figures (what the network and memory rules read)."""
-    cols = [c for c in ("blocking_s", "broadcast_s", "broadcast_bytes", "restore_s") if c in training]
+    cols = [c for c in ("blocking_s", "broadcast_s", "broadcast_bytes", "restore_s", *ENGINE_SPLIT) if c in training]
     if training.empty or "cell_key" not in training or not cols:
         return pd.DataFrame()
     return training.groupby("cell_key")[cols].mean()
@@ -128,11 +134,17 @@ def _ratio(a: float, b: float) -> float:
 
 
 def cell_facts(row: dict[str, Any], ceiling: dict[str, float], direct: dict[str, float],
-               strategy: dict[str, Any]) -> CellFacts:
-    """The rules' view of one summary row, its shape's ceilings (and its direct twin's), its strategy figures."""
+               strategy: dict[str, Any], engine: dict[str, Any] | None = None) -> CellFacts:
+    """The rules' view of one summary row, its shape's ceilings (and its direct twin's), its strategy figures and
+    its engine's (`engine_facts`)."""
     phase = str(row["phase"])
     bytes_max = _get(row, "bytes_per_rank_max")
+    eng = engine or {}
     return CellFacts(
+        engine=engine_of(row), device="cpu" if missing(row.get("device")) else str(row["device"]),
+        framework_share=_get(eng, "framework_share"), framework_share_low=_get(eng, "framework_share_low"),
+        framework_share_high=_get(eng, "framework_share_high"), framework_basis=eng.get("framework_basis"),
+        framework_note=eng.get("framework_note"), stream_GiBps=_get(eng, "stream_GiBps"),
         phase=phase, GiBps=_get(row, "bytes_over_time_GiBps"),
         ceiling_GiBps=ceiling.get(f"storage_{phase}_GiBps"), even_ceiling_GiBps=ceiling.get(f"even_{phase}_GiBps"),
         direct_ceiling_GiBps=direct.get(f"storage_{phase}_GiBps"),
@@ -153,13 +165,24 @@ def cell_facts(row: dict[str, Any], ceiling: dict[str, float], direct: dict[str,
         memcpy_ceiling_GiBps_per_rank=ceiling.get("memcpy_GiBps_per_rank"))
 
 
+def engine_facts(row: dict[str, Any], twins: dict[tuple[str, str], dict[str, Any]], strategy: dict[str, Any]
+                 ) -> dict[str, Any]:
+    """An engine cell's stream twin (TWIN_COLUMNS) and its framework's share (`analysis.engines`): from the twin,
+    else from the engine's time inside storage calls (the training table's per-point means, `strategy`)."""
+    phase = str(row["phase"])
+    twin = twins.get((str(row.get("cell_key")), phase), {})
+    inside = _ratio(_get(strategy, f"engine_{phase}_storage_s"), _get(strategy, f"engine_{phase}_s"))
+    return {**{c: twin.get(c, float("nan")) for c in TWIN_COLUMNS}, **framework_share(engine_of(row), twin, inside)}
+
+
 def _hardware_row(row: dict[str, Any], shapes: dict[str, dict[str, float]], strategy: pd.DataFrame,
-                  peaks: dict[str, float]) -> dict[str, Any]:
+                  peaks: dict[str, float], twins: dict[tuple[str, str], dict[str, Any]]) -> dict[str, Any]:
     key = shape_key(row)
     ceiling = shapes.get(key or "", {})
     direct = shapes.get(shape_key({**row, "io_mode": "direct"}) or "", {})
     strat = strategy.loc[row["cell_key"]].to_dict() if row.get("cell_key") in strategy.index else {}
-    facts = cell_facts(row, ceiling, direct, strat)
+    engine = engine_facts(row, twins, strat)
+    facts = cell_facts(row, ceiling, direct, strat, engine)
     verdict = name_limit(facts)
     peak = peaks.get(str(row.get("filesystem")))
     on_one_machine = bool(row.get("simulated_nodes")) and int(row.get("nodes") or 1) > 1 and bool(ceiling)
@@ -169,7 +192,7 @@ def _hardware_row(row: dict[str, Any], shapes: dict[str, dict[str, float]], stra
             "even_ceiling_share": _ratio(facts.GiBps, facts.even_ceiling_GiBps or float("nan")),
             "peak_GiBps": peak, "peak_share": _ratio(facts.GiBps, peak or float("nan")),
             "limit": verdict.limit, "limit_evidence": verdict.evidence,
-            "limit_caveat": SIMULATED_CEILING if on_one_machine else None}
+            "limit_caveat": SIMULATED_CEILING if on_one_machine else None, **engine}
 
 
 def add_hardware(summary: pd.DataFrame, ranks: pd.DataFrame, checkpoints: pd.DataFrame, training: pd.DataFrame,
@@ -180,7 +203,8 @@ def add_hardware(summary: pd.DataFrame, ranks: pd.DataFrame, checkpoints: pd.Dat
     split = split_summary(ranks, checkpoints)
     out = summary.merge(split, on=["cell_key", "phase"], how="left") if not split.empty else summary.copy()
     shapes, strategy = by_shape(ceilings), _strategy_facts(training)
-    added = [_hardware_row(r, shapes, strategy, peaks) for r in out.to_dict("records")]
+    twins = {(str(r["cell_key"]), str(r["phase"])): r for r in stream_twins(summary).to_dict("records")}
+    added = [_hardware_row(r, shapes, strategy, peaks, twins) for r in out.to_dict("records")]
     return pd.concat([out, pd.DataFrame.from_records(added, index=out.index)], axis=1)
 
 

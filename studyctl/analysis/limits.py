@@ -42,6 +42,9 @@ NETWORK_TIME_SHARE = 0.3
 NETWORK_BOUND = 0.7
 # An async snapshot at this share of the measured per-rank memory copy rate is bound by host memory.
 MEMORY_BOUND = 0.7
+# An engine's own work (serialization, copies, planning) taking a quarter of its time is more than the data phase's
+# noise (~15%, as for METADATA_SHARE); where the share has a 95% CI, its low end must be above 0 as well.
+FRAMEWORK_SHARE = 0.25
 
 
 @dataclass(frozen=True)
@@ -73,11 +76,20 @@ class CellFacts:
     bcast_ceiling_GiBps: float | None = None
     snapshot_GiBps_per_rank: float = NAN  # async: the heaviest rank's bytes / the time training blocked
     memcpy_ceiling_GiBps_per_rank: float | None = None
+    engine: str = "stream"  # how the bytes reached storage: raw (stream) or through a framework
+    device: str = "cpu"  # where an engine's tensors lived
+    framework_share: float = NAN  # of the engine's time, its framework's own work (`analysis.engines`)
+    framework_share_low: float = NAN  # its 95% CI (NaN: none)
+    framework_share_high: float = NAN
+    framework_basis: str | None = None  # where the share comes from: its stream twin, or its storage-call split
+    framework_note: str | None = None  # why an engine cell's share is not known
+    stream_GiBps: float = NAN  # the stream cell of the same shape: the same bytes, no framework
 
 
 @dataclass(frozen=True)
 class Verdict:
-    limit: str  # storage | tier and drain | imbalance | metadata | page cache | network | memory | none | unknown
+    limit: str  # page cache | framework | storage | tier and drain | imbalance | metadata | network | memory | none
+    #             | unknown
     evidence: str
 
     @property
@@ -111,6 +123,37 @@ def page_cache(c: CellFacts) -> Verdict | None:
             return Verdict("page cache", f"restore at {over:.2f}× this shape's cold-read ceiling: served from "
                                          "memory, not storage")
     return None
+
+
+def _framework_work(c: CellFacts) -> str:
+    """"torch.save's serialization and device-to-host copy": what the engine does besides moving the bytes."""
+    write = c.phase == "write"
+    name = "DCP" if c.engine == "dcp" else ("torch.save" if write else "torch.load") if c.engine == "torch_save" \
+        else c.engine
+    work = (["planning"] if c.engine == "dcp" else []) + ["serialization" if write else "deserialization"]
+    if c.device != "cpu":
+        work.append("device-to-host copy" if write else "host-to-device copy")
+    return f"{name}'s {', '.join(work[:-1])}{' and ' if len(work) > 1 else ''}{work[-1]}"
+
+
+def framework(c: CellFacts) -> Verdict | None:
+    """An engine's own work (serialization, copies, planning) takes a large share of its time: 1 − stream's time /
+    its time on the same shape, or else the time outside its storage calls.
+
+    Before `storage`: the ceiling is a stream probe (one raw file per rank), so an engine cell near the ceiling is
+    not storage-bound while stream on the very same bytes is measurably faster (stream's many files can outrun
+    the one-file probe); the twin is the direct evidence of what the storage does with these bytes. After `page
+    cache`: a figure that never reached the device (no fsync, a warm read) says that first, whatever the engine.
+    """
+    share = c.framework_share
+    if c.engine == "stream" or not share >= FRAMEWORK_SHARE or c.framework_share_low <= 0:  # NaN low: no CI
+        return None
+    ci = "" if math.isnan(c.framework_share_low) else f" [{c.framework_share_low:.0%}, {c.framework_share_high:.0%}]"
+    twin = (f"stream on the same bytes reaches {c.stream_GiBps:.2f} GiB/s" if known(c.stream_GiBps) else
+            "the rest is inside its storage calls (no stream cell on this shape)")
+    work = _framework_work(c)
+    verb = "take" if " and " in work or ", " in work else "takes"
+    return Verdict("framework", f"{work} {verb} {share:.0%}{ci} of the time; {twin}")
 
 
 def storage(c: CellFacts) -> Verdict | None:
@@ -189,13 +232,14 @@ def memory(c: CellFacts) -> Verdict | None:
     return None
 
 
-RULES: tuple[Callable[[CellFacts], Verdict | None], ...] = (page_cache, storage, tier_and_drain, imbalance,
-                                                          metadata, network, memory)
+RULES: tuple[Callable[[CellFacts], Verdict | None], ...] = (page_cache, framework, storage, tier_and_drain,
+                                                          imbalance, metadata, network, memory)
 
 
 def _nothing(c: CellFacts) -> Verdict:
+    engine = [f"engine {c.engine}: {_framework_checked(c)}"] if c.engine != "stream" else []
     if not known(c.ceiling_GiBps):
-        return Verdict("unknown", "no ceiling measured for this shape")
+        return Verdict("unknown", "; ".join(["no ceiling measured for this shape", *engine]))
     said = [f"{share(c.GiBps, c.ceiling_GiBps):.0%} of this shape's streaming ceiling"]
     if not math.isnan(c.bytes_max_over_mean):
         time = "" if math.isnan(c.heaviest_time_over_mean) else f" and {c.heaviest_time_over_mean:.2f}× the mean time"
@@ -203,7 +247,15 @@ def _nothing(c: CellFacts) -> Verdict:
     per_file = [c.slowest_open_share, c.slowest_close_share]
     said.append("no per-rank time split recorded" if any(math.isnan(p) for p in per_file) else
                 f"{sum(per_file):.0%} of the slowest rank's time in opening and closing files")
-    return Verdict("none", "nothing measured explains the gap: " + "; ".join(said))
+    return Verdict("none", "nothing measured explains the gap: " + "; ".join([*said, *engine]))
+
+
+def _framework_checked(c: CellFacts) -> str:
+    """What the framework rule found where it did not speak: the share and its CI, or why there is none."""
+    if math.isnan(c.framework_share):
+        return c.framework_note or "the framework's share not known"
+    ci = "" if math.isnan(c.framework_share_low) else f" [{c.framework_share_low:.0%}, {c.framework_share_high:.0%}]"
+    return f"the framework's share {c.framework_share:.0%}{ci} ({c.framework_basis or 'basis not recorded'})"
 
 
 def name_limit(c: CellFacts) -> Verdict:

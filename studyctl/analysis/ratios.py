@@ -14,9 +14,8 @@ from typing import Any
 
 import pandas as pd
 
-from studyctl.analysis.cells import DERIVED, MEASURED, SETTINGS, describe_cell, independent, varying
+from studyctl.analysis.cells import DERIVED, HEADLINE, MEASURED, SETTINGS, describe_cell, independent, varying
 from studyctl.analysis.stats import ratio_ci
-from studyctl.analysis.tables import HEADLINE
 from studyctl.analysis.values import file_stem, missing
 from studyctl.errors import UserError
 
@@ -64,20 +63,32 @@ def _row_ratio(r: pd.Series) -> tuple[float, float, float]:
                     int(min(r["n"], r["n_base"])) - 1)
 
 
-def ratio_table(summary: pd.DataFrame, spec: RatioSpec) -> pd.DataFrame:
-    """One row per (other value, matched cell, phase): ratio to the baseline with its 95% interval."""
-    keys = [c for c in summary.columns if c in SETTINGS and c != spec.axis] + ["tool", "phase"]
-    measures = [HEADLINE, f"{HEADLINE}_se", "n", "flags"]
-    data = summary.assign(_value=summary[spec.axis].map(shown_value))
-    base = data[data["_value"] == spec.baseline][[*keys, *measures]]
-    others = data[data["_value"] != spec.baseline]
+def matched_ratios(summary: pd.DataFrame, axis: str, baseline: str, loose: tuple[str, ...] = (),
+                   carried: tuple[str, ...] = ()) -> pd.DataFrame:
+    """Each cell whose `axis` is not `baseline` beside the baseline's cell with every other setting equal (`loose`:
+    settings left out of the match as well, e.g. an engine's own settings, which its baseline does not have), and
+    the ratio of their headlines with its 95% interval. `_value`: the axis as shown; the baseline's `carried`
+    columns (and its headline, standard error, n and flags) end in `_base`."""
+    keys = [c for c in summary.columns if c in SETTINGS and c != axis and c not in loose] + ["tool", "phase"]
+    measures = list(dict.fromkeys([HEADLINE, f"{HEADLINE}_se", "n", "flags", *carried]))
+    data = summary.assign(_value=summary[axis].map(shown_value))
+    base = data[data["_value"] == baseline][[*keys, *measures]]
+    others = data[data["_value"] != baseline]
     merged = others.merge(base, on=keys, how="inner", suffixes=("", "_base"))
     if merged.empty:
-        return pd.DataFrame()
+        return merged
     ratios = [_row_ratio(r) for _, r in merged.iterrows()]
     merged["ratio"] = [x[0] for x in ratios]
     merged["ratio_ci95_low"] = [x[1] for x in ratios]
     merged["ratio_ci95_high"] = [x[2] for x in ratios]
+    return merged
+
+
+def ratio_table(summary: pd.DataFrame, spec: RatioSpec) -> pd.DataFrame:
+    """One row per (other value, matched cell, phase): ratio to the baseline with its 95% interval."""
+    merged = matched_ratios(summary, spec.axis, spec.baseline)
+    if merged.empty:
+        return pd.DataFrame()
     shown = independent(merged, varying(merged, (spec.axis, "phase", *MEASURED, *DERIVED)))
     merged["cell"] = [describe_cell(r, shown) for r in merged.to_dict("records")]
     merged["label"] = [_label(spec, r) for r in merged.to_dict("records")]

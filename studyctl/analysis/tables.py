@@ -26,7 +26,7 @@ import numpy as np
 import pandas as pd
 
 from studyctl.analysis.adequacy import cell_flags
-from studyctl.analysis.cells import DERIVED, identity_columns
+from studyctl.analysis.cells import DERIVED, HEADLINE, identity_columns
 from studyctl.analysis.hardware import add_hardware, ceilings_table, stated_peaks
 from studyctl.analysis.output_memo import OutputMemo, table_digest
 from studyctl.analysis.projection_table import add_projections, fit_all, measured, point_factors
@@ -54,7 +54,6 @@ from studyctl.units import GIB
 MEASURES = ("index", "bytes", "files", "duration_s", "span_s", "aggregate_GiBps", "mlperf_throughput_GiBps",
             "rank_bandwidth_min_GiBps", "rank_bandwidth_max_GiBps", "active_ranks", *REQUEST_COLUMNS)
 TABLE_NAMES = ("checkpoints", "points", "summary", "ranks", "training", "ceilings", "recovery")
-HEADLINE = "bytes_over_time_GiBps"  # the figure every plot, ratio, comparison and "best" uses
 
 
 @dataclass

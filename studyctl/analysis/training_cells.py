@@ -19,18 +19,24 @@ from studyctl.analysis.cells import SETTINGS, describe_cell, independent, varyin
 from studyctl.analysis.stats import t_quantile_975
 from studyctl.analysis.training_cost import BAND_FIGURES
 from studyctl.analysis.values import missing
+from studyctl.definition.engine_options import ENGINE_SETTINGS
 
 # Figures pooled per cell, each with `<name>_ci95` (half-width) beside its mean.
-FIGURES = ("blocking_s", "interference_s", "wait_s", "background_s", "checkpoint_cost_s", "checkpoint_share",
-           "total_waste", "young_interval_s", "daly_interval_s", "total_waste_at_daly", "lost_work_per_failure_s",
-           "relaunch_s", "failure_restore_s", "restart_s", "restore_s", "read_s", "broadcast_s", "goodput",
-           "restore_file_GiBps", "broadcast_GiBps")
+FIGURES = ("blocking_s", "staged_s", "interference_s", "wait_s", "background_s", "checkpoint_cost_s",
+           "checkpoint_share", "total_waste", "young_interval_s", "daly_interval_s", "total_waste_at_daly",
+           "lost_work_per_failure_s", "relaunch_s", "failure_restore_s", "restart_s", "restore_s", "read_s",
+           "broadcast_s", "goodput", "restore_file_GiBps", "broadcast_GiBps")
 FIRST = ("strategy", "restore", "tier_fstype", "replaced_nodes", "simulated_nodes", "nominal_checkpoint_bytes",
          "checkpoint_bytes", "nominal_restore_file_bytes", "nominal_broadcast_bytes", "job_mtbf_s", "job_nodes",
          "interval_s", "step_s", "compute", "allreduce_mib", "scale")
 ANY = ("projected", "contention")
+# Engine settings that only a background save has, with every engine that has them (DCP's stager and executor).
+ASYNC_ENGINE_ONLY = tuple(dict.fromkeys(
+    n for _, background in ENGINE_SETTINGS.values() for n in background
+    if not any(n in always for always, _ in ENGINE_SETTINGS.values())))
 # Settings that apply to some strategies only: a ranking compares strategies across them, naming them.
-STRATEGY_ONLY = ("replaced_nodes", "drain", "tier_keep", "tier", "step_s", "compute", "allreduce_mib")
+STRATEGY_ONLY = ("replaced_nodes", "drain", "tier_keep", "tier", "step_s", "compute", "allreduce_mib",
+                 *ASYNC_ENGINE_ONLY)
 JOINED = ("restore_source", "relaunch_source", "projection_basis")
 
 

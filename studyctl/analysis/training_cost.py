@@ -33,7 +33,7 @@ from studyctl.definition.yamlpos import load_yaml_bounded
 from studyctl.errors import UserError
 from studyctl.units import GIB
 
-WRITE_SECONDS = ("blocking_s", "background_s", "interference_s", "interference_ci_s", "durable_s")
+WRITE_SECONDS = ("blocking_s", "background_s", "interference_s", "interference_ci_s", "durable_s", "staged_s")
 # Cost figures that carry the fit's band as `<name>_lo` / `<name>_hi`.
 BAND_FIGURES = ("blocking_s", "restore_s", "checkpoint_cost_s", "total_waste", "goodput", "daly_interval_s")
 PLAIN = "plain scaling (bytes ratio, no fit)"

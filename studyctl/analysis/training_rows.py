@@ -30,6 +30,22 @@ READ_FIELDS = ("tier_bytes", "shared_bytes", "read_s", "broadcast_s", "broadcast
 HOST_FIELDS = ("host_cores", "ranks_on_host", "background_threads_on_host", "launch_s")
 
 
+def engine_row(r: Result) -> dict[str, Any]:
+    """An engine point's means over its checkpoints, per phase (the slowest rank's seconds): `engine_<phase>_s` the
+    engine's call, `engine_<phase>_storage_s` of it inside storage calls (None where the engine writes its paths
+    itself, or in any checkpoint not recorded); `staged_s`: an async save's copy off the live tensors."""
+    info = getattr(r, "engine", None)  # None: stream, and results from before engines
+    timings = list(info.checkpoints) if info is not None else []
+    out: dict[str, Any] = {}
+    for phase in ("write", "read"):
+        mine = [t for t in timings if t.phase == phase]
+        storage = [t.storage_s for t in mine]
+        out[f"engine_{phase}_s"] = _mean([t.engine_s for t in mine])
+        out[f"engine_{phase}_storage_s"] = _mean(storage) if None not in storage else None
+    out["staged_s"] = _mean([t.staged_s for t in timings if t.phase == "write"])
+    return out
+
+
 def _mean(values: list[Any]) -> float | None:
     known = [float(v) for v in values if v is not None]
     return math.fsum(known) / len(known) if known else None
@@ -88,6 +104,7 @@ def point_cost_row(r: Result, base: dict[str, Any]) -> dict[str, Any]:
     row.update({f: _mean([w.get(f) for w in writes]) for f in WRITE_FIELDS})
     row.update({f: _mean([x.get(f) for x in reads]) for f in READ_FIELDS})
     row.update(restart_row(r))  # a recovery point's measured restart (issue 20), None elsewhere
+    row.update(engine_row(r))
     row.update(interference_ci_s=_ci_of_mean([w.get("interference_ci_s") for w in writes]),
                checkpoint_bytes=_mean([w["bytes"] for w in writes]), durable_s=_mean([w["span_s"] for w in writes]),
                restore_s=_mean([x["span_s"] for x in reads]), restore_bytes=_mean([x["bytes"] for x in reads]))

@@ -149,3 +149,71 @@ def test_the_report_states_every_rule_in_its_order() -> None:
     text = rules_text()
     assert len(text) == len(RULES) + 1 and text[-1].startswith("otherwise")
     assert [t.split(":")[0].replace(" ", "_") for t in text[:-1]] == [rule.__name__ for rule in RULES]
+
+
+def engine_facts(**kw: object) -> CellFacts:
+    """A torch_save write at half its ceiling whose stream twin on the same bytes is 1.8× faster."""
+    twin: dict[str, object] = {"engine": "torch_save", "framework_share": 1 - 1 / 1.8, "framework_share_low": 0.40,
+                               "framework_share_high": 0.48, "framework_basis": "stream on the same shape",
+                               "stream_GiBps": 1.8 * CEILING / 2}
+    return facts(**{**twin, **kw})
+
+
+def test_framework_named_from_the_stream_twin_with_its_ci() -> None:
+    v = name_limit(engine_facts())
+    assert v.sentence == ("framework: torch.save's serialization takes 44% [40%, 48%] of the time; stream on the "
+                          "same bytes reaches 1.80 GiB/s")
+    gpu = name_limit(engine_facts(device="cuda", phase="read"))
+    assert gpu.evidence.startswith("torch.load's deserialization and host-to-device copy take 44%")
+    dcp = name_limit(engine_facts(engine="dcp", device="cuda"))
+    assert dcp.evidence.startswith("DCP's planning, serialization and device-to-host copy take 44%")
+
+
+def test_framework_needs_its_share_and_a_ci_above_zero() -> None:
+    from studyctl.analysis.limits import FRAMEWORK_SHARE
+
+    below = engine_facts(framework_share=FRAMEWORK_SHARE - 0.01, framework_share_low=0.1)
+    assert name_limit(below).limit == "none"
+    assert name_limit(replace(below, framework_share=FRAMEWORK_SHARE)).limit == "framework"
+    noisy = engine_facts(framework_share_low=-0.05)  # the engine's interval and stream's overlap: no evidence
+    assert name_limit(noisy).limit == "none"
+    one_rep = engine_facts(framework_share_low=float("nan"), framework_share_high=float("nan"))
+    assert name_limit(one_rep).sentence.startswith("framework: torch.save's serialization takes 44% of the time;")
+    assert name_limit(replace(engine_facts(), engine="stream")).limit == "none"  # stream has no framework
+
+
+def test_framework_from_the_storage_call_split_without_a_twin() -> None:
+    v = name_limit(engine_facts(framework_share=0.6, framework_share_low=float("nan"), stream_GiBps=float("nan"),
+                                framework_basis="outside the engine's storage calls"))
+    assert v.sentence == ("framework: torch.save's serialization takes 60% of the time; the rest is inside its "
+                          "storage calls (no stream cell on this shape)")
+
+
+def test_framework_comes_before_storage_and_after_the_page_cache() -> None:
+    """At 90% of the one-file stream probe, but stream on the same bytes is 1.8× faster: not storage-bound."""
+    near = engine_facts(GiBps=0.9 * CEILING)
+    assert name_limit(near).limit == "framework"
+    assert name_limit(replace(near, framework_share=0.05, framework_share_low=-0.02)).limit == "storage"
+    unflushed = engine_facts(io_mode_used="buffered", fsync=False)
+    assert name_limit(unflushed).limit == "page cache"
+
+
+def test_an_engine_cell_without_a_share_says_why() -> None:
+    v = name_limit(facts(engine="dcp", framework_note="no stream cell on this shape and no time inside storage "
+                                                      "calls recorded: the framework's share is not known"))
+    assert v.limit == "none" and v.evidence.endswith("engine dcp: no stream cell on this shape and no time inside "
+                                                     "storage calls recorded: the framework's share is not known")
+
+
+def test_the_readme_names_every_rule_in_its_order() -> None:
+    """The README's sentence "the first of these rules with its evidence: page cache (…), …" follows RULES."""
+    import re
+    from pathlib import Path
+
+    from studyctl.analysis.limits import RULES
+
+    text = " ".join((Path(__file__).resolve().parents[2] / "README.md").read_text().split())
+    start = text.index("the first of these rules with its evidence:")
+    sentence = text[start:text.index("else \"nothing measured explains the gap\"", start)]
+    named = [m.group(1).replace(" ", "_") for m in re.finditer(r"(?:: |\), |, )([a-z][a-z ]*?) \(", sentence)]
+    assert named == [rule.__name__ for rule in RULES]

@@ -192,3 +192,20 @@ def test_given_restart_and_contention_from_newer_results(tmp_path: Path) -> None
     assert "relaunch not measured" not in cell["flags"]
     measured = training_table(rows, load_training(Path("/nonexistent")))
     assert (measured["relaunch_s"] == 4.0).all() and set(measured["relaunch_source"]) == {"measured launch"}
+
+
+def test_an_engines_sync_and_async_saves_are_ranked_against_each_other(tmp_path: Path) -> None:
+    """DCP's stager settings exist only for an async save: the ranking compares DCP sync with DCP async across
+    them (naming them), per engine; the engine is an axis of the cost table like any setting."""
+    study = _study(tmp_path)
+    _reps(study, 0.02, strategy="sync", engine="dcp")
+    _reps(study, 0.001, 0.01, strategy="async", step_s=0.5, engine="dcp", stager_shared=True, stager_async=True)
+    _reps(study, 0.03, strategy="sync", engine="torch_save")
+    training = build_tables(study).training
+    cells = cost_cells(training)
+    axes = display_axes(cells)
+    assert "engine" in axes and "stager_shared" in axes
+    (line,) = strategy_rankings(cells, axes)
+    assert line.startswith("engine dcp: async (") and "stager_shared True" in line and " < sync " in line
+    blocked = training.groupby(["engine", "strategy"])["blocking_measured_s"].mean().to_dict()
+    assert blocked == pytest.approx({("dcp", "sync"): 0.02, ("dcp", "async"): 0.001, ("torch_save", "sync"): 0.03})

@@ -24,6 +24,7 @@ from studyctl.analysis.cells import (
 from studyctl.analysis.plots import Plot
 from studyctl.analysis.report.costs import cost_section
 from studyctl.analysis.report.coverage import coverage
+from studyctl.analysis.report.engines import engine_section
 from studyctl.analysis.report.hardware import hardware_section
 from studyctl.analysis.report.recovery import recovery_section
 from studyctl.analysis.status import PointStatus
@@ -170,7 +171,7 @@ def build_context(study_dir: Path, study: str, description: str | None, tables: 
         "study": study, "description": description, "version": studyctl.__version__,
         "generated_at": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
         "axes": axes, "axis_titles": {a: "ZeRO" if a == "zero_stage" else a for a in axes},
-        "summary": records, "hardware": hardware_section(tables, records),
+        "summary": records, "hardware": hardware_section(tables, records), "engines": engine_section(tables.summary),
         "settings": settings(summary) if not summary.empty else [],
         "fixed_settings": fixed_settings(summary) if not summary.empty else [],
         "left_out": list(tables.left_out),

@@ -102,15 +102,27 @@ def assumptions(t: pd.DataFrame) -> list[tuple[str, str]]:
              "C = blocked + interference (signed mean) + any wait for a persist longer than the interval; "
              "L (durable lag) = the real background time"),
             ("interval", _interval(t)), ("failures", _failures(t)), ("simulated step", _steps(t)),
-            ("restart R", _restart(t)), *_scale(t)]
+            ("restart R", _restart(t)), *_scale(t), *_engines(t)]
+
+
+def _engines(t: pd.DataFrame) -> list[tuple[str, str]]:
+    """What blocked, staged and L mean for a cell whose checkpoint goes through a framework (none: stream only)."""
+    engines = [e for e in _distinct(t, "engine") if e != "stream"]
+    if not engines:
+        return []
+    return [("engines", f"{', '.join(engines)}: blocked = the engine's save (sync), or its async call (torch_save: "
+             "the host snapshot; dcp: async_save's return); staged = from that call until the state was copied off "
+             "the live tensors (a background stager's copy runs beside training, its cost shows as interference); "
+             "L = the engine's persist, until its files were complete")]
 
 
 def cost_section(tables: Tables) -> dict[str, Any]:
     """axes, rows (one per cell), rankings and assumptions; empty rows when nothing was costed."""
     cells = tables.training_cells
     if cells.empty:
-        return {"axes": [], "rows": [], "rankings": [], "assumptions": []}
+        return {"axes": [], "rows": [], "rankings": [], "assumptions": [], "staged": False}
     axes = display_axes(cells) or ["model"]
     rows = cells.sort_values(axes, key=lambda s: s.astype(str)).to_dict("records")
-    return {"axes": axes, "rows": rows, "rankings": strategy_rankings(cells, axes),
+    staged = "staged_s" in cells and bool(cells["staged_s"].notna().any())
+    return {"axes": axes, "rows": rows, "rankings": strategy_rankings(cells, axes), "staged": staged,
             "assumptions": assumptions(tables.training[tables.training["checkpoint_cost_s"].notna()])}

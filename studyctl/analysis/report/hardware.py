@@ -9,6 +9,7 @@ import pandas as pd
 
 from studyctl.analysis.hardware import PARTS, SIMULATED_CEILING
 from studyctl.analysis.limits import (
+    FRAMEWORK_SHARE,
     IMBALANCE_CLOSES,
     IMBALANCE_RATIO,
     MEMORY_BOUND,
@@ -33,6 +34,11 @@ def rules_text() -> list[str]:
     text = {
         "page_cache": f"page cache: a buffered write without fsync, or a figure above {PAGE_CACHE_MARGIN:g}× the "
                       "durable/cold ceiling (a warm restore too; never an O_DIRECT read)",
+        "framework": f"framework: an engine (torch.save, DCP) whose own work (serialization, copies, planning) takes "
+                     f"{FRAMEWORK_SHARE:.0%} or more of its time — 1 − the time of stream on the same shape and "
+                     "bytes / the engine's, or where the study has no such stream cell the time outside its "
+                     "storage calls — with the share's 95% CI above 0 where there is one; named before storage, "
+                     "since the ceiling is a stream probe",
         "storage": f"storage: at least {STORAGE_BOUND:.0%} of the shape's streaming ceiling",
         "tier_and_drain": "tier and drain: a tiered write, durable only once written to the tier, read back and "
                           "written to shared storage",
