@@ -1,0 +1,166 @@
+"""studyctl's checkpoint engines against the same framework calls made directly, and against `stream`.
+
+    python -m benchmarks engines [repeat]
+
+On the same tensors, ranks and disk (gpt2-125m at scale 0.1, ZeRO-1, 2 ranks on this host: ~170 MB a
+checkpoint, rank 0 writing the weights and half the optimizer, rank 1 the other half):
+  studyctl  a small study through the library API on the local backend: engines torch_save and dcp, and
+            stream, each sync and async, 3 checkpoints then 1 cold restore a point; figures from the results;
+  direct    `benchmarks.engines_direct` under mpiexec: a plain PyTorch script calling torch.save / torch.load,
+            dcp.save / dcp.async_save / dcp.load on the same list of tensors (three sync saves, three async, each
+            then a cold load).
+Direct and studyctl runs alternate (direct first in even rounds, studyctl first in odd), `repeat` rounds.
+Figures (seconds, the slowest rank, per checkpoint): sync save, cold restore, async blocking, persist (async
+return to files complete). studyctl / direct: target 0.95-1.05x (studyctl adds nothing). Engine / stream on the
+same layout: the framework's overhead over raw bytes. The async points' simulated step is a sleep (accelerator
+compute, dispatch share 0, no all-reduce), so that nothing of studyctl's training competes with the persist the
+direct script runs alone. The figures depend on this machine (2 shared cores, one virtio disk, host tensors).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from benchmarks.engines_check import Samples, cell, merge, result_files
+from benchmarks.worker_vs_fio import MPIEXEC
+
+MODEL, SCALE, ZERO, RANKS, WRITES = "gpt2-125m", 0.1, 1, 2, 3
+ENGINES = ("torch_save", "dcp")
+FIGURES = (("sync", "sync save"), ("restore", "cold restore"), ("blocked", "async blocking"),
+           ("persist", "persist"))
+TARGET = 0.05
+SWEEP = f"""study: {{name}}
+models: [{MODEL}]
+matrix: {{{{zero_stage: {ZERO}, nodes: 1, ranks_per_node: {RANKS}, io_mode: buffered,
+          engine: [stream, {', '.join(ENGINES)}], strategy: [sync, async]}}}}
+filesystems: {{{{disk: {{{{path: {{data}}, kind: local}}}}}}}}
+checkpoint: {{{{writes: {WRITES}, reads: 1, scale: {SCALE}, buffer_mib: 64, block_mib: 16}}}}
+ceilings: off
+calibration: off
+repetitions: 1
+training: {{{{simulated_step: {{{{compute: accelerator, compute_s: 0.05, dispatch_share: 0, allreduce_mib: 0}}}}}}}}
+local: {{{{max_concurrent: 1, timeout_s: 600}}}}
+"""
+
+
+def studyctl_samples(results: list[dict[str, Any]]) -> dict[str, Samples]:
+    """Per engine (stream included): sync save and restore of its sync point; blocking and persist of its async
+    point; restores of both."""
+    out: dict[str, Samples] = {}
+    for result in results:
+        checkpoint = result["point"]["checkpoint"]
+        mine = out.setdefault(checkpoint.get("engine") or "stream", {})
+        reads = [c["duration_max_s"] for c in result["checkpoints"] if c["phase"] == "read"]
+        mine.setdefault("restore", []).extend(reads)
+        if checkpoint["strategy"] == "sync":
+            mine.setdefault("sync", []).extend(c["duration_max_s"] for c in result["checkpoints"]
+                                               if c["phase"] == "write")
+        else:
+            writes = [c for c in result["strategy"]["checkpoints"] if c["phase"] == "write"]
+            mine.setdefault("blocked", []).extend(c["blocking_s"] for c in writes)
+            mine.setdefault("persist", []).extend(c["background_s"] for c in writes)
+    return out
+
+
+def direct_samples(records: list[list[dict[str, float]]], saves: list[str]) -> Samples:
+    """engines_direct's per-rank records: the slowest rank of each save and load."""
+    out: Samples = {}
+    for i, how in enumerate(saves):
+        ranks = [r[i] for r in records]
+        out.setdefault("restore", []).append(max(r["load_s"] for r in ranks))
+        if how == "sync":
+            out.setdefault("sync", []).append(max(r["seconds"] for r in ranks))
+        else:
+            out.setdefault("blocked", []).append(max(r["blocked_s"] for r in ranks))
+            out.setdefault("persist", []).append(max(r["done_s"] - r["blocked_s"] for r in ranks))
+    return out
+
+
+def run_direct(scratch: Path, engine: str) -> Samples:
+    saves = ["sync"] * WRITES + ["async"] * WRITES
+    root = Path(tempfile.mkdtemp(prefix="engines-direct-", dir=scratch))
+    try:
+        config = root / "config.json"
+        config.write_text(json.dumps({"model": MODEL, "tp": 1, "pp": 1, "zero": ZERO, "scale": SCALE,
+                                      "root": str(root / "data"), "engine": engine, "saves": saves}))
+        out = root / "out.json"
+        proc = subprocess.run([MPIEXEC, "-n", str(RANKS), sys.executable, "-m", "benchmarks.engines_direct",
+                               str(config), str(out)], capture_output=True, text=True)
+        if proc.returncode:
+            raise RuntimeError(f"engines_direct ({engine}) failed: {proc.stderr[-2000:]}")
+        return direct_samples(json.loads(out.read_text()), saves)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def run_studyctl(scratch: Path, name: str) -> dict[str, Samples]:
+    from studyctl import api
+
+    root = Path(tempfile.mkdtemp(prefix="engines-studyctl-", dir=scratch))
+    try:
+        (root / "data").mkdir()
+        sweep = root / "sweep.yaml"
+        sweep.write_text(SWEEP.format(name=name, data=root / "data"))
+        api.submit(sweep, "local", results=root / "results")
+        return studyctl_samples(result_files(root / "results" / name))
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def ratio(a: list[float], b: list[float]) -> str:
+    return f"{statistics.median(a) / statistics.median(b):.2f}x" if a and b and statistics.median(b) else "—"
+
+
+def tables(direct: dict[str, Samples], ours: dict[str, Samples]) -> list[str]:
+    """studyctl against direct calls (per engine and figure), then each engine against stream."""
+    lines = ["| engine | figure | direct, s (median, min-max, n) | studyctl, s | studyctl / direct | within "
+             f"±{TARGET:.0%} |", "|---|---|---|---|---|---|"]
+    for engine in ENGINES:
+        for key, label in FIGURES:
+            d, s = direct.get(engine, {}).get(key, []), ours.get(engine, {}).get(key, [])
+            within = "—"
+            if d and s:
+                within = "yes" if abs(statistics.median(s) / statistics.median(d) - 1) <= TARGET else "**no**"
+            lines.append(f"| {engine} | {label} | {cell(d)} | {cell(s)} | {ratio(s, d)} | {within} |")
+    lines += ["", "| engine | figure | engine, s | stream, s | engine / stream |", "|---|---|---|---|---|"]
+    stream = ours.get("stream", {})
+    for engine in ENGINES:
+        for key, label in FIGURES:
+            e, s = ours.get(engine, {}).get(key, []), stream.get(key, [])
+            lines.append(f"| {engine} | {label} | {cell(e)} | {cell(s)} | {ratio(e, s)} |")
+    return lines
+
+
+def main(repeat: int = 3, scratch: Path = Path("/var/tmp")) -> tuple[dict[str, Samples], dict[str, Samples]]:
+    import torch
+
+    print(f"\n## Checkpoint engines: studyctl vs direct PyTorch calls vs stream (`python -m benchmarks engines "
+          f"{repeat}`)")
+    print(f"# {MODEL} scale {SCALE}, ZeRO-{ZERO}, {RANKS} ranks on this host, {WRITES} checkpoints + 1 cold restore "
+          f"per run, host tensors, torch {torch.__version__}; {repeat} alternating rounds; this machine's 2 shared "
+          "cores and disk")
+    direct: dict[str, Samples] = {}
+    ours: dict[str, Samples] = {}
+    for r in range(repeat):
+        sides = ("direct", "studyctl") if r % 2 == 0 else ("studyctl", "direct")
+        for side in sides:
+            if side == "direct":
+                for engine in ENGINES:
+                    merge(direct.setdefault(engine, {}), run_direct(scratch, engine))
+            else:
+                for engine, samples in run_studyctl(scratch, f"engines-bench-{r}").items():
+                    merge(ours.setdefault(engine, {}), samples)
+        print(f"# round {r + 1}/{repeat} done", flush=True)
+    print("\n".join(tables(direct, ours)))
+    return direct, ours
+
+
+if __name__ == "__main__":
+    main(int(sys.argv[1]) if len(sys.argv) > 1 else 3)
