@@ -28,7 +28,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from benchmarks.engines_check import Samples, cell, merge, result_files
+from benchmarks.engines_check import Samples, cell, engine_figures, merge, result_files
 from benchmarks.worker_vs_fio import MPIEXEC
 
 MODEL, SCALE, ZERO, RANKS, WRITES = "gpt2-125m", 0.1, 1, 2, 3
@@ -52,20 +52,12 @@ local: {{{{max_concurrent: 1, timeout_s: 600}}}}
 
 def studyctl_samples(results: list[dict[str, Any]]) -> dict[str, Samples]:
     """Per engine (stream included): sync save and restore of its sync point; blocking and persist of its async
-    point; restores of both."""
+    point; restores of both (`engines_check.engine_figures`)."""
     out: dict[str, Samples] = {}
     for result in results:
-        checkpoint = result["point"]["checkpoint"]
-        mine = out.setdefault(checkpoint.get("engine") or "stream", {})
-        reads = [c["duration_max_s"] for c in result["checkpoints"] if c["phase"] == "read"]
-        mine.setdefault("restore", []).extend(reads)
-        if checkpoint["strategy"] == "sync":
-            mine.setdefault("sync", []).extend(c["duration_max_s"] for c in result["checkpoints"]
-                                               if c["phase"] == "write")
-        else:
-            writes = [c for c in result["strategy"]["checkpoints"] if c["phase"] == "write"]
-            mine.setdefault("blocked", []).extend(c["blocking_s"] for c in writes)
-            mine.setdefault("persist", []).extend(c["background_s"] for c in writes)
+        got = engine_figures(result)
+        got.pop("lost")
+        merge(out.setdefault(result["point"]["checkpoint"].get("engine") or "stream", {}), got)
     return out
 
 

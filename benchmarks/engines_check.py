@@ -92,23 +92,46 @@ def stager_of(checkpoint: dict[str, Any], device: str) -> str:
     return "default"
 
 
+def engine_figures(result: dict[str, Any]) -> dict[str, list[float]]:
+    """A point's per-checkpoint figures: its engine section's calls where it has one (the save, load and async
+    calls themselves, the slowest rank), else the checkpoint phases (`stream`); the interference from the
+    strategy section either way. Keys: sync, restore, blocked, persist (from the async call's return to the files
+    complete), lost."""
+    engine = result.get("engine") or {}
+    timings = (result.get("strategy") or {}).get("checkpoints", [])
+    out: dict[str, list[float]] = {
+        "lost": [c["interference_s"] for c in timings if c["phase"] == "write"]}
+    if engine.get("checkpoints"):
+        rows = engine["checkpoints"]
+        writes = [c for c in rows if c["phase"] == "write"]
+        out["restore"] = [c["engine_s"] for c in rows if c["phase"] == "read"]
+        if any(c.get("blocked_s") is not None for c in writes):
+            out["blocked"] = [c["blocked_s"] for c in writes]
+            out["persist"] = [c["persist_s"] - c["blocked_s"] for c in writes]
+        else:
+            out["sync"] = [c["engine_s"] for c in writes]
+        return out
+    out["restore"] = [c["duration_max_s"] for c in result["checkpoints"] if c["phase"] == "read"]
+    if result["point"]["checkpoint"]["strategy"] == "sync":
+        out["sync"] = [c["duration_max_s"] for c in result["checkpoints"] if c["phase"] == "write"]
+    else:
+        out["blocked"] = [c["blocking_s"] for c in timings if c["phase"] == "write"]
+        out["persist"] = [c["background_s"] for c in timings if c["phase"] == "write"]
+    return out
+
+
 def studyctl_samples(results: Iterable[dict[str, Any]], device: str) -> Samples:
     """studyctl's figures from its points' result files: every checkpoint and restore a sample."""
     out: Samples = {}
     for result in results:
         checkpoint = result["point"]["checkpoint"]
         engine, strategy = checkpoint.get("engine", "stream"), checkpoint["strategy"]
-        reads = [c["duration_max_s"] for c in result["checkpoints"] if c["phase"] == "read"]
-        writes = [c for c in (result.get("strategy") or {}).get("checkpoints", []) if c["phase"] == "write"]
+        got = engine_figures(result)
         if strategy == "sync":
-            out.setdefault(f"{engine}.sync", []).extend(c["duration_max_s"] for c in result["checkpoints"]
-                                                        if c["phase"] == "write")
-            out.setdefault(f"{engine}.restore", []).extend(reads)
-        elif engine == "dcp" and strategy == "async":
+            merge(out, {f"{engine}.sync": got["sync"], f"{engine}.restore": got["restore"]})
+        elif engine == "dcp":
             base = f"dcp.async.{stager_of(checkpoint, device)}"
-            out.setdefault(f"{base}.blocked", []).extend(c["blocking_s"] for c in writes)
-            out.setdefault(f"{base}.persist", []).extend(c["background_s"] for c in writes)
-            out.setdefault(f"{base}.lost", []).extend(c["interference_s"] for c in writes)
+            merge(out, {f"{base}.{key}": got[key] for key in ("blocked", "persist", "lost")})
     return out
 
 

@@ -68,22 +68,37 @@ def test_the_real_jobs_figures_are_read_per_repetition() -> None:
 
 
 def _result(engine: str, strategy: str, writes: list[float], reads: list[float], **checkpoint: Any) -> dict[str, Any]:
+    """A result file's sections the checks read: phases, the strategy's timings, and an engine's own calls
+    (engine_s a tenth above the phase's duration, so the test tells which one was read)."""
     phases = [{"phase": "write", "duration_max_s": w} for w in writes] + \
         [{"phase": "read", "duration_max_s": r} for r in reads]
     timings = [{"phase": "write", "blocking_s": w / 10, "background_s": w, "interference_s": w / 2} for w in writes]
+    asynchronous = strategy == "async"
+    calls = [{"phase": "write", "engine_s": w + 0.1, "blocked_s": w / 5 if asynchronous else None,
+              "persist_s": w + w / 5 if asynchronous else None} for w in writes] + \
+        [{"phase": "read", "engine_s": r + 0.1} for r in reads]
     return {"point": {"checkpoint": {"engine": engine, "strategy": strategy, **checkpoint}}, "checkpoints": phases,
-            "strategy": {"checkpoints": timings} if strategy != "sync" else None}
+            "strategy": {"checkpoints": timings} if asynchronous else None,
+            "engine": {"checkpoints": calls} if engine != "stream" else None}
 
 
-def test_studyctls_figures_are_read_from_its_result_files() -> None:
-    results = [_result("torch_save", "sync", [3.0, 3.2], [2.1]), _result("dcp", "sync", [4.0], [5.0]),
+def test_studyctls_figures_are_the_engines_own_calls() -> None:
+    results = [_result("torch_save", "sync", [3.0, 3.2], [2.0]), _result("dcp", "sync", [4.0], [5.0]),
                _result("dcp", "async", [6.0], [5.1], stager_shared=True, stager_async=True, pinned=False),
                _result("dcp", "async", [8.0, 9.0], [5.2], stager_shared=False, stager_async=False)]
     got = engines_check.studyctl_samples(results, "cpu")
-    assert got["torch_save.sync"] == [3.0, 3.2] and got["torch_save.restore"] == [2.1]
-    assert got["dcp.sync"] == [4.0] and got["dcp.restore"] == [5.0]
-    assert got["dcp.async.shared+async.persist"] == [6.0] and got["dcp.async.shared+async.lost"] == [3.0]
-    assert got["dcp.async.default.blocked"] == [0.8, 0.9] and got["dcp.async.default.persist"] == [8.0, 9.0]
+    assert got["torch_save.sync"] == pytest.approx([3.1, 3.3]) and got["torch_save.restore"] == [2.1]
+    assert got["dcp.sync"] == [4.1] and got["dcp.restore"] == [5.1]
+    assert got["dcp.async.shared+async.blocked"] == [1.2] and got["dcp.async.shared+async.persist"] == [6.0]
+    assert got["dcp.async.shared+async.lost"] == [3.0]
+    assert got["dcp.async.default.blocked"] == [1.6, 1.8] and got["dcp.async.default.persist"] == [8.0, 9.0]
+
+
+def test_stream_points_are_read_from_their_phases_and_strategy() -> None:
+    sync, background = (engines_check.engine_figures(_result("stream", s, [2.0, 4.0], [1.0])) for s in ("sync",
+                                                                                                         "async"))
+    assert sync == {"lost": [], "restore": [1.0], "sync": [2.0, 4.0]}
+    assert background == {"lost": [1.0, 2.0], "restore": [1.0], "blocked": [0.2, 0.4], "persist": [2.0, 4.0]}
 
 
 def test_the_table_says_which_figures_are_within_their_targets() -> None:
