@@ -243,11 +243,14 @@ def table(real: Samples, ours: Samples, device: str) -> list[str]:
 
 
 def state_line(record: dict[str, Any], results: list[dict[str, Any]]) -> str:
-    """The two sides' bytes: the real state dict's tensors against studyctl's checkpoint at `state: torch`."""
+    """The two sides' state: the real state dict's tensors and bytes against studyctl's checkpoint at
+    `state: torch` (its tensors: the engine section's count; a framework pays per tensor as well as per byte)."""
     ours = {r["sizes"]["written_checkpoint_bytes"] for r in results}
+    tensors = {int(r["engine"]["tensors_per_rank_max"]) for r in results if r.get("engine")}
     model = record["model"]
     return (f"real state: {model['params']:,} parameters, {model['tensors']} tensors, {model['state_bytes']:,} B "
-            f"({model['bytes_per_param']:.3f} B/param); studyctl's checkpoint: {', '.join(f'{b:,}' for b in ours)} B")
+            f"({model['bytes_per_param']:.3f} B/param); studyctl's checkpoint: {', '.join(f'{b:,}' for b in ours)} "
+            f"B in {', '.join(str(t) for t in sorted(tensors)) or '?'} tensors")
 
 
 def main(repeat: int = 2, shape: str = "cpu", out: Path | None = None, scratch: Path = Path("/var/tmp"),

@@ -18,14 +18,82 @@ Every figure depends on this machine: 2 cores shared with other work (load print
 
 from __future__ import annotations
 
+import hashlib
+import os
+import statistics
 import sys
+import threading
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 from benchmarks import engines_check
 
+NEIGHBOUR_BYTES = 64 << 20  # a GIL-free neighbour's buffer: hashing it holds a core, not the GIL
+
+
+def _gil_free(stop: threading.Event) -> None:
+    data = os.urandom(NEIGHBOUR_BYTES)
+    while not stop.is_set():
+        hashlib.blake2b(data).digest()
+
+
+def _gil_bound(stop: threading.Event) -> None:
+    n = 0
+    while not stop.is_set():
+        n += 1
+
+
+def slowdowns(step: Callable[[], object], steps: int = 6) -> dict[str, float]:
+    """A step's median beside a thread holding a core only (hashing) and beside one holding the GIL (a Python
+    loop), over its idle median (idle steps before and after)."""
+    def timed() -> float:
+        start = time.perf_counter()
+        step()
+        return time.perf_counter() - start
+
+    got: dict[str, list[float]] = {}
+    for name, neighbour in (("idle", None), ("core", _gil_free), ("GIL", _gil_bound), ("idle", None)):
+        stop = threading.Event()
+        thread = threading.Thread(target=neighbour, args=(stop,)) if neighbour else None
+        if thread:
+            thread.start()
+        got.setdefault(name, []).extend(timed() for _ in range(steps))
+        stop.set()
+        if thread:
+            thread.join()
+    idle = statistics.median(got.pop("idle"))
+    return {name: statistics.median(values) / idle for name, values in got.items()}
+
+
+def sensitivity() -> None:
+    """Whether `compute: cpu` stands for the real CPU step: both beside the same two neighbours (a persist's
+    copies hold a core; its Python holds the GIL)."""
+    import torch
+
+    from benchmarks.real_training import SHAPES, Job
+    from worker.compute import HostCompute
+
+    torch.set_num_threads(1)
+    job = Job(torch, SHAPES["cpu"], "cpu")
+    job.steps(3)
+    cpu = time.thread_time()
+    idle = statistics.median(job.steps(5))
+    cpu = (time.thread_time() - cpu) / 5
+    host = HostCompute(idle)
+    host.calibrate()
+    print(f"# step sensitivity (load {os.getloadavg()[0]:.1f}): real step {idle:.3f} s wall, {cpu:.3f} s CPU")
+    steps: tuple[tuple[str, Callable[[], object]], ...] = (("real torch step", job.step),
+                                                          ("studyctl compute: cpu", host.run))
+    for name, step in steps:
+        got = slowdowns(step)
+        print(f"{name}: beside a core-holding thread {got['core']:.2f}x, beside a GIL-holding thread "
+              f"{got['GIL']:.2f}x")
+
 
 def main(repeat: int = 2, out: Path | None = None) -> None:
     print(f"\n## A real CPU training job's checkpoints vs studyctl (`python -m benchmarks engines_cpu {repeat}`)")
+    sensitivity()
     engines_check.main(repeat, "cpu", out)
 
 
