@@ -1,7 +1,9 @@
 """How `worker.run` asks for a strategy's and a restore mode's part of each phase, in one object.
 
 For `sync` writes and `rank`/`full` restores without a tier the run's own phases stand (`write_work` and
-`read_work` return None); strategy fields are then derived from the phase timing itself.
+`read_work` return None); strategy fields are then derived from the phase timing itself. An engine point
+(`worker.engine_point`) restores through its engine in every mode, so it has no `Restorer`; its strategy
+writes through the engine.
 """
 
 from __future__ import annotations
@@ -21,10 +23,11 @@ from studyctl.states import FailureClass
 from worker import io, stop
 from worker.interference import write_timing
 from worker.nodes import NodeMap, node_map, tier_place
-from worker.restore import Restorer, read_timing
+from worker.restore import Restorer, read_timing, replace_nodes
 from worker.strategies import Describe, WriteStrategy
 
 if TYPE_CHECKING:
+    from worker.engine_point import EnginePoint
     from worker.storage import Storage
 
 Work = Callable[[Any], None]
@@ -36,31 +39,37 @@ class Checkpointing:
     nodes: NodeMap
     writer: WriteStrategy | None
     restorer: Restorer | None
+    engine: EnginePoint | None = None
     timings: list[StrategyTiming] = field(default_factory=list)
 
     @classmethod
     def create(cls, task: WorkerTask, comm: Any, buf: io.Buffer, io_mode: str, cold_read: str, point_dir: Path,
                reads: list[CheckpointFile], describe: Describe, wtime: Callable[[], float],
-               storage: Storage) -> tuple[Checkpointing, tuple[str, str] | None]:
+               storage: Storage, engine: EnginePoint | None = None) -> tuple[Checkpointing, tuple[str, str] | None]:
         """Collective: every rank gets the same problem (or None) back. `storage`: the shared target (files or
-        objects), which the strategies write and the restorer reads through."""
+        objects), which the strategies write and the restorer reads through; `engine`: an engine point's."""
         opts = task.point.checkpoint
         nodes = node_map(comm, task.point.ranks_per_node)
         writer = None
         if opts.strategy != "sync":
             if opts.strategy == "tiered" and not task.tier_path:
-                return cls(task, nodes, None, None), (FailureClass.CONFIG.value,
-                                                      "strategy tiered but the task names no tier path")
-            writer = WriteStrategy(task, comm, nodes, buf, io_mode, describe, wtime, point_dir, storage)
+                return cls(task, nodes, None, None, engine), (FailureClass.CONFIG.value,
+                                                              "strategy tiered but the task names no tier path")
+            writer = WriteStrategy(task, comm, nodes, buf, io_mode, describe, wtime, point_dir, storage, engine)
             problem = writer.setup()
             if problem:
-                return cls(task, nodes, writer, None), problem
+                return cls(task, nodes, writer, None, engine), problem
         restorer = None
-        if opts.reads and (opts.restore == "broadcast" or (writer is not None and writer.tier_dir is not None)):
+        wants = opts.restore == "broadcast" or (writer is not None and writer.tier_dir is not None)
+        if opts.reads and wants and engine is None:
             tier_dir = writer.tier_dir if writer is not None else None
             restorer = Restorer(task.point, comm, reads, buf, cold_read, storage, tier_dir,
                                 writer is not None and writer.tier_mode != "buffered", describe, wtime)
-        return cls(task, nodes, writer, restorer), None
+        return cls(task, nodes, writer, restorer, engine), None
+
+    def tier_target(self) -> Any:
+        """An engine point's node-local tier (None where the point has none)."""
+        return self.writer.tier_target if self.writer is not None else None
 
     def write_prepare(self, step: str, tag: int) -> None:
         if self.writer is not None:
@@ -81,6 +90,8 @@ class Checkpointing:
         """Off the clock: nodes 'replaced after a failure' lose their tier before the first restore."""
         if self.restorer is not None:
             self.restorer.replace_nodes(self.nodes, self.task.point.checkpoint.replaced_nodes)
+        elif self.writer is not None:  # an engine point's restores read the tier through the engine
+            replace_nodes(self.writer.tier_dir, self.nodes, self.task.point.checkpoint.replaced_nodes)
         comm.Barrier()
 
     def read_prepare(self, step: str) -> None:
@@ -92,7 +103,9 @@ class Checkpointing:
         return None if restorer is None else lambda ph: restorer.work(ph, step)
 
     def record_read(self, index: int, timing: CheckpointTiming, extras: list[Any]) -> None:
-        if self.restorer is None:
+        if self.engine is not None:
+            self.timings.append(read_timing(index, extras))
+        elif self.restorer is None:
             self.timings.append(StrategyTiming(phase="read", index=index, shared_bytes=timing.bytes,
                                                read_s=timing.duration_max_s))
         else:
@@ -118,7 +131,11 @@ class Checkpointing:
         return self.writer.background_threads if self.writer is not None else 0
 
     def close(self, keep: bool) -> None:
-        """Free memory; node leaders remove their node's tier directory of this point unless kept."""
+        """Free memory (an engine's tensors, its process group); node leaders remove their node's tier directory
+        of this point unless kept."""
+        if self.engine is not None:
+            engine, self.engine = self.engine, None
+            engine.close()
         if self.writer is None:
             return
         self.writer.close()

@@ -7,9 +7,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from studyctl.definition.layout import summarize
 from studyctl.definition.points import WorkerTask
-from studyctl.definition.result_fields import StrategyInfo
+from studyctl.definition.result_fields import EngineInfo, StrategyInfo
 from studyctl.definition.result_schema import (
     SCHEMA_VERSION,
     CeilingInfo,
@@ -49,8 +48,8 @@ class Gathered:
 
 
 def write_result(run: Run, setup: Setup, timings: list[Any], got: Gathered, started_at: str,
-                 strategy: StrategyInfo | None = None, ceilings: CeilingInfo | None = None
-                 ) -> dict[Phase, PhaseSummary]:
+                 strategy: StrategyInfo | None = None, ceilings: CeilingInfo | None = None,
+                 engine: EngineInfo | None = None) -> dict[Phase, PhaseSummary]:
     """Rank 0: the result file, written atomically; returns the per-phase summary."""
     task, point, opts, written = run.task, run.point, run.opts, run.written
     target = run.storage.mount()
@@ -59,7 +58,7 @@ def write_result(run: Run, setup: Setup, timings: list[Any], got: Gathered, star
                for phase in phases if any(t.phase == phase for t in timings)}
     record = Result(
         schema_version=SCHEMA_VERSION, study=task.study, point_id=task.point_id, attempt=task.attempt, point=point,
-        sizes=SizeInfo(scale=opts.scale, nominal_checkpoint_bytes=summarize(point.model, run.par, 1.0).total_bytes,
+        sizes=SizeInfo(scale=opts.scale, nominal_checkpoint_bytes=point.nominal_layout().total_bytes,
                        written_checkpoint_bytes=written.total_bytes, files_per_checkpoint=written.files_per_checkpoint,
                        bytes_per_rank_max=written.bytes_per_rank_max, bytes_per_rank_min=written.bytes_per_rank_min,
                        read_bytes_per_restore=got.read_bytes),
@@ -79,7 +78,7 @@ def write_result(run: Run, setup: Setup, timings: list[Any], got: Gathered, star
                               host_memory_bytes=got.host_memory or None, host_cores=got.host_cores,
                               ranks_on_host=got.ranks_on_host, launch_s=got.launch_s,
                               background_threads_on_host=got.background_threads_on_host, **provenance.versions()),
-        strategy=strategy, ceilings=ceilings,
+        strategy=strategy, ceilings=ceilings, engine=engine,
     )
     atomic_write_text(Path(task.result_path), record.model_dump_json(indent=1))
     return summary

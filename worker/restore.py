@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from studyctl.definition.layout import CheckpointFile, Parallelism, rank_files
+from studyctl.definition.layout import CheckpointFile, Parallelism, rank_files, replica_files
 from studyctl.definition.points import Point, replicated_kinds
 from studyctl.definition.result_fields import StrategyTiming
 from worker import io
@@ -35,10 +35,10 @@ def broadcast_split(point: Point, par: Parallelism, rank: int) -> tuple[int, lis
     opts = point.checkpoint
     source = (rank + opts.rank_shift) % par.ranks
     kinds = replicated_kinds(par.zero_stage)
-    own = [f for f in rank_files(point.model, par, source, opts.scale, opts.naming) if f.kind not in kinds]
+    conv = opts.convention
+    own = [f for f in rank_files(point.model, par, source, opts.scale, opts.naming, conv) if f.kind not in kinds]
     colour = source % par.model_parallel
-    shared = [f for f in rank_files(point.model, par, colour, opts.scale, opts.naming) if f.kind in kinds]
-    return colour, own, shared
+    return colour, own, replica_files(point.model, par, colour, opts.scale, opts.naming, conv)
 
 
 @dataclass
@@ -167,9 +167,13 @@ class Restorer:
         return f.nbytes, from_tier, read_s, bcast_s
 
     def replace_nodes(self, nodes: Any, count: int) -> None:
-        """Off the clock, before the restores: the last `count` nodes lose their tier (a replaced node)."""
-        if self.tier_dir is not None and count and nodes.leader and nodes.index >= nodes.count - count:
-            shutil.rmtree(self.tier_dir, ignore_errors=True)
+        replace_nodes(self.tier_dir, nodes, count)
+
+
+def replace_nodes(tier_dir: Path | None, nodes: Any, count: int) -> None:
+    """Off the clock, before the restores: the last `count` nodes lose their tier (a replaced node)."""
+    if tier_dir is not None and count and nodes.leader and nodes.index >= nodes.count - count:
+        shutil.rmtree(tier_dir, ignore_errors=True)
 
 
 def read_timing(index: int, extras: list[ReadExtra]) -> StrategyTiming:

@@ -23,7 +23,7 @@ from studyctl import host
 from studyctl.definition.layout import step_dir_name
 from studyctl.definition.places import remove_place
 from studyctl.definition.points import WorkerTask
-from studyctl.definition.result_fields import StrategyInfo
+from studyctl.definition.result_fields import EngineInfo, StrategyInfo
 from studyctl.definition.result_schema import (
     RECORD_REFUSED_EXIT,
     PhaseSummary,
@@ -36,6 +36,7 @@ from worker.ceiling import run_ceiling
 from worker.checkpointing import Checkpointing
 from worker.claim import CLAIMS, release
 from worker.clock import Clock, Phase, WorkerFailure, describe_oserror
+from worker.engine_point import open_engine
 from worker.nodes import dir_name, tier_place
 from worker.record import Gathered, RecordRefused, crash_reason, now, write_error, write_result
 from worker.state import Run, Setup
@@ -114,15 +115,17 @@ def _run(task: WorkerTask, comm: Any, launch_s: float | None) -> dict[str, Any]:
     _check_point(task, comm.Get_size())
     started_at = now()
     run = Run(task, comm)
+    run.engine = open_engine(task, comm, run.storage)  # a device or target it cannot have: refused, nothing written
     setup = _set_up(run)
     if task.point.role == "ceiling":  # probes of its resource shape instead of checkpoints (issue 18)
         return run_ceiling(run, setup, partial(_gather, run, 0, launch_s), started_at)
     timings, ck = _measure(run, setup)
     idle_steps = run.comm.gather(ck.idle_step_s(), root=0)
     got = _gather(run, ck.background_threads(), launch_s)
+    engine = run.engine.info() if run.engine is not None else None
     result: dict[str, Any] = {"point_id": task.point_id, "attempt": task.attempt, "rank": run.rank}
     strategy = ck.info(idle_steps, run.written.bytes_per_rank_max) if run.rank == 0 else None
-    summary = _record(run, setup, timings, got, started_at, strategy) if run.rank == 0 else {}
+    summary = _record(run, setup, timings, got, started_at, strategy, engine) if run.rank == 0 else {}
     keep_files, keep_tier = handoff.keeps(task.point)  # a recovery point's restart reads them (issue 20)
     handoff.lose_tiers(task.point, ck)
     ck.close(keep=keep_tier)
@@ -167,10 +170,12 @@ def _measure(run: Run, setup: Setup) -> tuple[list[Any], Checkpointing]:
     buf = io.Buffer.allocate(run.opts.buffer_mib * MIB)
     clock = Clock(run.comm)
     ck, problem = Checkpointing.create(run.task, run.comm, buf, setup.io_mode, setup.cold_read, run.point_dir,
-                                       run.my_reads, describe_oserror, clock.wtime, run.storage)
+                                       run.my_reads, describe_oserror, clock.wtime, run.storage, run.engine)
     try:
         if problem:
             raise WorkerFailure(FailureClass(problem[0]), problem[1])
+        if run.engine is not None:
+            run.engine.allocate()  # the real tensors, off the clock
         timings = _write_phases(run, setup, clock, buf, ck)
         timings += _read_phases(run, setup, clock, buf, ck)
         clock.vote()
@@ -186,20 +191,28 @@ def _measure(run: Run, setup: Setup) -> tuple[list[Any], Checkpointing]:
 
 
 def _write_phases(run: Run, setup: Setup, clock: Clock, buf: io.Buffer, ck: Checkpointing) -> list[Any]:
-    opts = run.opts
+    opts, ep = run.opts, run.engine
     kept = min(opts.writes, opts.reads)
-    names = [f.name for f in run.my_files]
     timings = []
     for i in range(opts.writes):
         step = step_dir_name(i, opts.naming)
-        # every checkpoint's bytes differ; every buffer page touched before the clock
+        # every checkpoint's bytes differ; every buffer page touched before the clock (an engine stamps its state)
         prepare = partial(_prepare_step, run.storage, buf, i * 1_000_003 + run.rank, ck, step)
-        write = ck.write_work(i, step) or partial(write_files, run.storage, describe_oserror, step=step,
-                                                  files=run.my_files, buf=buf)
-        timings.append(clock.phase("write", i, step, run.host, prepare, write, collective=ck.writer is not None))
+        sync: Callable[[Phase], None] = partial(write_files, run.storage, describe_oserror, step=step,
+                                                files=run.my_files, buf=buf)
+        if ep is not None:
+            sync = partial(ep.save, index=i)
+        collective = ck.writer is not None or (ep is not None and ep.engine.name == "dcp")
+        timings.append(clock.phase("write", i, step, run.host, prepare, ck.write_work(i, step) or sync,
+                                   collective=collective))
         ck.record_write(i, timings[-1], clock.extras)
+        if ep is not None:
+            ep.after_write(i)
         if i >= kept and not opts.keep:  # no restore reads this step: free its space now (off the clock)
+            names = ep.names(i) if ep is not None else [f.name for f in run.my_files]
             clock.off_clock(partial(run.storage.remove_step, step, names))
+            if ep is not None:
+                ep.engine.forget(i)
     return timings
 
 
@@ -218,8 +231,13 @@ def _read_phases(run: Run, setup: Setup, clock: Clock, buf: io.Buffer, ck: Check
         restore = ck.read_work(step)
         if restore is not None:  # tiered or broadcast: the restorer knows what to evict and read
             prepare, read = partial(ck.read_prepare, step), restore
-        timings.append(clock.phase("read", k, step, run.host, prepare, read, collective=restore is not None))
+        if run.engine is not None:  # the engine's load, from the tier where it holds the files
+            prepare, read = run.engine.read_phase(k % kept, ck.tier_target())
+        collective = restore is not None or run.engine is not None
+        timings.append(clock.phase("read", k, step, run.host, prepare, read, collective=collective))
         ck.record_read(k, timings[-1], clock.extras)
+        if run.engine is not None:
+            run.engine.verify(k, k % kept)
     return timings
 
 
@@ -242,16 +260,16 @@ def _gather(run: Run, background_threads: int, launch_s: float | None) -> Gather
 
 
 def _record(run: Run, setup: Setup, timings: list[Any], got: Gathered, started_at: str,
-            strategy: StrategyInfo | None) -> dict[PhaseName, PhaseSummary]:
+            strategy: StrategyInfo | None, engine: EngineInfo | None = None) -> dict[PhaseName, PhaseSummary]:
     """Rank 0, first thing once measured: the result file, so what was measured outlives a kill during clean-up.
     A full disk (results beside the checkpoints): the point's files are removed, unless kept, and it is retried."""
     try:
-        return write_result(run, setup, timings, got, started_at, strategy)
+        return write_result(run, setup, timings, got, started_at, strategy, engine=engine)
     except OSError as exc:
         if exc.errno not in (errno.ENOSPC, errno.EDQUOT) or run.opts.keep:
             raise
         _remove_point(run)
-        return write_result(run, setup, timings, got, started_at, strategy)
+        return write_result(run, setup, timings, got, started_at, strategy, engine=engine)
 
 
 def _remove_files(run: Run, keep: bool) -> None:

@@ -23,6 +23,7 @@ import studyctl
 from studyctl.analysis.ceiling_gaps import ceilings_setting
 from studyctl.analysis.dlio_import import DlioRun, import_runs
 from studyctl.analysis.hardware import share_lines
+from studyctl.analysis.output_memo import OutputMemo, recording
 from studyctl.analysis.plots import Plot, make_plots, training_plots
 from studyctl.analysis.plots.recovery import recovery_plots
 from studyctl.analysis.ratios import RatioSpec, parse_ratio, ratio_table
@@ -40,6 +41,7 @@ from studyctl.states import NOT_FAILED, State
 
 __all__ = ["CollectResult", "DlioRun", "Failure", "PointStatus", "Problem", "Tables", "build_tables", "collect"]
 MANIFEST_VERSION = 5  # 4: filesystem and object store request plots; 5: why ceilings are missing
+PLOT_MEMO, TABLE_MEMO = "plots.json", "tables.json"  # under tables/.cache: what each output was made from
 
 
 @dataclass
@@ -251,16 +253,18 @@ def collect(study_dir: Path, statuses: Sequence[PointStatus] | None = None,
     tables = build_tables(paths.root, extra, paths.tables_cache, excluded, found)
     specs = [parse_ratio(text, tables.summary) for text in ratios]  # refused before anything is written
     tables.problems.extend([*_missing_results(tables, statuses), *dlio_problems])
-    with ThreadPoolExecutor(1) as pool:  # pyarrow writes the tables without the GIL while matplotlib draws
-        writing = pool.submit(write_tables, tables, paths)
+    table_memo = OutputMemo(paths.tables_cache / TABLE_MEMO, paths.tables, forget=force)
+    plot_memo = OutputMemo(paths.tables_cache / PLOT_MEMO, paths.plots, forget=force)
+    with ThreadPoolExecutor(1) as pool, recording(plot_memo):  # pyarrow writes tables without the GIL while plots draw
+        writing = pool.submit(write_tables, tables, paths, table_memo)
         plots, skipped = make_plots(tables.summary, tables.ranks, paths.plots)
         more, why = training_plots(tables.training_cells, paths.plots)
         plots, skipped = plots + more, skipped + why
         more, why = recovery_plots(tables.recovery_cells, paths.plots)
         plots, skipped = plots + more, skipped + why
+        ratio_files, ratio_plots, sections = _ratio_outputs(tables, specs, paths)
+        plots += ratio_plots
         written = writing.result()
-    ratio_files, ratio_plots, sections = _ratio_outputs(tables, specs, paths)
-    plots += ratio_plots
     _remove_stale_plots(paths.plots, plots)
     html, md = render_report(paths, _description(paths), tables, plots, skipped, statuses, written,
                              {"ratios": sections, "dlio_runs": [asdict(r) for r in runs]})

@@ -28,6 +28,7 @@ import pandas as pd
 from studyctl.analysis.adequacy import cell_flags
 from studyctl.analysis.cells import DERIVED, identity_columns
 from studyctl.analysis.hardware import add_hardware, ceilings_table, stated_peaks
+from studyctl.analysis.output_memo import OutputMemo, table_digest
 from studyctl.analysis.projection_table import add_projections, fit_all, measured, point_factors
 from studyctl.analysis.rank_load import SPLIT_FIELDS
 from studyctl.analysis.recovery import recovery_cells, recovery_table
@@ -259,34 +260,44 @@ def _tables(paths: StudyPaths, loaded: LoadedRows, extra_checkpoints: pd.DataFra
                   recovery_cells(recovery))
 
 
-def _atomic_frame(frame: pd.DataFrame, paths: list[Path]) -> None:
-    """One Arrow table, written as CSV and Parquet by pyarrow (pandas' CSV writer is 10× slower here)."""
+def _atomic_frame(frame: pd.DataFrame, paths: list[Path], memo: OutputMemo | None = None) -> None:
+    """One Arrow table, written as CSV and Parquet by pyarrow (pandas' CSV writer is 10× slower here); with a
+    memo, files already holding this very table (and untouched since) are kept."""
     import pyarrow as pa
     import pyarrow.csv as pacsv
     import pyarrow.parquet as pq
 
     strings = {c: "string" for c in frame.columns if frame[c].dtype == object}
     table = pa.Table.from_pandas(frame.astype(strings) if strings else frame, preserve_index=False)
+    if memo is not None:
+        key = table_digest(paths[0].stem, table)
+        if all([memo.kept(path, key) for path in paths]):  # a list: each path is asked (and remembered)
+            return
     for path in paths:
         with atomic_open(path) as fh:
             if path.suffix == ".csv":
                 pacsv.write_csv(table, fh, pacsv.WriteOptions(quoting_style="needed"))
             else:
                 pq.write_table(table, fh)
+        if memo is not None:
+            memo.made(path)
 
 
-def write_frame(frame: pd.DataFrame, out_dir: Path, name: str) -> list[Path]:
+def write_frame(frame: pd.DataFrame, out_dir: Path, name: str, memo: OutputMemo | None = None) -> list[Path]:
     """`name`.csv and `name`.parquet in `out_dir` (an existing directory), each replaced atomically."""
     paths = [out_dir / f"{name}.csv", out_dir / f"{name}.parquet"]
-    _atomic_frame(frame, paths)
+    _atomic_frame(frame, paths, memo)
     return paths
 
 
-def write_tables(tables: Tables, study: StudyPaths) -> list[Path]:
-    """CSV and Parquet per table, plus problems.json; every file replaced atomically."""
+def write_tables(tables: Tables, study: StudyPaths, memo: OutputMemo | None = None) -> list[Path]:
+    """CSV and Parquet per table, plus problems.json; every file replaced atomically (or kept, with a memo, where
+    it holds the same table); the memo is saved."""
     written = []
     for name in TABLE_NAMES:
-        written += write_frame(getattr(tables, name), study.tables, name)
+        written += write_frame(getattr(tables, name), study.tables, name, memo)
+    if memo is not None:
+        memo.save()
     atomic_write_json(study.problems, {"invalid_results": [asdict(p) for p in tables.problems],
                                        "worker_errors": [asdict(f) for f in tables.failures]})
     return written

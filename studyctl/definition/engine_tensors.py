@@ -9,10 +9,12 @@ following the in-file layout of `tensor_layout`:
 - an **optimizer file** holds its groups (fp32 master weights when the weights are kept in a lower precision,
   Adam m, Adam v), each its partition of the flat parameter vector and the 5h small tensor every writer holds.
 
-The file's size is the truth (one source: `rank_files`). The dtypes and group count are read off it: the
-model dtype is the element size that makes the pieces fill the file, the group count the number of
-(partition + small) spans that do; a file no such reading explains is a layout this module does not know,
-and it says so. With `scale` < 1 every tensor shrinks in proportion (floor), the last tensor of the file
+The state convention (`layout.Convention`) names the dtypes and the optimizer's groups (megatron: bf16 weights,
+fp32 master + Adam m, v; torch: fp32 weights, Adam m, v); the file's size (one source: `rank_files`) must be
+what they fill, and a file they do not explain is refused (`UnknownLayout`). A piece of a shared file cut over
+the data-parallel ranks (`replicated_writer: spread`, Megatron's fully parallel save) is a flat run of the
+file's elements (`layout.file_elements`), as Megatron saves a flattened buffer's shard. With `scale` < 1
+every tensor shrinks in proportion (floor), the last tensor of the file
 takes the rounding, and the bytes short of one element (a scaled size need not be a multiple of the element
 size) are a trailing uint8 tensor, so a file's tensors always sum to its `nbytes` exactly.
 
@@ -25,7 +27,19 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from studyctl.definition.catalog import DTYPE_BYTES, ModelSpec
-from studyctl.definition.layout import CheckpointFile, Naming, Parallelism, layer_tensors, rank_files, stage_layers
+from studyctl.definition.layout import (
+    DEFAULT_CONVENTION,
+    CheckpointFile,
+    Convention,
+    Naming,
+    Parallelism,
+    file_dtype,
+    file_elements,
+    layer_tensors,
+    rank_files,
+    replicated_kinds,
+    stage_layers,
+)
 from studyctl.definition.tensor_layout import held, model_shards, optimizer_sizes
 
 # The groups an optimizer file holds, by how many there are: Adam's two moments, and the fp32 master weights
@@ -78,20 +92,22 @@ def _model_pieces(m: ModelSpec, par: Parallelism, rank: int, layers: range) -> l
     return out
 
 
-def _model_dtype(m: ModelSpec, nominal_bytes: int, elements: int, name: str) -> str:
-    """The dtype whose size makes `elements` fill `nominal_bytes`: the model's own first, then fp32."""
-    for dtype in dict.fromkeys((m.model_dtype, "fp32", *DTYPE_BYTES)):
-        if elements * DTYPE_BYTES[dtype] == nominal_bytes:
-            return dtype
-    raise UnknownLayout(f"model file {name}: {nominal_bytes} B is no dtype's size for {elements} elements")
+def _model_dtype(m: ModelSpec, conv: Convention, nominal_bytes: int, elements: int, name: str) -> str:
+    """The convention's weight dtype, which `elements` must fill `nominal_bytes` with."""
+    dtype = file_dtype(m, conv, "model")
+    if elements * DTYPE_BYTES[dtype] != nominal_bytes:
+        raise UnknownLayout(f"model file {name}: {nominal_bytes} B is not {elements} elements of {dtype} "
+                            f"(state {conv.state})")
+    return dtype
 
 
-def _optimizer_groups(m: ModelSpec, par: Parallelism, nominal_bytes: int, name: str) -> int:
+def _optimizer_groups(m: ModelSpec, par: Parallelism, conv: Convention, nominal_bytes: int, name: str) -> int:
     n, small = optimizer_sizes(m, par)
     span = (n + small) * m.optimizer_bytes_per_param
-    groups = nominal_bytes // span if span else 0
-    if groups not in GROUP_NAMES or groups * span != nominal_bytes:
-        raise UnknownLayout(f"optimizer file {name}: {nominal_bytes} B is not 2 or 3 groups of {span} B")
+    groups = conv.optimizer_groups()
+    if groups * span != nominal_bytes:
+        raise UnknownLayout(f"optimizer file {name}: {nominal_bytes} B is not {groups} groups of {span} B "
+                            f"(state {conv.state})")
     return groups
 
 
@@ -123,24 +139,45 @@ def _model_layers(m: ModelSpec, par: Parallelism, rank: int, files: list[Checkpo
 
 
 def file_tensors(m: ModelSpec, par: Parallelism, rank: int, scale: float = 1.0, naming: Naming = "dlio",
-                 files: list[CheckpointFile] | None = None,
-                 nominal: list[CheckpointFile] | None = None) -> list[FileTensors]:
+                 files: list[CheckpointFile] | None = None, nominal: list[CheckpointFile] | None = None,
+                 conv: Convention = DEFAULT_CONVENTION) -> list[FileTensors]:
     """The tensors of each file `rank` writes, in the order of `files` (default: `rank_files` at this scale;
-    `nominal`: the same files at scale 1, default `rank_files` at scale 1)."""
-    files = rank_files(m, par, rank, scale, naming) if files is None else files
-    nominal = rank_files(m, par, rank, 1.0, naming) if nominal is None else nominal
-    models = [(f, n) for f, n in zip(files, nominal, strict=True) if f.kind == "model"]
+    `nominal`: the same files at scale 1, default `rank_files` at scale 1), under the state convention."""
+    files = rank_files(m, par, rank, scale, naming, conv) if files is None else files
+    nominal = rank_files(m, par, rank, 1.0, naming, conv) if nominal is None else nominal
+    pieces = set(replicated_kinds(par.zero_stage)) if conv.spread else set()
+    models = [(f, n) for f, n in zip(files, nominal, strict=True) if f.kind == "model" and f.kind not in pieces]
     layers = dict(zip((f.name for f, _ in models), _model_layers(m, par, rank, [n for _, n in models]), strict=True))
     out = []
     for f, n in zip(files, nominal, strict=True):
+        if f.kind in pieces:
+            out.append(FileTensors(f, _flat(m, conv, f)))
+            continue
         if f.kind == "model":
-            pieces = _model_pieces(m, par, rank, layers[f.name])
-            dtype = _model_dtype(m, n.nbytes, sum(e for _, e in pieces), f.name)
-            specs = [TensorSpec(name, dtype, e) for name, e in pieces]
+            held_pieces = _model_pieces(m, par, rank, layers[f.name])
+            dtype = _model_dtype(m, conv, n.nbytes, sum(e for _, e in held_pieces), f.name)
+            specs = [TensorSpec(name, dtype, e) for name, e in held_pieces]
         else:
             part, small = optimizer_sizes(m, par)
-            groups = GROUP_NAMES[_optimizer_groups(m, par, n.nbytes, f.name)]
+            groups = GROUP_NAMES[_optimizer_groups(m, par, conv, n.nbytes, f.name)]
             specs = [TensorSpec(f"{g}.{what}", m.optimizer_dtype, e)
                      for g in groups for what, e in (("partition", part), ("small", small))]
         out.append(FileTensors(f, _scaled(specs, f.nbytes, f"{f.name}/")))
     return out
+
+
+def _flat(m: ModelSpec, conv: Convention, f: CheckpointFile) -> tuple[TensorSpec, ...]:
+    """A spread piece: the file's elements as one flat tensor, and its tail bytes (< one element) as uint8."""
+    dtype, elements, tail = file_elements(m, conv, f)
+    specs = (TensorSpec(f"{f.name}/flat", dtype, elements), TensorSpec(f"{f.name}/pad", PAD_DTYPE, tail))
+    return tuple(t for t in specs if t.numel)
+
+
+def read_tensors(m: ModelSpec, par: Parallelism, writers: list[int], files: list[CheckpointFile],
+                 scale: float = 1.0, naming: Naming = "dlio", conv: Convention = DEFAULT_CONVENTION
+                 ) -> list[FileTensors]:
+    """The tensors of `files` (what a restore reads: `points.restore_files`), found among the files of the
+    ranks that wrote them (`writers`): a file's name is unique in a checkpoint, so it names its tensors."""
+    planned = {p.file.name: p for r in dict.fromkeys(writers) for p in file_tensors(m, par, r, scale, naming,
+                                                                                     conv=conv)}
+    return [planned[f.name] for f in files]

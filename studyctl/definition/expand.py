@@ -13,6 +13,7 @@ from pydantic import ValidationError
 
 from studyctl.definition.auxiliary import auxiliary_points
 from studyctl.definition.catalog import ModelSpec
+from studyctl.definition.engines import engine_io_problems
 from studyctl.definition.objects import object_point_problems, store_limit_problems
 from studyctl.definition.planned import Exclusion, ExclusionKind, PlannedPoint
 from studyctl.definition.points import CHECKPOINT_AXES, CheckpointOptions, Point
@@ -167,7 +168,7 @@ def _combo(sweep: SweepFile, models: dict[str, ModelSpec], combo: tuple[dict[str
         problems = _strategy_problems(fields, sweep)
     fields["recovery"], restart_problems = recovery_fields(values.get("recovery"), fields, sweep.training,
                                                            checked=not problems)
-    problems = (*problems, *restart_problems)
+    problems = (*problems, *restart_problems, *engine_io_problems(values["io_mode"], fields["checkpoint"]))
     infeasible = Exclusion(ExclusionKind.INFEASIBLE, "; ".join(problems)) if problems else None
     return values, fields, infeasible
 

@@ -51,6 +51,9 @@ def object_point_problems(io_mode: str, opts: CheckpointOptions) -> tuple[str, .
     if opts.part_mib > opts.buffer_mib:
         problems.append(f"part_mib {opts.part_mib} exceeds buffer_mib {opts.buffer_mib}: a part is a slice of the "
                         "rank's one buffer")
+    if opts.engine == "dcp":
+        problems.append("checkpoint.engine dcp on filesystem kind s3: DCP's FileSystemWriter writes a directory, "
+                        "which an object store has not; use engine torch_save or stream there")
     return tuple(problems)
 
 

@@ -13,6 +13,8 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from studyctl.definition.engine_options import ReplicatedWriter, StateConvention, StateDevice
+
 
 @dataclass(frozen=True)
 class Unit:
@@ -119,3 +121,36 @@ class RecoveryTiming(_Strict):
     files_opened_per_rank: list[Count]
     tier_bytes: Bytes = 0  # of bytes_read, from a node-local tier
     broadcast_bytes: Bytes = 0  # received through broadcasts, all ranks
+
+
+class EngineTiming(_Strict):
+    """One checkpoint or restore through a checkpoint engine, over all ranks. The framework's share of a rank's
+    time is `engine_s` − `storage_s`: what serialising, copying and the engine's own threads took beside the
+    storage calls. Seconds are the slowest rank's."""
+
+    phase: Literal["write", "read"]
+    index: Count
+    bytes: Bytes  # the engine's files written (or read: DCP's records and every rank's `.metadata`), all ranks
+    files: Count  # files written (or read), all ranks
+    engine_s: Seconds  # the engine's call: save, load, or an async save's from the call to its files complete
+    # time inside the storage seam's calls (torch_save streams: files or objects); None: the engine wrote its
+    # paths itself (dcp), where the report compares with `stream` on the same shape instead
+    storage_s: Seconds | None = None
+    blocked_s: Seconds | None = None  # async: the engine's async call, what training waited for
+    staged_s: Seconds | None = None  # async: from the call until the state was copied off the live tensors
+    persist_s: Seconds | None = None  # async: from the call until the files were complete
+    verified: bool | None = None  # reads: the restored tensors were compared with the saved ones (and equal)
+
+
+class EngineInfo(_Strict):
+    """How a point of `checkpoint.engine` torch_save or dcp saved and restored its real tensors."""
+
+    engine: Literal["torch_save", "dcp"]
+    device: StateDevice  # asked for
+    on_gpu: bool  # the tensors really were on a GPU (false on every machine without one)
+    state: StateConvention
+    replicated_writer: ReplicatedWriter
+    torch_version: str
+    tensors_per_rank_max: Count  # tensors a rank saved
+    tensor_bytes_per_rank_max: Bytes  # their bytes (the rank's files' payload)
+    checkpoints: list[EngineTiming] = []

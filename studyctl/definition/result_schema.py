@@ -20,6 +20,7 @@ from studyctl.definition.points import Point
 from studyctl.definition.result_fields import (
     Bytes,
     Count,
+    EngineInfo,
     Fraction,
     GiBSize,
     Positive,
@@ -286,6 +287,7 @@ class Result(_Strict):
     strategy: StrategyInfo | None = None  # absent in results from before strategies
     ceilings: CeilingInfo | None = None  # only in the results of ceiling points
     recovery: RecoveryTiming | None = None  # only in the results of recovery points (issue 20)
+    engine: EngineInfo | None = None  # only in the results of points with a checkpoint engine (torch_save, dcp)
 
 
 # The worker's exit code when the results filesystem refused its error record (full, or over quota): the one

@@ -189,3 +189,18 @@ def test_a_ceiling_probes_storage_whatever_the_engine() -> None:
     ceiling = ceiling_of(source).checkpoint
     assert (ceiling.engine, ceiling.dcp_threads) == ("stream", 1)
     assert ceiling.convention == source.checkpoint.convention  # the bytes it probes stay the source's
+
+
+def test_engine_points_asking_for_o_direct_are_infeasible_not_relabelled(tmp_path: Path) -> None:
+    """torch.save and DCP write through the page cache: an engine × direct/hybrid point is excluded with the reason;
+    the stream points of the same matrix keep every I/O mode."""
+    from studyctl.definition.expand import expand
+    from studyctl.definition.sweep import load_sweep
+
+    points = expand(load_sweep(_sweep(tmp_path, ", engine: [stream, torch_save, dcp], io_mode: [buffered, direct, "
+                                                "hybrid]")))
+    measured = [p for p in points if p.point.role == "measure"]
+    refused = {(p.point.checkpoint.engine, p.point.io_mode) for p in measured if p.excluded}
+    assert refused == {(e, m) for e in ("torch_save", "dcp") for m in ("direct", "hybrid")}
+    assert all(f"io_mode {p.point.io_mode}" in p.exclude_reason and "page cache" in p.exclude_reason
+               for p in measured if p.excluded)

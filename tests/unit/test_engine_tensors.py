@@ -10,14 +10,18 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from studyctl.definition.catalog import CATALOG, ModelSpec
-from studyctl.definition.engine_tensors import GROUP_NAMES, PAD_DTYPE, UnknownLayout, file_tensors
+from studyctl.definition.engine_tensors import GROUP_NAMES, PAD_DTYPE, UnknownLayout, file_tensors, read_tensors
 from studyctl.definition.layout import (
     CheckpointFile,
+    Convention,
     Parallelism,
+    file_elements,
     layer_tensors,
     layout_problems,
     num_parameters,
     rank_files,
+    replica_files,
+    replicated_kinds,
     stage_layers,
 )
 from tests.unit.test_layout import SMALL, models
@@ -87,12 +91,14 @@ def test_scaled_tensors_shrink_in_proportion_and_the_last_takes_the_rounding() -
         assert s.nbytes == s.file.nbytes
 
 
-def test_a_torch_state_reads_as_fp32_weights_and_two_groups() -> None:
-    """PyTorch's AMP/FSDP2 state (fp32 weights, Adam m and v: 12 B/param) is read off the file sizes."""
+def test_a_torch_state_holds_fp32_weights_and_two_groups() -> None:
+    """PyTorch's AMP/FSDP2 state (fp32 weights, Adam m and v: 12 B/param), its files twice the weights' and two
+    thirds of the optimizer's bytes of the megatron state's."""
     m, par = SMALL, Parallelism(1, 1, 2, 1)
     megatron = rank_files(m, par, 0)
     torch_files = [replace(f, nbytes=f.nbytes * 2 if f.kind == "model" else f.nbytes * 2 // 3) for f in megatron]
-    planned = file_tensors(m, par, 0, files=torch_files, nominal=torch_files)
+    assert torch_files == rank_files(m, par, 0, conv=Convention("torch"))
+    planned = file_tensors(m, par, 0, conv=Convention("torch"))
     model, optim = planned
     assert {t.dtype for t in model.tensors} == {"fp32"} and model.nbytes == torch_files[0].nbytes
     assert [t.name.split("/")[1] for t in optim.tensors] == [
@@ -105,3 +111,33 @@ def test_a_file_no_convention_explains_is_refused(kind: str, factor: int) -> Non
     odd = [CheckpointFile(f.name, f.nbytes * factor, f.kind) if f.kind == kind else f for f in rank_files(m, par, 0)]
     with pytest.raises(UnknownLayout, match=odd[0 if kind == "model" else 1].name):
         file_tensors(m, par, 0, files=odd, nominal=odd)
+
+
+@pytest.mark.parametrize(("zero", "state"), [(0, "megatron"), (1, "torch"), (2, "megatron")])
+def test_spread_pieces_are_flat_runs_of_their_files(zero: int, state: str) -> None:
+    """Under replicated_writer spread every DP rank's piece of a shared file is one flat tensor of its elements
+    (and the bytes short of one as uint8); the rest keep their layout, and names stay unique over the ranks."""
+    m, par = CATALOG["gpt2-125m"], Parallelism(1, 1, 3, zero)
+    conv = Convention(state, "spread")  # type: ignore[arg-type]
+    kinds = replicated_kinds(zero)
+    names: list[str] = []
+    for rank in range(par.world_size):
+        planned = file_tensors(m, par, rank, 0.01, conv=conv)
+        assert [p.file for p in planned] == rank_files(m, par, rank, 0.01, conv=conv)
+        for p in planned:
+            assert p.nbytes == p.file.nbytes
+            if p.file.kind in kinds:
+                dtype, elements, tail = file_elements(m, conv, p.file)
+                assert [(t.name.split("/")[1], t.dtype, t.numel) for t in p.tensors] == [
+                    ("flat", dtype, elements), *([("pad", PAD_DTYPE, tail)] if tail else [])]
+            names += [t.name for t in p.tensors]
+    assert len(names) == len(set(names))
+
+
+def test_read_tensors_find_each_file_among_its_writers() -> None:
+    m, par, conv = CATALOG["gpt2-125m"], Parallelism(1, 1, 2, 0), Convention("torch", "spread")
+    wanted = replica_files(m, par, 0, 0.01, conv=conv)
+    got = read_tensors(m, par, [0, 1], wanted, 0.01, conv=conv)
+    assert [p.file for p in got] == wanted
+    own = {p.file.name: p for r in (0, 1) for p in file_tensors(m, par, r, 0.01, conv=conv)}
+    assert got == [own[f.name] for f in wanted]

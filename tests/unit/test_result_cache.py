@@ -149,3 +149,28 @@ def test_numpy_scalars_are_cached_as_plain_numbers(tmp_path: Path) -> None:
         cache.save()
         assert all(v["v"][0] == 2.5 and math.isnan(v["v"][1]) for v in values)
     assert cache.hits == 2
+
+
+def test_files_parsed_ahead_in_workers_come_back_as_parsed_here(tmp_path: Path, monkeypatch: Any) -> None:
+    """A first collect of many files parses them in worker processes: the same values, counted as read, cached;
+    a file changed after its worker read it is parsed again here."""
+    import studyctl.analysis.result_cache as rc
+
+    monkeypatch.setattr(rc, "AHEAD_MIN", 8)
+    monkeypatch.setattr(rc, "AHEAD_CHUNK", 16)
+    root = study(tmp_path, 60)
+    serial, _ = collect(study(tmp_path / "serial", 60))
+    PARSED.clear()
+    cache = ParseCache(root / "tables" / ".cache" / "results.json", root)
+    files = sorted(root.glob("f*.json"))
+    cache.parse_ahead([(p, p.stat(), ()) for p in files], parse)
+    assert PARSED == [] and len(cache.ahead) == (60 if len(os.sched_getaffinity(0)) > 1 else 0)
+    files[3].write_text("1234")  # changed after the worker read it
+    values = {p.name: cache.get_or_parse(p, p.stat(), parse) for p in files}
+    cache.save()
+    assert cache.misses == 60 and cache.hits == 0
+    here = [files[3].name] if len(os.sched_getaffinity(0)) > 1 else [p.name for p in files]
+    assert here == PARSED
+    assert values == {**serial, files[3].name: parse(files[3])}  # only the changed file was parsed here
+    again, cached = collect(root)
+    assert cached.hits == 60 and again == values

@@ -3,6 +3,8 @@ cannot run, request counts a plan shows, and what a point's objects are keyed by
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from studyctl.definition.catalog import lookup
@@ -46,6 +48,18 @@ def test_s3_filesystem_form_and_points(tmp_path) -> None:
     assert ceilings and all(p.point.filesystem == "disk" for p in ceilings), "no POSIX probes on an object store"
 
 
+def test_dcp_points_on_an_object_store_are_refused_at_plan_time() -> None:
+    """DCP writes a directory: its points on an object store are excluded with the reason, those on disk kept."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        points = expand(load_sweep(write(Path(tmp), S3.replace("part_mib: 8}", "part_mib: 8, engine: dcp}"))))
+    measured = [p for p in points if p.point.role == "measure" and p.point.io_mode == "buffered"]
+    on_s3 = [p for p in measured if p.point.filesystem == "objects"]
+    assert on_s3 and all(p.excluded and "engine dcp on filesystem kind s3" in p.exclude_reason for p in on_s3)
+    assert all(not p.excluded for p in measured if p.point.filesystem == "disk")
+
+
 @pytest.mark.parametrize(("change", "fragments"), [
     (("kind: s3, endpoint", "kind: local, endpoint"), ["filesystems.objects", "kind", "s3"]),
     (('"s3://studyctl/ckpt/"', "/tmp/y"), ["filesystems.objects", "path", "s3://BUCKET"]),
@@ -71,6 +85,9 @@ def test_object_points_refuse_what_has_no_meaning_there() -> None:
     assert "page cache" in object_point_problems("buffered", CheckpointOptions(cold_read="fadvise"))[0]
     assert "buffer_mib" in object_point_problems("buffered", CheckpointOptions(part_mib=32, buffer_mib=16,
                                                                                 block_mib=16))[0]
+    (dcp,) = object_point_problems("buffered", CheckpointOptions(engine="dcp"))
+    assert "checkpoint.engine dcp" in dcp and "kind s3" in dcp
+    assert object_point_problems("buffered", CheckpointOptions(engine="torch_save")) == ()
 
 
 def test_request_counts_follow_the_part_size() -> None:

@@ -14,13 +14,52 @@ from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import Any, Literal, Protocol
+from typing import Any, BinaryIO, Literal, Protocol
 
 from worker import io
+from worker.engines.device import EngineConfigError
 from worker.engines.state import RankState
+from worker.storage import local_read_stream, local_write_stream
 
 EngineName = Literal["torch_save", "dcp"]
 StepPath = Callable[[int], Path]  # the directory of a checkpoint index (the storage's own naming)
+
+
+class Target(Protocol):
+    """Where an engine's files of a checkpoint index go: streams any engine can write and read (a POSIX
+    directory or an object store's prefix, through the storage seam), and the directory where there is one
+    (DCP's FileSystemWriter needs a path). `split`, when set, counts the time spent inside the storage calls."""
+
+    split: io.Split | None
+
+    def step_path(self, step: int) -> Path | None: ...
+
+    def open_write(self, step: int, name: str) -> BinaryIO: ...
+
+    def open_read(self, step: int, name: str) -> BinaryIO: ...
+
+
+class PathTarget:
+    """Files in a directory per checkpoint index (a node-local tier, a test's folder): plain buffered streams,
+    fsynced on close when `fsync`."""
+
+    def __init__(self, step_path: StepPath, fsync: bool = True, block: int = 1 << 20) -> None:
+        self._step_path, self.fsync, self.block = step_path, fsync, block
+        self.split: io.Split | None = None
+
+    def step_path(self, step: int) -> Path:
+        return self._step_path(step)
+
+    def open_write(self, step: int, name: str) -> BinaryIO:
+        directory = self._step_path(step)
+        directory.mkdir(parents=True, exist_ok=True)
+        return local_write_stream(str(directory / name), self._split(), self.fsync, self.block)
+
+    def open_read(self, step: int, name: str) -> BinaryIO:
+        return local_read_stream(str(self._step_path(step) / name), self._split(), self.block)
+
+    def _split(self) -> io.Split:
+        return self.split if self.split is not None else io.Split()
 
 
 @dataclass(frozen=True)
@@ -39,9 +78,8 @@ class EngineOptions:
 
     @classmethod
     def of(cls, opts: Any) -> EngineOptions:
-        """From a point's checkpoint options; an option that model does not have yet keeps its default here."""
-        given: dict[str, Any] = {f.name: getattr(opts, f.name, f.default) for f in fields(cls)}
-        return cls(**given)
+        """From a point's checkpoint options (`CheckpointOptions`: every field here is one of its own)."""
+        return cls(**{f.name: getattr(opts, f.name) for f in fields(cls)})
 
 
 @dataclass(frozen=True)
@@ -109,11 +147,19 @@ class BaseEngine:
     """What the engines share: their state, options and step directories; eviction and byte counts follow
     from `files`."""
 
-    def __init__(self, state: RankState, opts: EngineOptions, step_path: StepPath) -> None:
+    def __init__(self, state: RankState, opts: EngineOptions, target: Target) -> None:
         self.state = state
         self.opts = opts
-        self.step_path = step_path
+        self.target = target  # where the next save or load goes; the worker points it at a tier or shared storage
+        self.metadata_fallback: StepPath | None = None  # dcp: where `.metadata` is when the target's step lacks it
         self.gpu = state.device.type == "cuda"
+
+    def step_path(self, step: int) -> Path:
+        path = self.target.step_path(step)
+        if path is None:
+            raise EngineConfigError(f"checkpoint.engine {self.opts.engine} needs a filesystem directory, and this "
+                                    "target is an object store")
+        return path
 
     def allocate(self) -> None:
         self.state.allocate()
@@ -129,6 +175,9 @@ class BaseEngine:
     def nbytes(self, step: int) -> int:
         return sum(n for _, n in self.files(step))
 
+    def forget(self, step: int) -> None:
+        """The checkpoint was removed: nothing of it needs remembering."""
+
     def close(self) -> None:
         self.state.release()
 
@@ -138,6 +187,8 @@ class Engine(Protocol):
 
     name: EngineName
     state: RankState  # the rank's tensors: the worker's checksums and memory figures read them
+    target: Target  # where the next save or load goes
+    metadata_fallback: StepPath | None  # dcp: where `.metadata` is when the target's step lacks it
 
     def allocate(self) -> None:
         """Allocate and fill the rank's tensors on its device (off the clock)."""
@@ -151,11 +202,15 @@ class Engine(Protocol):
     def evict(self, step: int) -> None:
         """Drop the cached pages of this rank's files of `step` (off the clock; before a cold load)."""
 
-    def load(self, step: int) -> Timing:
-        """Restore checkpoint `step` into the rank's state through the framework, timed."""
+    def load(self, step: int, into: RankState | None = None) -> Timing:
+        """Restore checkpoint `step` into `into` (default: the rank's own state) through the framework, timed;
+        the bytes are what the framework read."""
 
     def files(self, step: int) -> list[tuple[str, int]]:
         """(name, bytes) of the files this rank wrote for `step`, as the engine named them."""
+
+    def forget(self, step: int) -> None:
+        """The checkpoint was removed: nothing of it needs remembering."""
 
     def close(self) -> None:
         """Free the tensors and whatever the engine set up."""

@@ -17,14 +17,18 @@ from __future__ import annotations
 import os
 import time
 from pathlib import Path
+from typing import Any
 
+import torch
 import torch.distributed as dist
 import torch.distributed.checkpoint as dcp
 from torch.distributed.checkpoint.filesystem import DEFAULT_SUFFIX
+from torch.distributed.checkpoint.metadata import Metadata
+from torch.distributed.checkpoint.planner import LoadPlan, LoadPlanner
 from torch.distributed.checkpoint.staging import DefaultStager, StagingOptions
 from torch.distributed.checkpoint.state_dict_saver import AsyncCheckpointerType, AsyncSaveResponse
 
-from worker.engines.base import AsyncHandle, BaseEngine, EngineName, EngineOptions, StepPath, Timing
+from worker.engines.base import AsyncHandle, BaseEngine, EngineName, EngineOptions, Target, Timing
 from worker.engines.device import synchronize
 from worker.engines.state import RankState
 
@@ -34,8 +38,8 @@ METADATA = ".metadata"
 class DcpEngine(BaseEngine):
     name: EngineName = "dcp"
 
-    def __init__(self, state: RankState, opts: EngineOptions, step_path: StepPath) -> None:
-        super().__init__(state, opts, step_path)
+    def __init__(self, state: RankState, opts: EngineOptions, target: Target) -> None:
+        super().__init__(state, opts, target)
         self.rank = dist.get_rank()
 
     def _writer(self, step: int) -> dcp.FileSystemWriter:
@@ -68,11 +72,17 @@ class DcpEngine(BaseEngine):
             upload, staging = response, None
         return AsyncHandle(start, blocked, upload, staging, lambda: self.nbytes(step), stager.close)
 
-    def load(self, step: int) -> Timing:
+    def load(self, step: int, into: RankState | None = None) -> Timing:
+        """A collective dcp.load of `into`'s tensors (every rank calls it, each with its own): DCP plans every
+        rank's reads from `.metadata`, which every rank reads, and reads each tensor's record from whichever
+        rank's file holds it. The bytes are those records and the metadata."""
+        state = into if into is not None else self.state
+        fallback = self.metadata_fallback(step) if self.metadata_fallback is not None else None
+        reader = CountingReader(self.step_path(step), fallback)
         start = time.perf_counter()
-        dcp.load(self.state.by_kind(), storage_reader=dcp.FileSystemReader(self.step_path(step)))
-        synchronize(self.state.device)
-        return Timing(time.perf_counter() - start, self.nbytes(step))
+        dcp.load(state.by_kind(), storage_reader=reader)
+        synchronize(state.device)
+        return Timing(time.perf_counter() - start, reader.nbytes)
 
     def files(self, step: int) -> list[tuple[str, int]]:
         """This rank's `.distcp` files, and `.metadata` on rank 0 (the coordinator writes it)."""
@@ -82,3 +92,31 @@ class DcpEngine(BaseEngine):
         if self.rank == 0:
             mine.append(METADATA)
         return [(name, (directory / name).stat().st_size) for name in mine]
+
+
+class CountingReader(dcp.FileSystemReader):
+    """DCP's FileSystemReader, counting the bytes it reads (the metadata file and each record it loads), and
+    reading `.metadata` from `fallback` where the step's directory has none (a node-local tier: rank 0's node
+    wrote it; the shared copy has it)."""
+
+    def __init__(self, path: Path, fallback: Path | None) -> None:
+        super().__init__(path)
+        self.fallback = fallback
+        self.nbytes = 0
+
+    def read_metadata(self, *args: Any, **kwargs: Any) -> Metadata:
+        path = Path(self.path) / METADATA
+        if self.fallback is not None and not path.exists() and "rank" not in kwargs:
+            original, self.path = self.path, self.fs.init_path(self.fallback)
+            try:
+                return self.read_metadata(*args, **kwargs)
+            finally:
+                self.path = original
+        metadata = super().read_metadata(*args, **kwargs)
+        self.nbytes += path.stat().st_size
+        return metadata
+
+    def read_data(self, plan: LoadPlan, planner: LoadPlanner) -> torch.futures.Future[None]:
+        records = {item.storage_index for item in plan.items}
+        self.nbytes += sum(self.storage_data[index].length for index in records)
+        return super().read_data(plan, planner)

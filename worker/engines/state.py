@@ -38,11 +38,15 @@ class RankState:
     def nbytes(self) -> int:
         return sum(f.nbytes for f in self.plan)
 
-    def allocate(self) -> None:
+    def allocate(self, fill: bool = True) -> None:
+        """Every tensor of the plan, filled with random bytes (a state to save), or zeros (one a restore fills:
+        its pages touched all the same, as a training run's allocated state is)."""
         gen = torch.Generator(device=self.device).manual_seed(self.seed)
         for f in self.plan:
-            self.files[f.file.name] = {t.name: self._filled(t.numel, getattr(torch, TORCH_DTYPES[t.dtype]), gen)
-                                       for t in f.tensors}
+            self.files[f.file.name] = {
+                t.name: self._filled(t.numel, getattr(torch, TORCH_DTYPES[t.dtype]), gen) if fill else
+                torch.zeros(t.numel, dtype=getattr(torch, TORCH_DTYPES[t.dtype]), device=self.device)
+                for t in f.tensors}
         synchronize(self.device)
 
     def _filled(self, numel: int, dtype: torch.dtype, gen: torch.Generator) -> torch.Tensor:
@@ -72,10 +76,22 @@ class RankState:
         """A hash of every tensor's bytes in plan order: equal before a save and after its restore."""
         h = hashlib.blake2b(digest_size=16)
         for f in self.plan:
-            for t in f.tensors:
-                h.update(t.name.encode())
-                h.update(as_bytes(self.files[f.file.name][t.name]).cpu().numpy().tobytes())
+            self._hash(h, f)
         return h.hexdigest()
+
+    def file_digests(self) -> dict[str, str]:
+        """Per file, a hash of its tensors' bytes: a restore of files other ranks wrote checks against theirs."""
+        out = {}
+        for f in self.plan:
+            h = hashlib.blake2b(digest_size=16)
+            self._hash(h, f)
+            out[f.file.name] = h.hexdigest()
+        return out
+
+    def _hash(self, h: Any, f: FileTensors) -> None:
+        for t in f.tensors:
+            h.update(t.name.encode())
+            h.update(as_bytes(self.files[f.file.name][t.name]).cpu().numpy().tobytes())
 
     def release(self) -> None:
         self.files.clear()

@@ -1,11 +1,14 @@
 """The `torch.save` engine: each DLIO file is one `torch.save` of that file's tensors, under DLIO's name.
 
-This is DeepSpeed's default checkpoint engine and DLIO v2's `pt_save`. `torch.save` of device tensors copies them
-to the host itself (pageable, or through pinned buffers when torch's `use_pinned_memory_for_d2h` is set: the
-`pinned` option), so with `device: cuda` that copy is inside the timed save as in a real run. An fsynced point
-fsyncs each file after its save, the way a user's script makes a checkpoint durable (torch.save does not).
-Restores are `torch.load(map_location=device, weights_only=True)` of each file; the loaded tensors become the
-rank's state, as `load_state_dict` would take them.
+This is DeepSpeed's default checkpoint engine and DLIO v2's `pt_save`. Each save streams into the target's
+`open_write` (a file, or an object of a store: the same serialisation either way) and each load reads its
+`open_read`, so the time inside the storage calls is counted apart from torch's own. `torch.save` of device
+tensors copies them to the host itself (pageable, or through pinned buffers when torch's
+`use_pinned_memory_for_d2h` is set: the `pinned` option), so with `device: cuda` that copy is inside the
+timed save as in a real run. An fsynced point fsyncs each file as its stream closes, the way a user's script
+makes a checkpoint durable (torch.save does not).
+Restores are `torch.load(map_location=device, weights_only=True)` of each file, copied into the allocated
+state as `load_state_dict` copies into a model's parameters.
 
 The async save does what DeepSpeed's and simple async checkpointers do: it blocks for a snapshot (every tensor
 copied to host memory: a device copy, into reused pinned buffers when asked; a host clone on cpu), then
@@ -18,11 +21,12 @@ import os
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
+from typing import Any, BinaryIO
 
 import torch
 from torch.utils.serialization import config as serialization_config
 
-from worker.engines.base import AsyncHandle, BaseEngine, EngineName, EngineOptions, StepPath, Timing
+from worker.engines.base import AsyncHandle, BaseEngine, EngineName, EngineOptions, Target, Timing
 from worker.engines.device import synchronize
 from worker.engines.state import RankState
 
@@ -35,11 +39,26 @@ def fsync_path(path: Path) -> None:
         os.close(fd)
 
 
+class _Counted:
+    """A write stream that counts the bytes torch.save hands it (an object's upload has no position to ask)."""
+
+    def __init__(self, raw: BinaryIO) -> None:
+        self.raw, self.nbytes = raw, 0
+
+    def write(self, b: Any) -> int:
+        self.nbytes += memoryview(b).nbytes
+        return self.raw.write(b)
+
+    def flush(self) -> None:
+        self.raw.flush()
+
+
 class TorchSaveEngine(BaseEngine):
     name: EngineName = "torch_save"
 
-    def __init__(self, state: RankState, opts: EngineOptions, step_path: StepPath) -> None:
-        super().__init__(state, opts, step_path)
+    def __init__(self, state: RankState, opts: EngineOptions, target: Target) -> None:
+        super().__init__(state, opts, target)
+        self._written: dict[int, list[tuple[str, int]]] = {}  # per checkpoint: (file, bytes) as saved
         self.pinned = opts.pinned and self.gpu
         self._snapshot: dict[str, dict[str, torch.Tensor]] = {}  # reused pinned buffers of async saves
         self._writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="torch-save")
@@ -54,14 +73,19 @@ class TorchSaveEngine(BaseEngine):
         super().allocate()
 
     def _write(self, step: int, files: dict[str, dict[str, torch.Tensor]]) -> None:
-        directory = self.step_path(step)
-        directory.mkdir(parents=True, exist_ok=True)
+        """One torch.save per file into the target's stream (fsynced on close where the point fsyncs), then the
+        directory, where there is one, made durable too."""
+        target = self.target
+        written = []
         for name, tensors in files.items():
-            torch.save(tensors, directory / name)
-            if self.opts.fsync:
-                fsync_path(directory / name)
-        if self.opts.fsync:
+            with target.open_write(step, name) as raw:
+                out = _Counted(raw)
+                torch.save(tensors, out)  # type: ignore[arg-type]  # torch calls write and flush only
+            written.append((name, out.nbytes))
+        directory = target.step_path(step)
+        if self.opts.fsync and directory is not None:
             fsync_path(directory)
+        self._written[step] = written
 
     def save(self, step: int) -> Timing:
         self.state.stamp(step)
@@ -92,17 +116,35 @@ class TorchSaveEngine(BaseEngine):
         upload: Future[None] = self._writer.submit(self._write, step, snapshot)
         return AsyncHandle(start, blocked, upload, None, lambda: self.nbytes(step))
 
-    def load(self, step: int) -> Timing:
-        directory = self.step_path(step)
+    def load(self, step: int, into: RankState | None = None) -> Timing:
+        """Each file of `into`'s plan torch.loaded from the target's stream and copied into its allocated tensors
+        (what `load_state_dict` does)."""
+        state = into if into is not None else self.state
         start = time.perf_counter()
-        for name in self.state.files:
-            self.state.files[name] = torch.load(directory / name, map_location=self.state.device, weights_only=True)
-        synchronize(self.state.device)
-        return Timing(time.perf_counter() - start, self.nbytes(step))
+        nbytes = 0
+        for f in state.plan:
+            with self.target.open_read(step, f.file.name) as stream:
+                loaded = torch.load(stream, map_location=state.device, weights_only=True)
+                nbytes += stream.seek(0, os.SEEK_END)  # the file's size: what torch.load read
+            into_tensors = state.files.get(f.file.name)
+            if into_tensors is None:
+                state.files[f.file.name] = loaded
+                continue
+            for name, t in loaded.items():  # into the allocated state, as load_state_dict copies
+                into_tensors[name].copy_(t)
+        synchronize(state.device)
+        return Timing(time.perf_counter() - start, nbytes)
 
     def files(self, step: int) -> list[tuple[str, int]]:
+        """(name, bytes) of this rank's files of `step` as its save wrote them (on a target with directories,
+        read back from them where this process did not write the step)."""
+        if step in self._written:
+            return list(self._written[step])
         directory = self.step_path(step)
         return [(name, (directory / name).stat().st_size) for name in self.state.files]
+
+    def forget(self, step: int) -> None:
+        self._written.pop(step, None)
 
     def close(self) -> None:
         self._writer.shutdown(wait=True)

@@ -8,13 +8,13 @@ from typing import TYPE_CHECKING
 
 from studyctl.definition.points import WorkerTask
 from worker.storage.base import Describe, Mount, Setup, Storage, read_files, write_files
-from worker.storage.posix import FileChunks, PosixStorage
+from worker.storage.posix import FileChunks, PosixStorage, local_read_stream, local_write_stream
 
 if TYPE_CHECKING:
     from worker.storage.objects import ObjectStorage
 
-__all__ = ["Describe", "FileChunks", "Mount", "Setup", "Storage", "open_storage", "read_files", "remove_after_crash",
-           "write_files"]
+__all__ = ["Describe", "FileChunks", "Mount", "Setup", "Storage", "local_read_stream", "local_write_stream",
+           "open_storage", "read_files", "remove_after_crash", "write_files"]
 
 
 def _kind(task: WorkerTask) -> type[PosixStorage] | type[ObjectStorage]:

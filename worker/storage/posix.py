@@ -229,16 +229,22 @@ class PosixStorage:
     def open_write(self, step: str, name: str, split: io.Split | None = None) -> BinaryIO:
         """Buffered writes of `block` bytes (an engine's stream is not aligned for O_DIRECT), fsynced on close
         where the point fsyncs."""
-        split = split if split is not None else io.Split()
-        path = self.path(step, name)
-        raw = _Raw(path, split.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC), split, True, self.opts.fsync)
-        return WriteStream(raw, buffer_size=self.block)
+        return local_write_stream(self.path(step, name), split if split is not None else io.Split(),
+                                  self.opts.fsync, self.block)
 
     def open_read(self, step: str, name: str, split: io.Split | None = None) -> BinaryIO:
-        split = split if split is not None else io.Split()
-        path = self.path(step, name)
-        return pyio.BufferedReader(_Raw(path, split.open(path, os.O_RDONLY), split, False, False),
-                                   buffer_size=self.block)
+        return local_read_stream(self.path(step, name), split if split is not None else io.Split(), self.block)
+
+
+def local_write_stream(path: str, split: io.Split, fsync: bool, block: int) -> BinaryIO:
+    """A file as an engine's write stream (`base.WriteStream`), its calls timed into `split`."""
+    raw = _Raw(path, split.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC), split, True, fsync)
+    return WriteStream(raw, buffer_size=block)
+
+
+def local_read_stream(path: str, split: io.Split, block: int) -> BinaryIO:
+    """A file as a seekable read stream, its calls timed into `split`."""
+    return pyio.BufferedReader(_Raw(path, split.open(path, os.O_RDONLY), split, False, False), buffer_size=block)
 
 
 def _gib(n: float) -> str:

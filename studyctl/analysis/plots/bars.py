@@ -12,6 +12,7 @@ import pandas as pd
 from matplotlib import pyplot as plt
 
 from studyctl.analysis.cells import DERIVED, MEASURED, axis_label, describe_cell, independent, varying
+from studyctl.analysis.output_memo import kept
 from studyctl.analysis.plots.style import COLOURS, PHASE_TITLE, phases, save
 from studyctl.analysis.tables import HEADLINE
 
@@ -39,6 +40,8 @@ def axis_bars(summary: pd.DataFrame, axis: str, path: Path, limit: int = 16) -> 
     values = sorted(summary[axis].astype(str).unique()) if axis in summary else []
     if len(values) < 2:
         return None, f"{axis} comparison: the study has one {axis}"
+    if kept(path, summary, axis, limit):
+        return path, None
     others = independent(summary, varying(summary, (axis, "nodes", *MEASURED, *DERIVED)))
     series = [*others, "phase"]
     largest = summary.groupby(series, dropna=False)["nodes"].transform("max") if others else summary["nodes"].max()

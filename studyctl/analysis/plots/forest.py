@@ -10,6 +10,7 @@ from matplotlib import pyplot as plt
 from matplotlib import ticker
 from matplotlib.lines import Line2D
 
+from studyctl.analysis.output_memo import kept
 from studyctl.analysis.plots.style import COLOURS, labels_of, save
 
 PHASE_COLOUR = {"write": COLOURS[0], "read": COLOURS[4]}
@@ -19,6 +20,8 @@ def forest(rows: pd.DataFrame, title: str, xlabel: str, path: Path, threshold: f
            limit: int = 60) -> Path:
     """`rows`: label, phase, ratio, ratio_ci95_low, ratio_ci95_high, and optionally `highlight` (bool)."""
     rows = rows.head(limit).reset_index(drop=True)
+    if kept(path, rows, title, xlabel, threshold):
+        return path
     fig, ax = plt.subplots(figsize=(9.5, 1.2 + 0.34 * max(len(rows), 2)))
     ys = list(range(len(rows)))[::-1]
     for y, r in zip(ys, rows.itertuples(), strict=True):

@@ -13,6 +13,7 @@ from matplotlib import pyplot as plt
 from matplotlib.patches import Patch
 
 from studyctl.analysis.cells import DERIVED, describe_cell, identity_columns, independent, varying
+from studyctl.analysis.output_memo import kept
 from studyctl.analysis.plots.style import COLOURS, labels_of, save
 
 
@@ -56,8 +57,10 @@ def rank_spread(ranks: pd.DataFrame, path: Path, summary: pd.DataFrame | None = 
     order = order.sort_values([*axes, "repetition"], key=lambda s: s.astype(str) if s.dtype == object else s)
     order = order.assign(label=_label(order, axes))
     colour = {fs: COLOURS[i % len(COLOURS)] for i, fs in enumerate(sorted(order["filesystem"].astype(str).unique()))}
-    fig, ax = plt.subplots(figsize=(max(7.0, 0.42 * len(order) + 2.5), 5.0 + 0.12 * max(len(axes), 1)))
     shown = data[data["point_id"].isin(order.index)]
+    if kept(path, order, axes, len(points), shown[["point_id", "bandwidth_GiBps"]].reset_index(drop=True)):
+        return path, None
+    fig, ax = plt.subplots(figsize=(max(7.0, 0.42 * len(order) + 2.5), 5.0 + 0.12 * max(len(axes), 1)))
     by_point = dict(tuple(shown.groupby("point_id", sort=False)["bandwidth_GiBps"]))
     values = [by_point[pid].to_numpy() for pid in order.index]
     box = ax.boxplot(values, patch_artist=True, widths=0.6, showfliers=False)

@@ -11,6 +11,7 @@ import numpy as np
 import pandas as pd
 
 from studyctl.analysis.cells import describe_cell, independent, varying
+from studyctl.analysis.output_memo import kept
 from studyctl.analysis.plots.plot import Plot
 from studyctl.analysis.plots.style import plt, save
 from studyctl.analysis.values import missing
@@ -29,6 +30,8 @@ def recovery_axes(cells: pd.DataFrame) -> list[str]:
 
 def time_to_first_step(cells: pd.DataFrame, path: Path, axes: list[str]) -> Path:
     data = cells.sort_values(axes, key=lambda c: c.astype(str)).head(MAX_BARS)
+    if kept(path, data, axes):
+        return path
     x = np.arange(len(data))
     fig, ax = plt.subplots(figsize=(max(6.5, 1.1 * len(data) + 2.5), 4.8))
     bottom = np.zeros(len(data))

@@ -13,6 +13,7 @@ import pandas as pd
 from matplotlib import pyplot as plt
 
 from studyctl.analysis.cells import DERIVED, MEASURED, describe_cell, independent, varying
+from studyctl.analysis.output_memo import kept
 from studyctl.analysis.plots.style import COLOURS, PHASE_TITLE, phases, save
 from studyctl.analysis.results import REQUEST_KINDS
 
@@ -23,6 +24,8 @@ def request_bars(summary: pd.DataFrame, path: Path, limit: int = 16) -> tuple[Pa
     if "requests_put" not in summary or summary["requests_put"].isna().all():
         return None, None
     data = summary[summary["requests_put"].notna()]
+    if kept(path, data, limit):
+        return path, None
     axes_shown = independent(data, varying(data, ("phase", *MEASURED, *DERIVED)))
     kinds = [k for k in REQUEST_KINDS if (data[f"requests_{k}"].fillna(0) > 0).any()]
     cols = phases(data)

@@ -16,6 +16,7 @@ from matplotlib.lines import Line2D
 
 from studyctl.analysis.cells import DERIVED, independent, varying
 from studyctl.analysis.hardware import SIMULATED_CEILING
+from studyctl.analysis.output_memo import kept
 from studyctl.analysis.plots.plot import Plot
 from studyctl.analysis.plots.scaling import simulated
 from studyctl.analysis.plots.style import (
@@ -105,6 +106,8 @@ def _legend(enc: Encoding, peak: float | None) -> tuple[list[Any], list[str]]:
 def roofline(summary: pd.DataFrame, filesystem: str, path: Path) -> Path:
     """Rows: facets; columns: phases. Returns the path written."""
     data = summary[(summary["filesystem"] == filesystem) & summary["shape"].notna()]
+    if kept(path, data, filesystem):
+        return path
     enc = encode(data, independent(data, varying(data, NOT_SERIES)))
     facets = enc.facet_groups(data)[:MAX_FACETS]
     cols = phases(data)

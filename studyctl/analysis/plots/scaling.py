@@ -14,6 +14,7 @@ import pandas as pd
 from matplotlib.lines import Line2D
 
 from studyctl.analysis.cells import DERIVED, independent, varying
+from studyctl.analysis.output_memo import kept
 from studyctl.analysis.plots.style import (
     IDEAL,
     MAX_FACETS,
@@ -85,6 +86,8 @@ def scaling_plot(summary: pd.DataFrame, model: str, m: Measure, path: Any, only_
     data = summary[summary["model"] == model]
     if only_phase:
         data = data[data["phase"] == only_phase]
+    if kept(path, data, model, m):
+        return path
     enc = encode(data, independent(data, varying(data, NOT_SERIES)))
     facets = enc.facet_groups(data)[:MAX_FACETS]
     cols = phases(data)

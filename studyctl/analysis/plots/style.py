@@ -22,6 +22,7 @@ from matplotlib.lines import Line2D
 
 from studyctl.analysis.adequacy import not_a_cold_read
 from studyctl.analysis.cells import axis_label
+from studyctl.analysis.output_memo import drawn
 from studyctl.analysis.values import missing
 from studyctl.fsutil import atomic_open
 
@@ -153,7 +154,7 @@ def labels_of(handles: Sequence[Any]) -> list[str]:
 
 def save(fig: plt.Figure, path: Path, handles: Sequence[Any] = (), labels: Sequence[str] = (),
          title: str | None = None) -> Path:
-    """Legend outside the data on the right, tight layout, atomic write."""
+    """Legend outside the data on the right, tight layout, atomic write; recorded for `output_memo.kept`."""
     if handles:
         fig.legend(handles, labels, loc="upper left", bbox_to_anchor=(1.0, 0.95), frameon=False, title=title)
     fig.tight_layout()
@@ -163,6 +164,7 @@ def save(fig: plt.Figure, path: Path, handles: Sequence[Any] = (), labels: Seque
             fig.savefig(fh, format="png", dpi=DPI, bbox_inches="tight", facecolor="white")
     finally:
         plt.close(fig)
+    drawn(path)
     return path
 
 

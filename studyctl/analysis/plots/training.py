@@ -18,6 +18,7 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 
 from studyctl.analysis.cells import describe_cell
+from studyctl.analysis.output_memo import kept
 from studyctl.analysis.plots.plot import Plot
 from studyctl.analysis.plots.style import encode, facet_title, nodes_axis, panel_grid, plt, save
 from studyctl.analysis.training_cells import display_axes
@@ -43,6 +44,8 @@ def _errorbar(ax: plt.Axes, x: Any, y: pd.Series, ci: pd.Series, style: dict[str
 def overhead_vs_nodes(cells: pd.DataFrame, model: str, path: Path, axes: list[str]) -> Path:
     """Total waste (%) at the interval vs nodes, a line per series, 95% CI bars; dotted at Daly's interval."""
     data = cells[cells["model"].astype(str) == model]
+    if kept(path, data, model, axes):
+        return path
     enc = encode(data, [a for a in axes if a not in ("model", "nodes")])
     groups = enc.facet_groups(data)
     fig, grid = panel_grid(len(groups), 1, width=6.6, height=4.4)
@@ -71,6 +74,8 @@ def restore_time(cells: pd.DataFrame, path: Path, axes: list[str]) -> Path:
     """The restore a failure needs per cell (95% CI), broadcast share hatched; one bar per cell."""
     data = cells[cells["failure_restore_s"].notna()]
     data = data.sort_values(axes, key=lambda c: c.astype(str)).head(MAX_BARS)
+    if kept(path, data, axes):
+        return path
     x = np.arange(len(data))
     fig, ax = plt.subplots(figsize=(max(6.5, 1.0 * len(data) + 2.5), 4.8))
     total = data["failure_restore_s"]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -39,7 +40,9 @@ def _pest(x: Any, half: Any) -> str:
     return "–" if missing(x) else f"{x * 100:.1f}%" + ("" if missing(half) else f" ± {half * 100:.1f}%")
 
 
+@cache
 def _env() -> jinja2.Environment:
+    """Compiled once per process (compiling both templates took longer than rendering them)."""
     env = template_env()
     env.globals.update(fmt=_fmt, pct=_pct, size=_size, value=_value, est=_est, pest=_pest)
     return env
