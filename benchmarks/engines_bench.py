@@ -20,6 +20,7 @@ direct script runs alone. The figures depend on this machine (2 shared cores, on
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import statistics
 import subprocess
@@ -106,31 +107,49 @@ def run_studyctl(scratch: Path, name: str) -> dict[str, Samples]:
         shutil.rmtree(root, ignore_errors=True)
 
 
-def ratio(a: list[float], b: list[float]) -> str:
-    return f"{statistics.median(a) / statistics.median(b):.2f}x" if a and b and statistics.median(b) else "—"
+def ratio(a: list[float], b: list[float]) -> float | None:
+    return statistics.median(a) / statistics.median(b) if a and b and statistics.median(b) else None
 
 
-def tables(direct: dict[str, Samples], ours: dict[str, Samples]) -> list[str]:
+Round = tuple[dict[str, Samples], dict[str, Samples]]  # one round's (direct, studyctl) samples per engine
+
+
+def paired(rounds: list[Round], engine: str, key: str) -> str:
+    """studyctl / direct within each round (the two ran minutes apart, under the same load): their median and
+    min-max, the verdict's figure; a pooled ratio would mix rounds of different load."""
+    got = [r for d, s in rounds if (r := ratio(s.get(engine, {}).get(key, []), d.get(engine, {}).get(key, [])))]
+    if not got:
+        return "— | —"
+    mid = statistics.median(got)
+    within = "yes" if abs(mid - 1) <= TARGET else "**no**"
+    return f"{mid:.2f}x ({min(got):.2f}–{max(got):.2f}) | {within}"
+
+
+def tables(rounds: list[Round]) -> list[str]:
     """studyctl against direct calls (per engine and figure), then each engine against stream."""
-    lines = ["| engine | figure | direct, s (median, min-max, n) | studyctl, s | studyctl / direct | within "
-             f"±{TARGET:.0%} |", "|---|---|---|---|---|---|"]
+    direct: dict[str, Samples] = {}
+    ours: dict[str, Samples] = {}
+    for d, s in rounds:
+        for into, more in ((direct, d), (ours, s)):
+            for engine, samples in more.items():
+                merge(into.setdefault(engine, {}), samples)
+    lines = ["| engine | figure | direct, s (median, min-max, n) | studyctl, s | studyctl / direct, per round "
+             f"(median, min-max) | within ±{TARGET:.0%} |", "|---|---|---|---|---|---|"]
     for engine in ENGINES:
         for key, label in FIGURES:
-            d, s = direct.get(engine, {}).get(key, []), ours.get(engine, {}).get(key, [])
-            within = "—"
-            if d and s:
-                within = "yes" if abs(statistics.median(s) / statistics.median(d) - 1) <= TARGET else "**no**"
-            lines.append(f"| {engine} | {label} | {cell(d)} | {cell(s)} | {ratio(s, d)} | {within} |")
+            theirs, mine = direct.get(engine, {}).get(key, []), ours.get(engine, {}).get(key, [])
+            lines.append(f"| {engine} | {label} | {cell(theirs)} | {cell(mine)} | {paired(rounds, engine, key)} |")
     lines += ["", "| engine | figure | engine, s | stream, s | engine / stream |", "|---|---|---|---|---|"]
     stream = ours.get("stream", {})
     for engine in ENGINES:
         for key, label in FIGURES:
-            e, s = ours.get(engine, {}).get(key, []), stream.get(key, [])
-            lines.append(f"| {engine} | {label} | {cell(e)} | {cell(s)} | {ratio(e, s)} |")
+            mine, raw = ours.get(engine, {}).get(key, []), stream.get(key, [])
+            r = ratio(mine, raw)
+            lines.append(f"| {engine} | {label} | {cell(mine)} | {cell(raw)} | {f'{r:.2f}x' if r else '—'} |")
     return lines
 
 
-def main(repeat: int = 3, scratch: Path = Path("/var/tmp")) -> tuple[dict[str, Samples], dict[str, Samples]]:
+def main(repeat: int = 3, scratch: Path = Path("/var/tmp")) -> list[Round]:
     import torch
 
     print(f"\n## Checkpoint engines: studyctl vs direct PyTorch calls vs stream (`python -m benchmarks engines "
@@ -138,20 +157,21 @@ def main(repeat: int = 3, scratch: Path = Path("/var/tmp")) -> tuple[dict[str, S
     print(f"# {MODEL} scale {SCALE}, ZeRO-{ZERO}, {RANKS} ranks on this host, {WRITES} checkpoints + 1 cold restore "
           f"per run, host tensors, torch {torch.__version__}; {repeat} alternating rounds; this machine's 2 shared "
           "cores and disk")
-    direct: dict[str, Samples] = {}
-    ours: dict[str, Samples] = {}
+    rounds: list[Round] = []
     for r in range(repeat):
+        direct: dict[str, Samples] = {}
+        ours: dict[str, Samples] = {}
         sides = ("direct", "studyctl") if r % 2 == 0 else ("studyctl", "direct")
         for side in sides:
             if side == "direct":
                 for engine in ENGINES:
-                    merge(direct.setdefault(engine, {}), run_direct(scratch, engine))
+                    direct[engine] = run_direct(scratch, engine)
             else:
-                for engine, samples in run_studyctl(scratch, f"engines-bench-{r}").items():
-                    merge(ours.setdefault(engine, {}), samples)
-        print(f"# round {r + 1}/{repeat} done", flush=True)
-    print("\n".join(tables(direct, ours)))
-    return direct, ours
+                ours = run_studyctl(scratch, f"engines-bench-{r}")
+        rounds.append((direct, ours))
+        print(f"# round {r + 1}/{repeat} done (load {os.getloadavg()[0]:.1f})", flush=True)
+    print("\n".join(tables(rounds)))
+    return rounds
 
 
 if __name__ == "__main__":

@@ -258,6 +258,8 @@ def main(repeat: int = 2, shape: str = "cpu", out: Path | None = None, scratch: 
     """`repeat` alternating rounds of the real job and studyctl's study; prints the table (and writes it, the
     records and results under `out`)."""
     work = Path(tempfile.mkdtemp(prefix="engines-check-", dir=scratch))
+    if out is not None:
+        out.mkdir(parents=True, exist_ok=True)
     device = "cuda" if _has_cuda() else "cpu"
     real: Samples = {}
     ours: Samples = {}

@@ -125,3 +125,15 @@ def test_the_direct_scripts_slowest_rank_is_its_figure() -> None:
                [{"seconds": 1.5, "load_s": 1.0}, {"blocked_s": 0.2, "done_s": 2.0, "load_s": 3.5}]]
     got = engines_bench.direct_samples(records, saves)
     assert got == {"sync": [1.5], "restore": [2.0, 3.5], "blocked": [0.2], "persist": [2.9]}
+
+
+def test_the_engines_bench_judges_the_ratio_of_each_round() -> None:
+    """Each round's studyctl over the same round's direct figure; the verdict is on their median."""
+    rounds = [({"dcp": {"sync": [1.0, 3.0]}}, {"dcp": {"sync": [2.08]}}),  # 1.04
+              ({"dcp": {"sync": [4.0]}}, {"dcp": {"sync": [4.0]}}),  # 1.00
+              ({"dcp": {"sync": [1.0]}}, {"dcp": {"sync": [1.5]}})]  # 1.50
+    assert engines_bench.paired(rounds, "dcp", "sync") == "1.04x (1.00–1.50) | yes"
+    assert engines_bench.paired(rounds[2:], "dcp", "sync") == "1.50x (1.50–1.50) | **no**"
+    assert engines_bench.paired(rounds, "torch_save", "sync") == "— | —"
+    rows = [r for r in engines_bench.tables(rounds) if r.startswith("| dcp | sync save |")]
+    assert len(rows) == 2 and "1.04x (1.00–1.50) | yes |" in rows[0]
