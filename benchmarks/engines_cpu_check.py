@@ -91,10 +91,58 @@ def sensitivity() -> None:
               f"{got['GIL']:.2f}x")
 
 
+def tensor_count(rounds: int = 3, scratch: Path = Path("/var/tmp")) -> None:
+    """The same bytes as the real job's state dict (2,320 tensors: AdamW keeps step, m and v per parameter) and as
+    studyctl's `state: torch` files hold them (the optimizer's m and v as flat partitions, DeepSpeed's way: 584),
+    saved and loaded cold with DCP and torch.save, alternating: what the tensor count alone costs."""
+    import shutil
+    import tempfile
+
+    import torch
+    import torch.distributed as dist
+    import torch.distributed.checkpoint as dcp
+
+    from benchmarks.engines_direct import drop_pages
+    from benchmarks.real_training import SHAPES, Job, files
+
+    torch.set_num_threads(1)
+    job = Job(torch, SHAPES["cpu"], "cpu")
+    job.steps(1)
+    real = job.state()
+    moments = [s for s in real["optim"]["state"].values()]
+    flat = {"model": real["model"], "optim": {k: torch.cat([m[k].flatten() for m in moments])
+                                              for k in ("exp_avg", "exp_avg_sq")}}
+    os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
+    os.environ.setdefault("MASTER_PORT", str(29400 + os.getpid() % 1000))
+    dist.init_process_group("gloo", rank=0, world_size=1)
+    got: dict[str, list[float]] = {}
+    root = Path(tempfile.mkdtemp(prefix="tensor-count-", dir=scratch))
+    try:
+        for r in range(rounds):
+            for name, state in (("real", real), ("flat", flat)) if r % 2 == 0 else (("flat", flat), ("real", real)):
+                d = root / f"{name}{r}"
+                start = time.perf_counter()
+                dcp.save(state, storage_writer=dcp.FileSystemWriter(d, thread_count=1))
+                got.setdefault(f"{name} save", []).append(time.perf_counter() - start)
+                drop_pages([Path(p) for p in files(d)])
+                start = time.perf_counter()
+                dcp.load(state, storage_reader=dcp.FileSystemReader(d))
+                got.setdefault(f"{name} load", []).append(time.perf_counter() - start)
+                shutil.rmtree(d)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+        dist.destroy_process_group()
+    count = {"real": len(real["model"]) + 3 * len(moments), "flat": len(real["model"]) + 2}
+    print(f"# DCP and the tensor count (same bytes, load {os.getloadavg()[0]:.1f}): " + "; ".join(
+        f"{what}: {count['real']} tensors {statistics.median(got['real ' + what]):.2f} s, {count['flat']} tensors "
+        f"{statistics.median(got['flat ' + what]):.2f} s" for what in ("save", "load")))
+
+
 def main(repeat: int = 2, out: Path | None = None) -> None:
     print(f"\n## A real CPU training job's checkpoints vs studyctl (`python -m benchmarks engines_cpu {repeat}`)")
     sensitivity()
     engines_check.main(repeat, "cpu", out)
+    tensor_count()
 
 
 if __name__ == "__main__":
