@@ -1,7 +1,7 @@
 """`python -m benchmarks all` (or one of: orchestrator, status, collect, memory, submission, fio, buffered,
-strategies, ledger, ceilings, dispatch_share; `projection`, `s3_clients`, `hung_timeout` and `plan_restart` run
-only when named: a 20 GiB checkpoint; the project's S3 server, started when down; minutes of three busy loops
-loading the machine; the code before a change checked out and run)."""
+strategies, ledger, ceilings, dispatch_share, engines, engines_cpu; `projection`, `s3_clients`, `hung_timeout` and
+`plan_restart` run only when named: a 20 GiB checkpoint; the project's S3 server, started when down; minutes of
+three busy loops loading the machine; the code before a change checked out and run)."""
 
 from __future__ import annotations
 
@@ -71,6 +71,14 @@ def main(argv: list[str]) -> int:
         from benchmarks import dispatch_share
 
         dispatch_share.main(repeat)
+    if which in ("all", "engines"):
+        from benchmarks import engines_bench
+
+        engines_bench.main(repeat if len(argv) > 1 else 3)
+    if which in ("all", "engines_cpu"):
+        from benchmarks import engines_cpu_check
+
+        engines_cpu_check.main(repeat if len(argv) > 1 else 2)
     if which == "s3_clients":  # not in `all`: it needs the S3 server (started here when down)
         from benchmarks import s3_clients
 

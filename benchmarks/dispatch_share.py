@@ -34,9 +34,11 @@ XL = {"n_embd": 1600, "vocab": 50257, "seq": 1024, "batch": 8}  # the H200 run's
 TINY = ({"n_embd": 25, "vocab": 8, "seq": 1, "batch": 1}, {"n_embd": 25, "vocab": 8, "seq": 2, "batch": 1})
 
 
-def gpt2(torch: Any, n_embd: int, vocab: int, seq: int, casts: bool) -> Any:
-    """GPT-2 (fp32 parameters, tied head). `casts`: autocast's casts written out (for `meta`, which autocast does
-    not know): a weight's bf16 copy per use, matmul and attention in bf16, layer norm and the loss in fp32."""
+def gpt2(torch: Any, n_embd: int, vocab: int, seq: int, casts: bool, n_layer: int = N_LAYER,
+         n_head: int = N_HEAD) -> Any:
+    """GPT-2 (fp32 parameters, tied head; `seq` learned positions). `casts`: autocast's casts written out (for
+    `meta`, which autocast does not know): a weight's bf16 copy per use, matmul and attention in bf16, layer norm
+    and the loss in fp32."""
     nn, F = torch.nn, torch.nn.functional
     bf16 = torch.bfloat16
 
@@ -58,7 +60,7 @@ def gpt2(torch: Any, n_embd: int, vocab: int, seq: int, casts: bool) -> Any:
         def forward(self, x: Any) -> Any:
             b, t, _ = x.shape
             q, k, v = linear(norm(x, self.ln_1), self.c_attn).split(n_embd, dim=2)
-            q, k, v = (y.view(b, t, N_HEAD, n_embd // N_HEAD).transpose(1, 2) for y in (q, k, v))
+            q, k, v = (y.view(b, t, n_head, n_embd // n_head).transpose(1, 2) for y in (q, k, v))
             y = F.scaled_dot_product_attention(q, k, v, is_causal=True).transpose(1, 2).reshape(b, t, n_embd)
             x = x + F.dropout(linear(y, self.attn_proj), 0.1)
             h = F.gelu(linear(norm(x, self.ln_2), self.c_fc), approximate="tanh")
@@ -68,7 +70,7 @@ def gpt2(torch: Any, n_embd: int, vocab: int, seq: int, casts: bool) -> Any:
         def __init__(self) -> None:
             super().__init__()
             self.wte, self.wpe = nn.Embedding(vocab, n_embd), nn.Embedding(seq, n_embd)
-            self.h = nn.ModuleList(Block() for _ in range(N_LAYER))
+            self.h = nn.ModuleList(Block() for _ in range(n_layer))
             self.ln_f = nn.LayerNorm(n_embd)
 
         def forward(self, idx: Any) -> Any:

@@ -1,0 +1,178 @@
+"""studyctl's checkpoint engines against the same framework calls made directly, and against `stream`.
+
+    python -m benchmarks engines [repeat]      (3 rounds: 5.5-8 minutes on this 2-core machine)
+
+On the same tensors, ranks and disk (gpt2-125m at scale 0.1, ZeRO-1, 2 ranks on this host: ~170 MB a
+checkpoint, rank 0 writing the weights and half the optimizer, rank 1 the other half):
+  studyctl  a small study through the library API on the local backend: engines torch_save and dcp, and
+            stream, each sync and async, 3 checkpoints then 1 cold restore a point; figures from the results;
+  direct    `benchmarks.engines_direct` under mpiexec: a plain PyTorch script calling torch.save / torch.load,
+            dcp.save / dcp.async_save / dcp.load on the same list of tensors (three sync saves, three async, each
+            then a cold load).
+Direct and studyctl runs alternate (direct first in even rounds, studyctl first in odd), `repeat` rounds.
+Figures (seconds, the slowest rank, per checkpoint): sync save, cold restore, async blocking, persist (async
+return to files complete). studyctl / direct: target 0.95-1.05x (studyctl adds nothing). Engine / stream on the
+same layout: the framework's overhead over raw bytes. The async points' simulated step is a sleep (accelerator
+compute, dispatch share 0, no all-reduce), so that nothing of studyctl's training competes with the persist the
+direct script runs alone. The figures depend on this machine (2 shared cores, one virtio disk, host tensors).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from benchmarks.engines_check import Samples, cell, engine_figures, merge, result_files
+from benchmarks.worker_vs_fio import MPIEXEC
+
+MODEL, SCALE, ZERO, RANKS, WRITES = "gpt2-125m", 0.1, 1, 2, 3
+ENGINES = ("torch_save", "dcp")
+FIGURES = (("sync", "sync save"), ("restore", "cold restore"), ("blocked", "async blocking"),
+           ("persist", "persist"))
+TARGET = 0.05
+SWEEP = f"""study: {{name}}
+models: [{MODEL}]
+matrix: {{{{zero_stage: {ZERO}, nodes: 1, ranks_per_node: {RANKS}, io_mode: buffered,
+          engine: [stream, {', '.join(ENGINES)}], strategy: [sync, async]}}}}
+filesystems: {{{{disk: {{{{path: {{data}}, kind: local}}}}}}}}
+checkpoint: {{{{writes: {WRITES}, reads: 1, scale: {SCALE}, buffer_mib: 64, block_mib: 16}}}}
+ceilings: off
+calibration: off
+repetitions: 1
+training: {{{{simulated_step: {{{{compute: accelerator, compute_s: 0.05, dispatch_share: 0, allreduce_mib: 0}}}}}}}}
+local: {{{{max_concurrent: 1, timeout_s: 600}}}}
+"""
+
+
+def studyctl_samples(results: list[dict[str, Any]]) -> dict[str, Samples]:
+    """Per engine (stream included): sync save and restore of its sync point; blocking and persist of its async
+    point; restores of both (`engines_check.engine_figures`)."""
+    out: dict[str, Samples] = {}
+    for result in results:
+        got = engine_figures(result)
+        got.pop("lost")
+        merge(out.setdefault(result["point"]["checkpoint"].get("engine") or "stream", {}), got)
+    return out
+
+
+def direct_samples(records: list[list[dict[str, float]]], saves: list[str]) -> Samples:
+    """engines_direct's per-rank records: the slowest rank of each save and load."""
+    out: Samples = {}
+    for i, how in enumerate(saves):
+        ranks = [r[i] for r in records]
+        out.setdefault("restore", []).append(max(r["load_s"] for r in ranks))
+        if how == "sync":
+            out.setdefault("sync", []).append(max(r["seconds"] for r in ranks))
+        else:
+            out.setdefault("blocked", []).append(max(r["blocked_s"] for r in ranks))
+            out.setdefault("persist", []).append(max(r["done_s"] - r["blocked_s"] for r in ranks))
+    return out
+
+
+def run_direct(scratch: Path, engine: str) -> Samples:
+    saves = ["sync"] * WRITES + ["async"] * WRITES
+    root = Path(tempfile.mkdtemp(prefix="engines-direct-", dir=scratch))
+    try:
+        config = root / "config.json"
+        config.write_text(json.dumps({"model": MODEL, "tp": 1, "pp": 1, "zero": ZERO, "scale": SCALE,
+                                      "root": str(root / "data"), "engine": engine, "saves": saves}))
+        out = root / "out.json"
+        proc = subprocess.run([MPIEXEC, "-n", str(RANKS), sys.executable, "-m", "benchmarks.engines_direct",
+                               str(config), str(out)], capture_output=True, text=True)
+        if proc.returncode:
+            raise RuntimeError(f"engines_direct ({engine}) failed: {proc.stderr[-2000:]}")
+        return direct_samples(json.loads(out.read_text()), saves)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def run_studyctl(scratch: Path, name: str) -> dict[str, Samples]:
+    from studyctl import api
+
+    root = Path(tempfile.mkdtemp(prefix="engines-studyctl-", dir=scratch))
+    try:
+        (root / "data").mkdir()
+        sweep = root / "sweep.yaml"
+        sweep.write_text(SWEEP.format(name=name, data=root / "data"))
+        api.submit(sweep, "local", results=root / "results")
+        return studyctl_samples(result_files(root / "results" / name))
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def ratio(a: list[float], b: list[float]) -> float | None:
+    return statistics.median(a) / statistics.median(b) if a and b and statistics.median(b) else None
+
+
+Round = tuple[dict[str, Samples], dict[str, Samples]]  # one round's (direct, studyctl) samples per engine
+
+
+def paired(rounds: list[Round], engine: str, key: str) -> str:
+    """studyctl / direct within each round (the two ran minutes apart, under the same load): their median and
+    min-max, the verdict's figure; a pooled ratio would mix rounds of different load."""
+    got = [r for d, s in rounds if (r := ratio(s.get(engine, {}).get(key, []), d.get(engine, {}).get(key, [])))]
+    if not got:
+        return "— | —"
+    mid = statistics.median(got)
+    within = "yes" if abs(mid - 1) <= TARGET else "**no**"
+    return f"{mid:.2f}x ({min(got):.2f}–{max(got):.2f}) | {within}"
+
+
+def tables(rounds: list[Round]) -> list[str]:
+    """studyctl against direct calls (per engine and figure), then each engine against stream."""
+    direct: dict[str, Samples] = {}
+    ours: dict[str, Samples] = {}
+    for d, s in rounds:
+        for into, more in ((direct, d), (ours, s)):
+            for engine, samples in more.items():
+                merge(into.setdefault(engine, {}), samples)
+    lines = ["| engine | figure | direct, s (median, min-max, n) | studyctl, s | studyctl / direct, per round "
+             f"(median, min-max) | within ±{TARGET:.0%} |", "|---|---|---|---|---|---|"]
+    for engine in ENGINES:
+        for key, label in FIGURES:
+            theirs, mine = direct.get(engine, {}).get(key, []), ours.get(engine, {}).get(key, [])
+            lines.append(f"| {engine} | {label} | {cell(theirs)} | {cell(mine)} | {paired(rounds, engine, key)} |")
+    lines += ["", "| engine | figure | engine, s | stream, s | engine / stream |", "|---|---|---|---|---|"]
+    stream = ours.get("stream", {})
+    for engine in ENGINES:
+        for key, label in FIGURES:
+            mine, raw = ours.get(engine, {}).get(key, []), stream.get(key, [])
+            r = ratio(mine, raw)
+            lines.append(f"| {engine} | {label} | {cell(mine)} | {cell(raw)} | {f'{r:.2f}x' if r else '—'} |")
+    return lines
+
+
+def main(repeat: int = 3, scratch: Path = Path("/var/tmp")) -> list[Round]:
+    import torch
+
+    print(f"\n## Checkpoint engines: studyctl vs direct PyTorch calls vs stream (`python -m benchmarks engines "
+          f"{repeat}`)")
+    print(f"# {MODEL} scale {SCALE}, ZeRO-{ZERO}, {RANKS} ranks on this host, {WRITES} checkpoints + 1 cold restore "
+          f"per run, host tensors, torch {torch.__version__}; {repeat} alternating rounds; this machine's 2 shared "
+          "cores and disk")
+    rounds: list[Round] = []
+    for r in range(repeat):
+        direct: dict[str, Samples] = {}
+        ours: dict[str, Samples] = {}
+        sides = ("direct", "studyctl") if r % 2 == 0 else ("studyctl", "direct")
+        for side in sides:
+            if side == "direct":
+                for engine in ENGINES:
+                    direct[engine] = run_direct(scratch, engine)
+            else:
+                ours = run_studyctl(scratch, f"engines-bench-{r}")
+        rounds.append((direct, ours))
+        print(f"# round {r + 1}/{repeat} done (load {os.getloadavg()[0]:.1f})", flush=True)
+    print("\n".join(tables(rounds)))
+    return rounds
+
+
+if __name__ == "__main__":
+    main(int(sys.argv[1]) if len(sys.argv) > 1 else 3)

@@ -1,0 +1,149 @@
+"""A real training job on this machine's CPU against studyctl's engine points of its layout (`engines_check`).
+
+    python -m benchmarks engines_cpu [repeat]
+
+The job: a GPT-2-shaped model of GPT-2 XL's depth and heads (48 layers, 25 heads) at hidden size 200 (33.4 M
+parameters, 382 MiB of fp32 weights + Adam m, v), batch 1 x 16 tokens, fp32 (no AMP) and fused AdamW, one
+intra-op thread: a step of ~0.35 s of CPU time here. Checkpointed with torch.save, DCP save, DCP async_save (the
+default stager; shared memory + async staging) beside its steps, restored cold. studyctl runs the same layout
+(`state: torch`, ZeRO 0, one rank, `device: cpu`) with `compute: cpu` and the job's idle step.
+
+Why `compute: cpu` stands for "a node training on its CPU": the job's step occupies a core for all of its time
+(kernels on the intra-op thread, Python dispatch between them), which is what `cpu` models (a busy loop on a core
+that releases the GIL); `accelerator` models a step whose device part holds no core, which a CPU job does not
+have. What `cpu` leaves out: the job's dispatch holds the GIL between its kernels, so a persist thread that runs
+Python (DCP's writer, per tensor) takes turns with it; the table shows what that costs.
+Every figure depends on this machine: 2 cores shared with other work (load printed), one virtio disk.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import statistics
+import sys
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from benchmarks import engines_check
+
+NEIGHBOUR_BYTES = 64 << 20  # a GIL-free neighbour's buffer: hashing it holds a core, not the GIL
+
+
+def _gil_free(stop: threading.Event) -> None:
+    data = os.urandom(NEIGHBOUR_BYTES)
+    while not stop.is_set():
+        hashlib.blake2b(data).digest()
+
+
+def _gil_bound(stop: threading.Event) -> None:
+    n = 0
+    while not stop.is_set():
+        n += 1
+
+
+def slowdowns(step: Callable[[], object], steps: int = 6) -> dict[str, float]:
+    """A step's median beside a thread holding a core only (hashing) and beside one holding the GIL (a Python
+    loop), over its idle median (idle steps before and after)."""
+    def timed() -> float:
+        start = time.perf_counter()
+        step()
+        return time.perf_counter() - start
+
+    got: dict[str, list[float]] = {}
+    for name, neighbour in (("idle", None), ("core", _gil_free), ("GIL", _gil_bound), ("idle", None)):
+        stop = threading.Event()
+        thread = threading.Thread(target=neighbour, args=(stop,)) if neighbour else None
+        if thread:
+            thread.start()
+        got.setdefault(name, []).extend(timed() for _ in range(steps))
+        stop.set()
+        if thread:
+            thread.join()
+    idle = statistics.median(got.pop("idle"))
+    return {name: statistics.median(values) / idle for name, values in got.items()}
+
+
+def sensitivity() -> None:
+    """Whether `compute: cpu` stands for the real CPU step: both beside the same two neighbours (a persist's
+    copies hold a core; its Python holds the GIL)."""
+    import torch
+
+    from benchmarks.real_training import SHAPES, Job
+    from worker.compute import HostCompute
+
+    torch.set_num_threads(1)
+    job = Job(torch, SHAPES["cpu"], "cpu")
+    job.steps(3)
+    cpu = time.thread_time()
+    idle = statistics.median(job.steps(5))
+    cpu = (time.thread_time() - cpu) / 5
+    host = HostCompute(idle)
+    host.calibrate()
+    print(f"# step sensitivity (load {os.getloadavg()[0]:.1f}): real step {idle:.3f} s wall, {cpu:.3f} s CPU")
+    steps: tuple[tuple[str, Callable[[], object]], ...] = (("real torch step", job.step),
+                                                          ("studyctl compute: cpu", host.run))
+    for name, step in steps:
+        got = slowdowns(step)
+        print(f"{name}: beside a core-holding thread {got['core']:.2f}x, beside a GIL-holding thread "
+              f"{got['GIL']:.2f}x")
+
+
+def tensor_count(rounds: int = 3, scratch: Path = Path("/var/tmp")) -> None:
+    """The same bytes as the real job's state dict (2,320 tensors: AdamW keeps step, m and v per parameter) and as
+    studyctl's `state: torch` files hold them (the optimizer's m and v as flat partitions, DeepSpeed's way: 584),
+    saved and loaded cold with DCP and torch.save, alternating: what the tensor count alone costs."""
+    import shutil
+    import tempfile
+
+    import torch
+    import torch.distributed as dist
+    import torch.distributed.checkpoint as dcp
+
+    from benchmarks.engines_direct import drop_pages
+    from benchmarks.real_training import SHAPES, Job, files
+
+    torch.set_num_threads(1)
+    job = Job(torch, SHAPES["cpu"], "cpu")
+    job.steps(1)
+    real = job.state()
+    moments = [s for s in real["optim"]["state"].values()]
+    flat = {"model": real["model"], "optim": {k: torch.cat([m[k].flatten() for m in moments])
+                                              for k in ("exp_avg", "exp_avg_sq")}}
+    os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
+    os.environ.setdefault("MASTER_PORT", str(29400 + os.getpid() % 1000))
+    dist.init_process_group("gloo", rank=0, world_size=1)
+    got: dict[str, list[float]] = {}
+    root = Path(tempfile.mkdtemp(prefix="tensor-count-", dir=scratch))
+    try:
+        for r in range(rounds):
+            for name, state in (("real", real), ("flat", flat)) if r % 2 == 0 else (("flat", flat), ("real", real)):
+                d = root / f"{name}{r}"
+                start = time.perf_counter()
+                dcp.save(state, storage_writer=dcp.FileSystemWriter(d, thread_count=1))
+                got.setdefault(f"{name} save", []).append(time.perf_counter() - start)
+                drop_pages([Path(p) for p in files(d)])
+                start = time.perf_counter()
+                dcp.load(state, storage_reader=dcp.FileSystemReader(d))
+                got.setdefault(f"{name} load", []).append(time.perf_counter() - start)
+                shutil.rmtree(d)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+        dist.destroy_process_group()
+    count = {"real": len(real["model"]) + 3 * len(moments), "flat": len(real["model"]) + 2}
+    print(f"# DCP and the tensor count (same bytes, load {os.getloadavg()[0]:.1f}): " + "; ".join(
+        f"{what}: {count['real']} tensors {statistics.median(got['real ' + what]):.2f} s, {count['flat']} tensors "
+        f"{statistics.median(got['flat ' + what]):.2f} s" for what in ("save", "load")))
+
+
+def main(repeat: int = 2, out: Path | None = None) -> None:
+    print(f"\n## A real CPU training job's checkpoints vs studyctl (`python -m benchmarks engines_cpu {repeat}`)")
+    sensitivity()
+    engines_check.main(repeat, "cpu", out)
+    tensor_count()
+
+
+if __name__ == "__main__":
+    main(int(sys.argv[1]) if len(sys.argv) > 1 else 2, Path(sys.argv[2]) if len(sys.argv) > 2 else None)
