@@ -146,10 +146,13 @@ def file_tensors(m: ModelSpec, par: Parallelism, rank: int, scale: float = 1.0, 
     files = rank_files(m, par, rank, scale, naming, conv) if files is None else files
     nominal = rank_files(m, par, rank, 1.0, naming, conv) if nominal is None else nominal
     pieces = set(replicated_kinds(par.zero_stage)) if conv.spread else set()
-    models = [(f, n) for f, n in zip(files, nominal, strict=True) if f.kind == "model" and f.kind not in pieces]
+    # Paired by name: a spread piece scaled to 0 bytes is not written, so `files` may lack one of `nominal`.
+    of_name = {n.name: n for n in nominal}
+    pairs = [(f, of_name[f.name]) for f in files]
+    models = [(f, n) for f, n in pairs if f.kind == "model" and f.kind not in pieces]
     layers = dict(zip((f.name for f, _ in models), _model_layers(m, par, rank, [n for _, n in models]), strict=True))
     out = []
-    for f, n in zip(files, nominal, strict=True):
+    for f, n in pairs:
         if f.kind in pieces:
             out.append(FileTensors(f, _flat(m, conv, f)))
             continue

@@ -134,6 +134,20 @@ def test_spread_pieces_are_flat_runs_of_their_files(zero: int, state: str) -> No
     assert len(names) == len(set(names))
 
 
+@pytest.mark.parametrize("state", ["megatron", "torch"])
+def test_a_spread_piece_scaled_to_nothing_is_left_out(state: str) -> None:
+    """A tiny model at a small scale leaves some DP ranks a 0-byte piece, which they do not write: their other
+    files still get their tensors (paired with their nominal sizes by name, not by position)."""
+    m, par, conv = ModelSpec("m", 2, 8, 8, 1, 1, 1), Parallelism(1, 2, 2, 1), Convention(state, "spread")  # type: ignore[arg-type]
+    left_out = 0
+    for rank in range(par.world_size):
+        files = rank_files(m, par, rank, 0.013, conv=conv)
+        left_out += len(rank_files(m, par, rank, conv=conv)) - len(files)
+        planned = file_tensors(m, par, rank, 0.013, conv=conv)
+        assert [p.file for p in planned] == files and all(p.nbytes == p.file.nbytes for p in planned)
+    assert left_out > 0
+
+
 def test_read_tensors_find_each_file_among_its_writers() -> None:
     m, par, conv = CATALOG["gpt2-125m"], Parallelism(1, 1, 2, 0), Convention("torch", "spread")
     wanted = replica_files(m, par, 0, 0.01, conv=conv)
