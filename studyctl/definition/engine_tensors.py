@@ -8,6 +8,11 @@ following the in-file layout of `tensor_layout`:
   ZeRO-3), layer by layer in DLIO's order; with one file per layer, that layer's pieces only;
 - an **optimizer file** holds its groups (fp32 master weights when the weights are kept in a lower precision,
   Adam m, Adam v), each its partition of the flat parameter vector and the 5h small tensor every writer holds.
+  Megatron and DeepSpeed hold a partition as one flat tensor; torch.optim holds its state per parameter, so
+  under state torch the partition is cut at the parameter tensors' bounds into one tensor per tensor it
+  covers (`tensor_layout.parameter_runs`), named after the parameter (`layers.{layer}.{j}.exp_avg`), as many
+  records as a real AdamW state dict (torch.distributed.checkpoint writes one per tensor). Torch's per-parameter
+  `step` scalars are left out: their bytes are in no DLIO file size, and adding them would change the files.
 
 The state convention (`layout.Convention`) names the dtypes and the optimizer's groups (megatron: bf16 weights,
 fp32 master + Adam m, v; torch: fp32 weights, Adam m, v); the file's size (one source: `rank_files`) must be
@@ -40,7 +45,7 @@ from studyctl.definition.layout import (
     replicated_kinds,
     stage_layers,
 )
-from studyctl.definition.tensor_layout import held, model_shards, optimizer_sizes
+from studyctl.definition.tensor_layout import held, model_shards, optimizer_piece, optimizer_sizes, parameter_runs
 
 # The groups an optimizer file holds, by how many there are: Adam's two moments, and the fp32 master weights
 # first when the model keeps its weights in a lower precision (Megatron, DeepSpeed ZeRO-1/2).
@@ -161,11 +166,22 @@ def file_tensors(m: ModelSpec, par: Parallelism, rank: int, scale: float = 1.0, 
             dtype = _model_dtype(m, conv, n.nbytes, sum(e for _, e in held_pieces), f.name)
             specs = [TensorSpec(name, dtype, e) for name, e in held_pieces]
         else:
-            part, small = optimizer_sizes(m, par)
-            groups = GROUP_NAMES[_optimizer_groups(m, par, conv, n.nbytes, f.name)]
-            specs = [TensorSpec(f"{g}.{what}", m.optimizer_dtype, e)
-                     for g in groups for what, e in (("partition", part), ("small", small))]
+            specs = _optimizer_specs(m, par, rank, conv, n)
         out.append(FileTensors(f, _scaled(specs, f.nbytes, f"{f.name}/")))
+    return out
+
+
+def _optimizer_specs(m: ModelSpec, par: Parallelism, rank: int, conv: Convention,
+                     nominal: CheckpointFile) -> list[TensorSpec]:
+    """Each group's partition (flat, or per parameter tensor under a per-tensor convention), then its small."""
+    part, small = optimizer_sizes(m, par)
+    groups = GROUP_NAMES[_optimizer_groups(m, par, conv, nominal.nbytes, nominal.name)]
+    lo = optimizer_piece(par, rank) * part
+    runs = parameter_runs(m, lo, lo + part) if conv.per_tensor_optimizer() else []
+    out = []
+    for g in groups:
+        pieces = [(f"layers.{layer}.{j}.{g}", e) for layer, j, e in runs] or [(f"{g}.partition", part)]
+        out += [TensorSpec(name, m.optimizer_dtype, e) for name, e in [*pieces, (f"{g}.small", small)]]
     return out
 
 

@@ -34,8 +34,10 @@ OPTIMIZER_SMALL_TENSOR_FACTOR = 5  # DLIO adds 3 tensors of 5h elements; kept fo
 Naming = Literal["dlio", "deepspeed"]
 StateConvention = Literal["megatron", "torch"]
 ReplicatedWriter = Literal["dp0", "spread"]
-# What each state convention keeps per parameter: (weights at the optimizer's precision, optimizer groups).
-STATE_CONVENTIONS: dict[str, tuple[bool, int]] = {"megatron": (False, OPTIMIZER_GROUPS), "torch": (True, 2)}
+# What each state convention keeps per parameter: (weights at the optimizer's precision, optimizer groups, its
+# optimizer state one tensor per parameter tensor as torch.optim keeps it rather than in flat partitions).
+STATE_CONVENTIONS: dict[str, tuple[bool, int, bool]] = {"megatron": (False, OPTIMIZER_GROUPS, False),
+                                                        "torch": (True, 2, True)}
 PIECE_PREFIX = "zero_pp_rank_{dp}_"
 
 
@@ -53,6 +55,10 @@ class Convention:
 
     def optimizer_groups(self) -> int:
         return STATE_CONVENTIONS[self.state][1]
+
+    def per_tensor_optimizer(self) -> bool:
+        """Whether the optimizer file holds its state one tensor per parameter tensor (`engine_tensors`)."""
+        return STATE_CONVENTIONS[self.state][2]
 
     def weight_dtype(self, m: ModelSpec) -> str:
         """The catalog dtype of the weights in model files: the model's, or the optimizer's under state torch."""

@@ -17,12 +17,15 @@ do) is exact. Element counts follow DLIO's integer divisions, so every file's si
   dimension outermost) into P equal contiguous pieces of n = N // P: P = MP under ZeRO 0 (written by DP replica
   0), MP·DP under ZeRO ≥ 1, piece mp·DP + dp (a model-parallel rank's share, cut over its DP group, as ZeRO
   partitions it). The 5h small elements per group are state every writer holds alike (a copy each).
+  Under a per-tensor state convention (torch) a partition is stored as its runs of the parameter tensors it
+  covers (`parameter_runs`), one tensor each, in the same order, so its bytes lie where they did.
 - With `scale` < 1 every tensor shrinks in proportion: nominal byte x of a file of nominal size X lies at
   ⌊x·S/X⌋ of the file as written (size S), so pieces keep their order and their share of the file.
 """
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from collections.abc import Iterator
 from functools import lru_cache
 
@@ -128,6 +131,33 @@ def optimizer_writer(par: Parallelism, piece: int) -> int:
 def optimizer_sizes(m: ModelSpec, par: Parallelism) -> tuple[int, int]:
     """(n: partition elements per group, small elements per group); a group spans n + small elements."""
     return num_parameters(m) // optimizer_writers(par), OPTIMIZER_SMALL_TENSOR_FACTOR * m.hidden_size
+
+
+@lru_cache(maxsize=256)
+def _parameter_starts(m: ModelSpec) -> tuple[tuple[int, ...], tuple[tuple[int, int, int], ...]]:
+    """The flat vector's parameter tensors: each one's first element, and its (layer, index in layer, n)."""
+    starts, tensors, element = [], [], 0
+    for layer in range(m.num_layers + 3):
+        for j, (n, _) in enumerate(layer_tensors(m, layer)):
+            starts.append(element)
+            tensors.append((layer, j, n))
+            element += n
+    return tuple(starts), tuple(tensors)
+
+
+def parameter_runs(m: ModelSpec, lo: int, hi: int) -> list[tuple[int, int, int]]:
+    """(layer, index in layer, elements) of each parameter tensor's run inside [lo, hi) of the flat vector of
+    the model's parameters (layer by layer, each tensor whole), in order: where a partition cuts tensors."""
+    starts, tensors = _parameter_starts(m)
+    out = []
+    for i in range(max(bisect_right(starts, lo) - 1, 0), len(starts)):
+        if starts[i] >= hi:
+            break
+        layer, j, n = tensors[i]
+        run = min(hi, starts[i] + n) - max(lo, starts[i])
+        if run > 0:
+            out.append((layer, j, run))
+    return out
 
 
 def optimizer_groups() -> range:

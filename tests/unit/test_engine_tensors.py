@@ -93,7 +93,8 @@ def test_scaled_tensors_shrink_in_proportion_and_the_last_takes_the_rounding() -
 
 def test_a_torch_state_holds_fp32_weights_and_two_groups() -> None:
     """PyTorch's AMP/FSDP2 state (fp32 weights, Adam m and v: 12 B/param), its files twice the weights' and two
-    thirds of the optimizer's bytes of the megatron state's."""
+    thirds of the optimizer's bytes of the megatron state's; the optimizer's state per parameter tensor (rank 0
+    of 2 under ZeRO 1 holds the first half of the flat vector: the tensors it reaches, the last one cut)."""
     m, par = SMALL, Parallelism(1, 1, 2, 1)
     megatron = rank_files(m, par, 0)
     torch_files = [replace(f, nbytes=f.nbytes * 2 if f.kind == "model" else f.nbytes * 2 // 3) for f in megatron]
@@ -101,8 +102,14 @@ def test_a_torch_state_holds_fp32_weights_and_two_groups() -> None:
     planned = file_tensors(m, par, 0, conv=Convention("torch"))
     model, optim = planned
     assert {t.dtype for t in model.tensors} == {"fp32"} and model.nbytes == torch_files[0].nbytes
-    assert [t.name.split("/")[1] for t in optim.tensors] == [
-        "exp_avg.partition", "exp_avg.small", "exp_avg_sq.partition", "exp_avg_sq.small"]
+    half, element, params = num_parameters(m) // 2, 0, []
+    for i in range(m.num_layers + 3):
+        for j, (n, _) in enumerate(layer_tensors(m, i)):
+            if element < half:
+                params.append((f"layers.{i}.{j}", min(n, half - element)))
+            element += n
+    assert [(t.name.split("/")[1], t.numel) for t in optim.tensors] == [
+        spec for g in GROUP_NAMES[2] for spec in [*((f"{p}.{g}", n) for p, n in params), (f"{g}.small", 5 * 512)]]
 
 
 @pytest.mark.parametrize(("kind", "factor"), [("model", 3), ("optimizer", 4)])
@@ -155,3 +162,37 @@ def test_read_tensors_find_each_file_among_its_writers() -> None:
     assert [p.file for p in got] == wanted
     own = {p.file.name: p for r in (0, 1) for p in file_tensors(m, par, r, 0.01, conv=conv)}
     assert got == [own[f.name] for f in wanted]
+
+
+@settings(max_examples=100, deadline=None)
+@given(model=models, tp=st.sampled_from([1, 2, 4]), pp=st.integers(1, 3), dp=st.integers(1, 3),
+       zero=st.integers(0, 3), scale=st.sampled_from([1.0, 0.5, 0.013]),
+       writer=st.sampled_from(["dp0", "spread"]))
+def test_a_torch_state_fills_every_file_exactly(model: ModelSpec, tp: int, pp: int, dp: int, zero: int,
+                                                 scale: float, writer: str) -> None:
+    """The per-parameter optimizer tensors change the count, never the bytes: every file as rank_files sizes it."""
+    if layout_problems(model, tp * pp * dp, tp, pp, zero):
+        return
+    par, conv = Parallelism(tp, pp, dp, zero), Convention("torch", writer)  # type: ignore[arg-type]
+    names: list[str] = []
+    for rank in range(par.world_size):
+        planned = file_tensors(model, par, rank, scale, conv=conv)
+        assert [p.file for p in planned] == rank_files(model, par, rank, scale, conv=conv)
+        for p in planned:
+            assert p.nbytes == p.file.nbytes
+            assert all(t.numel > 0 for t in p.tensors)
+            names += [t.name for t in p.tensors]
+    assert len(names) == len(set(names)), "a tensor name repeats across ranks: DCP would deduplicate it"
+
+
+@pytest.mark.parametrize("name", ["gpt2-125m", "gpt2-1.5b", "llama3-8b"])
+def test_a_torch_optimizer_holds_two_tensors_per_parameter_tensor(name: str) -> None:
+    """With one writer (ZeRO 0, TP 1, PP 1) the optimizer file holds Adam m and v for every parameter tensor of
+    the model, as a real AdamW state dict does, plus each group's small tensor; the megatron one stays flat."""
+    m, par = CATALOG[name], Parallelism(1, 1, 1, 0)
+    parameter_tensors = sum(len(layer_tensors(m, i)) for i in range(m.num_layers + 3))
+    (torch_optim,) = [p for p in file_tensors(m, par, 0, conv=Convention("torch")) if p.file.kind == "optimizer"]
+    assert len(torch_optim.tensors) == 2 * parameter_tensors + 2
+    assert sum(t.numel for t in torch_optim.tensors) == 2 * (num_parameters(m) + 5 * m.hidden_size)
+    (flat,) = [p for p in file_tensors(m, par, 0) if p.file.kind == "optimizer"]
+    assert len(flat.tensors) == 2 * len(GROUP_NAMES[3])
