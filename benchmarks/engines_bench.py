@@ -7,8 +7,8 @@ checkpoint, rank 0 writing the weights and half the optimizer, rank 1 the other 
   studyctl  a small study through the library API on the local backend: engines torch_save and dcp, and
             stream, each sync and async, 3 checkpoints then 1 cold restore a point; figures from the results;
   direct    `benchmarks.engines_direct` under mpiexec: a plain PyTorch script calling torch.save / torch.load,
-            dcp.save / dcp.async_save / dcp.load on the same list of tensors (three sync saves, three async, each
-            then a cold load).
+            dcp.save / dcp.async_save / dcp.load on the same list of tensors, one process per strategy as
+            studyctl runs one per point: 3 checkpoints then 1 cold restore.
 Direct and studyctl runs alternate (direct first in even rounds, studyctl first in odd), `repeat` rounds.
 Figures (seconds, the slowest rank, per checkpoint): sync save, cold restore, async blocking, persist (async
 return to files complete). studyctl / direct: target 0.95-1.05x (studyctl adds nothing). Engine / stream on the
@@ -62,12 +62,11 @@ def studyctl_samples(results: list[dict[str, Any]]) -> dict[str, Samples]:
     return out
 
 
-def direct_samples(records: list[list[dict[str, float]]], saves: list[str]) -> Samples:
-    """engines_direct's per-rank records: the slowest rank of each save and load."""
-    out: Samples = {}
+def direct_samples(records: list[list[dict[str, float]]], saves: list[str], out: Samples) -> Samples:
+    """engines_direct's per-rank records (each save, then the load): the slowest rank of each, added to `out`."""
+    out.setdefault("restore", []).append(max(r[len(saves)]["load_s"] for r in records))
     for i, how in enumerate(saves):
         ranks = [r[i] for r in records]
-        out.setdefault("restore", []).append(max(r["load_s"] for r in ranks))
         if how == "sync":
             out.setdefault("sync", []).append(max(r["seconds"] for r in ranks))
         else:
@@ -77,18 +76,25 @@ def direct_samples(records: list[list[dict[str, float]]], saves: list[str]) -> S
 
 
 def run_direct(scratch: Path, engine: str) -> Samples:
-    saves = ["sync"] * WRITES + ["async"] * WRITES
+    """One process per strategy, as studyctl runs one point per strategy: its saves, then one cold load."""
+    out: Samples = {}
+    for how in ("sync", "async"):
+        run_direct_point(scratch, engine, [how] * WRITES, out)
+    return out
+
+
+def run_direct_point(scratch: Path, engine: str, saves: list[str], out: Samples) -> None:
     root = Path(tempfile.mkdtemp(prefix="engines-direct-", dir=scratch))
     try:
         config = root / "config.json"
         config.write_text(json.dumps({"model": MODEL, "tp": 1, "pp": 1, "zero": ZERO, "scale": SCALE,
                                       "root": str(root / "data"), "engine": engine, "saves": saves}))
-        out = root / "out.json"
+        result = root / "out.json"
         proc = subprocess.run([MPIEXEC, "-n", str(RANKS), sys.executable, "-m", "benchmarks.engines_direct",
-                               str(config), str(out)], capture_output=True, text=True)
+                               str(config), str(result)], capture_output=True, text=True)
         if proc.returncode:
             raise RuntimeError(f"engines_direct ({engine}) failed: {proc.stderr[-2000:]}")
-        return direct_samples(json.loads(out.read_text()), saves)
+        direct_samples(json.loads(result.read_text()), saves, out)
     finally:
         shutil.rmtree(root, ignore_errors=True)
 

@@ -5,10 +5,15 @@
 CONFIG: {"model", "tp", "pp", "zero", "scale", "root", "engine": "torch_save"|"dcp", "saves": ["sync"|"async"],
 "fsync", "crc32", "dcp_threads"}. Nothing of studyctl runs here but the list of tensors (names, dtypes, sizes)
 each rank holds, from `studyctl.definition.engine_tensors`, so the comparison is of the same bytes. The rest is
-what a user writes: random tensors, `torch.save` of each file's dict (then an fsync of the file and the
-directory) or `dcp.save` / `dcp.async_save` with a `FileSystemWriter`, the pages dropped with fadvise, a barrier,
-then `torch.load` / `dcp.load`, each timed on the rank from the call to its return. Rank 0 writes every rank's
-seconds and bytes as JSON. mpi4py is imported in `main`: DCP's process executor re-imports this module.
+what a user writes: random tensors, each checkpoint into a fresh directory: `torch.save` of each file's dict
+(then an fsync of the file and the directory), or `dcp.save` / `dcp.async_save` with a `FileSystemWriter`
+(async: the stager a CPU job configures); after the saves, the first checkpoint's pages dropped with fadvise, a
+barrier, then `torch.load` (copied into allocated tensors, as load_state_dict does) / `dcp.load` into them, each
+timed on the rank from the call to its return. The sequence is a studyctl engine point's (its writes, then one
+cold restore of checkpoint 0, one process per point): a load between saves would free the saved tensors and leave
+the allocator memory that the next snapshot reuses without page faults, which a training run's snapshot does not
+find. Rank 0 writes every rank's seconds and bytes as JSON. mpi4py is imported in `main`: DCP's process
+executor re-imports this module.
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ from typing import Any
 import torch
 import torch.distributed as dist
 import torch.distributed.checkpoint as dcp
+from torch.distributed.checkpoint.staging import DefaultStager, StagingOptions
 
 DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32, "fp64": torch.float64,
           "fp8": torch.float8_e4m3fn, "uint8": torch.uint8}
@@ -69,49 +75,62 @@ def torch_save(state: dict[str, dict[str, torch.Tensor]], d: Path, do_fsync: boo
         fsync(d)
 
 
-def one(comm: Any, config: dict[str, Any], state: dict[str, dict[str, torch.Tensor]], step: int,
-        how: str) -> dict[str, float]:
+def save(comm: Any, config: dict[str, Any], state: dict[str, dict[str, torch.Tensor]], step: int,
+         how: str) -> dict[str, float]:
+    """One checkpoint into a fresh directory, timed on the rank from the call to its return (files durable)."""
     d = Path(config["root"]) / f"step{step}"
-    rank = comm.Get_rank()
-    by_kind: dict[str, dict[str, torch.Tensor]] = {"model": {}, "optim": {}}
-    for name, named in state.items():
-        by_kind["optim" if name.endswith("optim_states.pt") else "model"].update(named)
     writer = dcp.FileSystemWriter(d, thread_count=config["dcp_threads"], sync_files=config["fsync"])
     comm.Barrier()
     start = time.perf_counter()
     if config["engine"] == "torch_save" and how == "sync":
         torch_save(state, d, config["fsync"])
-        figures = {"seconds": time.perf_counter() - start}
-    elif config["engine"] == "torch_save":  # the snapshot blocks; torch.save runs in a thread
+        return {"seconds": time.perf_counter() - start}
+    if config["engine"] == "torch_save":  # the snapshot blocks; torch.save runs in a thread
         from concurrent.futures import ThreadPoolExecutor
 
         snapshot = {n: {k: t.clone() for k, t in named.items()} for n, named in state.items()}
         blocked = time.perf_counter() - start
         with ThreadPoolExecutor(1) as pool:
             pool.submit(torch_save, snapshot, d, config["fsync"]).result()
-        figures = {"blocked_s": blocked, "done_s": time.perf_counter() - start}
-    elif how == "sync":
-        dcp.save(by_kind, storage_writer=writer)
-        figures = {"seconds": time.perf_counter() - start}
-    else:
-        future = dcp.async_save(by_kind, storage_writer=writer)
-        blocked = time.perf_counter() - start
-        future.result()  # type: ignore[union-attr]
-        figures = {"blocked_s": blocked, "done_s": time.perf_counter() - start}
-    comm.Barrier()
+        return {"blocked_s": blocked, "done_s": time.perf_counter() - start}
+    if how == "sync":
+        dcp.save(by_kind(state), storage_writer=writer)
+        return {"seconds": time.perf_counter() - start}
+    # the stager a CPU job configures (no pinned or shared memory, staging on the caller's thread); without
+    # one, DCP would stage through the writer's own BlockingAsyncStager, other code than a configured job's
+    stager = DefaultStager(StagingOptions(False, False, False, False))
+    future = dcp.async_save(by_kind(state), storage_writer=writer, async_stager=stager)
+    blocked = time.perf_counter() - start
+    future.result()  # type: ignore[union-attr]
+    stager.close()
+    return {"blocked_s": blocked, "done_s": time.perf_counter() - start}
+
+
+def by_kind(state: dict[str, dict[str, torch.Tensor]]) -> dict[str, dict[str, torch.Tensor]]:
+    out: dict[str, dict[str, torch.Tensor]] = {"model": {}, "optim": {}}
+    for name, named in state.items():
+        out["optim" if name.endswith("optim_states.pt") else "model"].update(named)
+    return out
+
+
+def load(comm: Any, config: dict[str, Any], state: dict[str, dict[str, torch.Tensor]]) -> dict[str, float]:
+    """The cold restore of the first checkpoint into an allocated state of zeros (a model's parameters): every
+    file the rank reads evicted (DCP's ranks read every file of the step), a barrier, then the timed load."""
+    d = Path(config["root"]) / "step0"
+    rank = comm.Get_rank()
+    into = {n: {k: torch.zeros_like(t) for k, t in named.items()} for n, named in state.items()}
     mine = [d / n for n in state] if config["engine"] == "torch_save" else [
         p for p in d.iterdir() if p.name.startswith(f"__{rank}_") or (rank == 0 and p.name == ".metadata")]
-    drop_pages(mine)
+    drop_pages([d / n for n in state] if config["engine"] == "torch_save" else list(d.iterdir()))
     comm.Barrier()
     start = time.perf_counter()
     if config["engine"] == "torch_save":
-        for name in state:
-            state[name] = torch.load(d / name, map_location="cpu", weights_only=True)
+        for name, named in into.items():  # into the allocated tensors, as load_state_dict copies
+            for k, t in torch.load(d / name, map_location="cpu", weights_only=True).items():
+                named[k].copy_(t)
     else:
-        dcp.load(by_kind, storage_reader=dcp.FileSystemReader(d))
-    figures["load_s"] = time.perf_counter() - start
-    figures["nbytes"] = sum(p.stat().st_size for p in mine)
-    return figures
+        dcp.load(by_kind(into), storage_reader=dcp.FileSystemReader(d))
+    return {"load_s": time.perf_counter() - start, "nbytes": sum(p.stat().st_size for p in mine)}
 
 
 def main(config_path: str, out_path: str) -> None:
@@ -128,7 +147,8 @@ def main(config_path: str, out_path: str) -> None:
         store = store or dist.TCPStore(host, port, world, is_master=False)
         dist.init_process_group("gloo", store=store, rank=rank, world_size=world)
     state = tensors(config, rank, world)
-    record = [one(comm, config, state, step, how) for step, how in enumerate(config["saves"])]
+    record = [save(comm, config, state, step, how) for step, how in enumerate(config["saves"])]
+    record.append(load(comm, config, state))
     records = comm.gather(record, root=0)
     if rank == 0:
         Path(out_path).write_text(json.dumps(records))
