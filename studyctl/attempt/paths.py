@@ -102,7 +102,8 @@ class StudyPaths:
     def attempts_on_disk(self, point_id: str) -> list[int]:
         """Attempt numbers with a directory of `point_id` (evidence: never reused for another attempt)."""
         # a plain string path: this runs for every point on every command (pathlib would double its cost)
-        return sorted(n for n in map(attempt_number, self._dirs(os.path.join(self.points, point_id))) if n is not None)
+        return sorted(n for n in map(attempt_number, self._dirs(os.path.join(self.root, "points", point_id)))
+                      if n is not None)
 
     def point_ids_on_disk(self) -> list[str]:
         return sorted(self._dirs(self.points))
