@@ -135,7 +135,7 @@ def parse_result(path: Path, point_id: str, attempt: int) -> tuple[dict[str, Any
 
 def _one_result(paths: StudyPaths, cache: ParseCache, out: LoadedRows, a: AttemptFiles, path: Path) -> bool:
     """True when this attempt's result (`path`) is usable (its rows added); else a problem is recorded."""
-    st, error = file_status(path, paths)
+    st, error = file_status(path, paths, scanned=a.result_lstat)  # `path` is a.result
     rows = None
     if st is not None:
         rows, error = cache.get_or_parse(path, st, parse_result, a.point_id, a.attempt)
@@ -161,7 +161,7 @@ def _newest_results(paths: StudyPaths, found: dict[str, list[AttemptFiles]], exc
         newest = next((a for a in attempts if a.result is not None), None)
         if point_id in excluded or newest is None or newest.result is None:
             continue
-        st, _ = file_status(newest.result, paths)
+        st, _ = file_status(newest.result, paths, scanned=newest.result_lstat)
         if st is not None:
             jobs.append((newest.result, st, (point_id, newest.attempt)))
     return jobs

@@ -89,26 +89,36 @@ _KINDS = ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a device"), (stat.S_ISBLK, 
           (stat.S_ISSOCK, "a socket"), (stat.S_ISDIR, "a directory"))
 
 
-def file_status(path: Path, within: StudyPaths, where: str = "the study") -> tuple[os.stat_result | None, str | None]:
+def file_status(path: Path, within: StudyPaths, where: str = "the study", scanned: os.stat_result | None = None
+                ) -> tuple[os.stat_result | None, str | None]:
     """(stat, None) for a regular file inside `within` (a symlink to one inside counts); else (None, a reason).
 
-    Nothing is opened here. `where`: what `within` is, for the reason."""
+    Nothing is opened here. `where`: what `within` is, for the reason. `scanned`: the file's lstat as
+    `scan_attempts` found it; where it is no symlink it is the stat (two system calls per file saved)."""
     try:
-        if os.path.islink(path):
-            target = os.readlink(path)
-            if not os.path.exists(path):
-                return None, f"dangling symlink (to {target}): unusable"
-            if not within.contains(path):
-                return None, f"a symlink out of {where} (to {target}): never followed"
-        st = os.stat(path)
+        found = scanned if scanned is not None and not stat.S_ISLNK(scanned.st_mode) else _followed(path, within, where)
     except OSError as exc:
         return None, f"unreadable: {exc.strerror}"
+    if isinstance(found, str):
+        return None, found
+    st = found
     if not stat.S_ISREG(st.st_mode):
         kind = next((name for test, name in _KINDS if test(st.st_mode)), "something else")
         return None, f"{kind}, not a regular file: skipped, never opened"
     if st.st_size > MAX_FILE_BYTES:
         return None, f"{st.st_size} bytes, more than any result file ({MAX_FILE_BYTES >> 20} MiB): never read"
     return st, None
+
+
+def _followed(path: Path, within: StudyPaths, where: str) -> os.stat_result | str:
+    """The stat of `path`, a symlink followed only inside `within`; else the reason it is not followed."""
+    if os.path.islink(path):
+        target = os.readlink(path)
+        if not os.path.exists(path):
+            return f"dangling symlink (to {target}): unusable"
+        if not within.contains(path):
+            return f"a symlink out of {where} (to {target}): never followed"
+    return os.stat(path)
 
 
 def read_regular(path: Path) -> bytes:
