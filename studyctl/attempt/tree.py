@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 
-from studyctl.attempt.paths import AttemptPaths, StudyPaths
+from studyctl.attempt.paths import AttemptPaths, StudyPaths, attempt_dir_name
 
 # Far above any result file (1024 ranks × 20 checkpoints is ~5 MiB); a larger file is not one of ours.
 MAX_FILE_BYTES = 256 << 20
@@ -63,7 +63,7 @@ def scan_attempts(paths: StudyPaths) -> dict[str, list[AttemptFiles]]:
     for point_id in paths.point_ids_on_disk():
         attempts = []
         for number in reversed(paths.attempts_on_disk(point_id)):
-            base = f"{points}/{point_id}/attempt-{number}/"  # names checked by the listing: no join needed
+            base = f"{points}/{point_id}/{attempt_dir_name(number)}/"  # names from the listing: no join needed
             result, error = base + RESULT_NAME, base + ERROR_NAME
             result_st, error_st = _lstat(result), _lstat(error)
             if result_st is not None or error_st is not None:  # any file type: judged on reading
