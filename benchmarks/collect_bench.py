@@ -3,8 +3,8 @@ one after one file changed (target < 5 s); beside it, the training table's own s
 
 Generates schema-valid result files (tests/resultgen.py: 3 writes + 3 reads, 2-16 ranks each) in a
 temporary study directory, then times `studyctl.collect.collect` cold (every file validated), warm
-(nothing new: the fingerprint short-cut) and after touching one file (one file re-validated, the rest
-from the parse cache, tables/plots/report rebuilt).
+(nothing new: the fingerprint short-cut) and after one result changed (its point re-measured 7% faster: that
+file re-validated, the rest from the parse cache, the tables, plots and report its cells feed made again).
 
     .venv/bin/python -m benchmarks.collect_bench [N] [REPEATS]
 """
@@ -29,15 +29,20 @@ from studyctl.attempt.paths import StudyPaths
 from tests.resultgen import make_point, write_result
 
 
+def write_point(study: Path, i: int, faster: float = 1.0) -> Path:
+    """The i-th point's result file; `faster` scales its measured bandwidths (a re-run that measured otherwise)."""
+    nodes = [1, 2, 4, 8][i % 4]
+    point = make_point(zero=[1, 3][(i // 4) % 2], nodes=nodes, rpn=2,
+                       io_mode=["buffered", "direct"][(i // 8) % 2], rep=i // 16, writes=3, reads=3)
+    bw = 2.0 * nodes ** 0.8 * (1 + 0.03 * ((i * 7919) % 11 - 5) / 5) * faster
+    return write_result(study, point, [bw, bw * 1.01, bw * 0.99], [bw * 1.2, bw * 1.21, bw * 1.19])
+
+
 def make_study(root: Path, n: int) -> Path:
     study = root / "bench-collect"
     study.mkdir(parents=True)
     for i in range(n):
-        nodes = [1, 2, 4, 8][i % 4]
-        point = make_point(zero=[1, 3][(i // 4) % 2], nodes=nodes, rpn=2,
-                           io_mode=["buffered", "direct"][(i // 8) % 2], rep=i // 16, writes=3, reads=3)
-        bw = 2.0 * nodes ** 0.8 * (1 + 0.03 * ((i * 7919) % 11 - 5) / 5)
-        write_result(study, point, [bw, bw * 1.01, bw * 0.99], [bw * 1.2, bw * 1.21, bw * 1.19])
+        write_point(study, i)
     return study
 
 
@@ -84,8 +89,8 @@ def main(n: int = 10_000, repeat: int = 3) -> int:
             assert out.unchanged
             warm.append(dt)
             cpu["warm"].append(CPU[-1])
-            victim = next((study / "points").iterdir()) / "attempt-1" / "result.json"
-            victim.write_bytes(victim.read_bytes())
+            before = write_point(study, 0).read_bytes()  # a real change: other measured times, still plausible
+            assert write_point(study, 0, faster=1.07).read_bytes() != before
             dt, out = timed(lambda s=study: collect(s))
             assert not out.unchanged and out.files_read == 1 and out.files_cached == n - 1
             one.append(dt)

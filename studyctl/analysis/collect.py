@@ -1,7 +1,9 @@
 """`collect`: a study's result files (and statuses handed in) → tables, plots, ratios and a report.
 
 A function of the files: it never reads the ledger, polls a scheduler or deletes results. Work is
-skipped when nothing it depends on changed (a manifest under tables/.cache). Bad input (a ratio
+skipped when nothing it depends on changed (a manifest under tables/.cache): that check scans the attempt
+tree once and imports none of the analysis stack (pandas, matplotlib, pydantic's models), which
+`collect_outputs` loads when there is work. Bad input (a ratio
 naming no axis, a DLIO path with no summary.json) is refused before anything is written, and so is a
 study whose tables/, tables/.cache/ or plots/ is a symlink (`fsutil.owned_dir`); a damaged or implausible
 DLIO folder is a problem naming its file, like a damaged result file, and the rest is kept. Every file is
@@ -14,34 +16,37 @@ import hashlib
 import json
 import os
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import studyctl
-from studyctl.analysis.ceiling_gaps import ceilings_setting
-from studyctl.analysis.dlio_import import DlioRun, import_runs
-from studyctl.analysis.hardware import share_lines
-from studyctl.analysis.output_memo import OutputMemo, recording
-from studyctl.analysis.plots import Plot, make_plots, training_plots
-from studyctl.analysis.plots.recovery import recovery_plots
-from studyctl.analysis.ratios import RatioSpec, parse_ratio, ratio_table
-from studyctl.analysis.report import render_report
+from studyctl.analysis.findings import Failure, Problem
+from studyctl.analysis.plots import Plot
 from studyctl.analysis.result_cache import CACHE_VERSION
-from studyctl.analysis.results import Failure, Problem
 from studyctl.analysis.status import PointStatus
-from studyctl.analysis.tables import Tables, build_tables, write_frame, write_tables
 from studyctl.attempt.paths import StudyPaths
-from studyctl.attempt.tree import AttemptFiles, scan_attempts
-from studyctl.definition.yamlpos import load_yaml_bounded
-from studyctl.errors import UserError
+from studyctl.attempt.tree import ERROR_NAME, RESULT_NAME, AttemptFiles, scan_attempts, stamp_stat
 from studyctl.fsutil import atomic_write_json, owned_dir
 from studyctl.states import NOT_FAILED, State
 
+if TYPE_CHECKING:
+    from studyctl.analysis.dlio_import import DlioRun
+    from studyctl.analysis.tables import Tables, build_tables
+
 __all__ = ["CollectResult", "DlioRun", "Failure", "PointStatus", "Problem", "Tables", "build_tables", "collect"]
 MANIFEST_VERSION = 5  # 4: filesystem and object store request plots; 5: why ceilings are missing
-PLOT_MEMO, TABLE_MEMO = "plots.json", "tables.json"  # under tables/.cache: what each output was made from
+
+
+def __getattr__(name: str) -> Any:
+    """`DlioRun`, `Tables` and `build_tables`, imported when first asked for (they load the analysis stack)."""
+    if name == "DlioRun":
+        from studyctl.analysis.dlio_import import DlioRun
+        return DlioRun
+    if name in ("Tables", "build_tables"):
+        from studyctl.analysis import tables
+        return getattr(tables, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 @dataclass
@@ -100,19 +105,16 @@ class CollectResult:
 
 
 def _file_stamps(found: dict[str, list[AttemptFiles]]) -> list[str]:
-    """"point/attempt/file/mtime/size" per result and error file the tree scan found (10k points: ~0.2 s)."""
+    """"point/attempt/file/mtime/size" per result and error file the tree scan found, from the scan's own lstat
+    where the file is not a symlink (10,000 points: one stat each saved)."""
     out: list[str] = []
     for pid in sorted(found):
         for a in found[pid]:
-            for path in (p for p in (a.result, a.error) if p is not None):
-                try:
-                    st = os.stat(path)
-                except OSError:  # a dangling link: its own stamp
-                    try:
-                        st = os.lstat(path)
-                    except OSError:
-                        continue
-                out.append(f"{pid}/{a.attempt}/{path.name}/{st.st_mtime_ns}/{st.st_size}\n")
+            for path, name, scanned in ((a.result_file, RESULT_NAME, a.result_lstat),
+                                        (a.error_file, ERROR_NAME, a.error_lstat)):
+                if path is None or (st := stamp_stat(path, scanned)) is None:
+                    continue
+                out.append(f"{pid}/{a.attempt}/{name}/{st.st_mtime_ns}/{st.st_size}\n")
     return out
 
 
@@ -143,26 +145,7 @@ def _fingerprint(paths: StudyPaths, found: dict[str, list[AttemptFiles]], status
     return h.hexdigest()
 
 
-def _description(paths: StudyPaths) -> str | None:
-    """The sweep's description, if the study directory keeps a copy of the sweep (optional)."""
-    try:
-        data = load_yaml_bounded(paths.sweep_copy)
-    except UserError:
-        return None  # missing or damaged: the report goes without a description
-    text = data.get("description") if isinstance(data, dict) else None
-    return str(text) if text else None
-
-
-def _missing_results(tables: Tables, statuses: Sequence[PointStatus] | None) -> list[Problem]:
-    """Points the statuses call COMPLETED with no usable result file."""
-    if statuses is None:
-        return []
-    have = set(tables.infos) | {p.point_id for p in tables.problems}
-    return [Problem(s.point_id, s.attempts or None, "", "ledger says COMPLETED but there is no result file")
-            for s in statuses if s.state == State.COMPLETED.value and s.point_id not in have]
-
-
-def _state_counts(statuses: Sequence[PointStatus] | None) -> tuple[int | None, int | None]:
+def state_counts(statuses: Sequence[PointStatus] | None) -> tuple[int | None, int | None]:
     if statuses is None:
         return None, None
     return (sum(1 for s in statuses if s.state == State.COMPLETED.value and not s.excluded),
@@ -182,7 +165,7 @@ def _load_manifest(path: Path, stamp: str) -> dict[str, Any] | None:
 
 
 def _from_manifest(paths: StudyPaths, m: dict[str, Any], statuses: Sequence[PointStatus] | None) -> CollectResult:
-    completed, failed = _state_counts(statuses)
+    completed, failed = state_counts(statuses)
     return CollectResult(paths.name, paths.root, True, m["points"], m["cells"], completed, failed,
                          [Path(p) for p in m["tables"]],
                          [Plot(p["kind"], p["title"], Path(p["path"])) for p in m["plots"]], m["skipped_plots"],
@@ -199,35 +182,6 @@ def _save_manifest(path: Path, stamp: str, r: CollectResult) -> None:
         "report_md": str(r.report_md), "problems": [asdict(p) for p in r.problems],
         "failures": [asdict(f) for f in r.failures], "files": r.files_read + r.files_cached,
         "left_out": r.left_out, "hardware": r.hardware})
-
-
-def _remove_stale_plots(plots_dir: Path, keep: list[Plot]) -> None:
-    """PNGs of plots this collect did not draw (a model since removed); never another writer's temporary
-    file, never anything but a regular file. `plots_dir` is a real directory of the study (`owned_dir`)."""
-    keep_names = {p.path.name for p in keep}
-    for entry in os.scandir(plots_dir):
-        if (entry.name.endswith(".png") and not entry.name.startswith(".") and entry.name not in keep_names
-                and entry.is_file(follow_symlinks=False)):
-            Path(entry.path).unlink(missing_ok=True)
-
-
-def _ratio_outputs(tables: Tables, specs: list[RatioSpec], paths: StudyPaths
-                   ) -> tuple[list[Path], list[Plot], list[dict[str, Any]]]:
-    from studyctl.analysis.plots.forest import forest
-
-    written, plots, sections = [], [], []
-    for spec in specs:
-        table = ratio_table(tables.summary, spec)
-        written += write_frame(table, paths.tables, spec.name)
-        title = f"{spec.axis}: each value / {spec.baseline}, every other setting equal (95% CI)"
-        if not table.empty:
-            rows = table.assign(label=table["cell"].where(table["cell"] != "all points", "")
-                                .radd(table[spec.axis] + " / " + spec.baseline + " "))
-            plots.append(Plot("ratio", title, forest(rows, title, f"ratio to {spec.axis} = {spec.baseline}",
-                                                     paths.plots / f"{spec.name}.png")))
-        sections.append({"title": title, "axis": spec.axis, "baseline": spec.baseline,
-                         "rows": table.to_dict("records")})
-    return written, plots, sections
 
 
 def collect(study_dir: Path, statuses: Sequence[PointStatus] | None = None,
@@ -248,33 +202,9 @@ def collect(study_dir: Path, statuses: Sequence[PointStatus] | None = None,
     manifest = None if force else _load_manifest(manifest_path, stamp)
     if manifest is not None:
         return _from_manifest(paths, manifest, statuses)
-    extra, runs, dlio_problems = import_runs(dlio, reads=dlio_reads) if dlio else (None, [], [])
-    excluded = frozenset(s.point_id for s in statuses or () if s.excluded)
-    tables = build_tables(paths.root, extra, paths.tables_cache, excluded, found)
-    specs = [parse_ratio(text, tables.summary) for text in ratios]  # refused before anything is written
-    tables.problems.extend([*_missing_results(tables, statuses), *dlio_problems])
-    table_memo = OutputMemo(paths.tables_cache / TABLE_MEMO, paths.tables, forget=force)
-    plot_memo = OutputMemo(paths.tables_cache / PLOT_MEMO, paths.plots, forget=force)
-    with ThreadPoolExecutor(1) as pool, recording(plot_memo):  # pyarrow writes tables without the GIL while plots draw
-        writing = pool.submit(write_tables, tables, paths, table_memo)
-        plots, skipped = make_plots(tables.summary, tables.ranks, paths.plots)
-        more, why = training_plots(tables.training_cells, paths.plots)
-        plots, skipped = plots + more, skipped + why
-        more, why = recovery_plots(tables.recovery_cells, paths.plots)
-        plots, skipped = plots + more, skipped + why
-        ratio_files, ratio_plots, sections = _ratio_outputs(tables, specs, paths)
-        plots += ratio_plots
-        written = writing.result()
-    _remove_stale_plots(paths.plots, plots)
-    html, md = render_report(paths, _description(paths), tables, plots, skipped, statuses, written,
-                             {"ratios": sections, "dlio_runs": [asdict(r) for r in runs]})
-    completed, failed = _state_counts(statuses)
-    ratio_lines = [f"{r['label']} — {r['cell']}" for s in sections for r in s["rows"]]
-    measured = sum(1 for i in tables.infos.values() if i.get("role", "measure") == "measure")
-    result = CollectResult(paths.name, paths.root, False, measured, len(tables.summary), completed, failed,
-                           written + ratio_files, plots, skipped, ratio_lines, html, md, tables.problems,
-                           tables.failures, tables.files_read, tables.files_cached, tables.left_out,
-                           share_lines(tables.summary, tables.ceilings, statuses, ceilings_setting(paths.sweep_copy)))
+    from studyctl.analysis.collect_outputs import make_outputs  # the analysis stack: only when work is redone
+
+    result = make_outputs(paths, found, statuses, dlio, list(ratios), force, dlio_reads)
     _save_manifest(manifest_path, stamp, result)
     return result
 

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from studyctl.analysis.cells import cell_key, point_settings
+from studyctl.analysis.findings import Failure, Problem
 from studyctl.analysis.rank_load import SPLIT_FIELDS, ceiling_row, heaviest_rank, rank_split
 from studyctl.analysis.recovery_rows import recovery_row
 from studyctl.analysis.result_cache import ParseCache
@@ -32,26 +33,6 @@ RANK_FIELDS = ("phase", "index", "rank", "host", "bytes", "duration_s", "bandwid
 # NaN and is read by orjson, not json (three times slower); the ranks table makes them NaN again.
 NO_SPLIT = (None,) * len(SPLIT_FIELDS)
 RANK_CONTEXT = ("point_id", "cell_key", "model", "zero_stage", "nodes", "filesystem", "io_mode", "repetition")
-
-
-@dataclass
-class Problem:
-    """A result file that could not be used (or a result that should exist and does not)."""
-
-    point_id: str
-    attempt: int | None
-    path: str
-    reason: str
-
-
-@dataclass
-class Failure:
-    """A worker error record (error.json) on the point's latest attempt with no usable result."""
-
-    point_id: str
-    attempt: int
-    failure_class: str
-    reason: str
 
 
 @dataclass
@@ -154,7 +135,7 @@ def parse_result(path: Path, point_id: str, attempt: int) -> tuple[dict[str, Any
 
 def _one_result(paths: StudyPaths, cache: ParseCache, out: LoadedRows, a: AttemptFiles, path: Path) -> bool:
     """True when this attempt's result (`path`) is usable (its rows added); else a problem is recorded."""
-    st, error = file_status(path, paths)
+    st, error = file_status(path, paths, scanned=a.result_lstat)  # `path` is a.result
     rows = None
     if st is not None:
         rows, error = cache.get_or_parse(path, st, parse_result, a.point_id, a.attempt)
@@ -180,7 +161,7 @@ def _newest_results(paths: StudyPaths, found: dict[str, list[AttemptFiles]], exc
         newest = next((a for a in attempts if a.result is not None), None)
         if point_id in excluded or newest is None or newest.result is None:
             continue
-        st, _ = file_status(newest.result, paths)
+        st, _ = file_status(newest.result, paths, scanned=newest.result_lstat)
         if st is not None:
             jobs.append((newest.result, st, (point_id, newest.attempt)))
     return jobs

@@ -52,6 +52,11 @@ class AttemptPaths:
         return self.dir / "stderr.log"
 
 
+def attempt_dir_name(attempt: int) -> str:
+    """3 → `attempt-3`: the directory's name, spelled here alone (`attempt_number` reads it back)."""
+    return f"attempt-{attempt}"
+
+
 def attempt_number(dir_name: str) -> int | None:
     """`attempt-3` → 3; anything else (`attempt-0`, `attempt-03`, a number over MAX_ATTEMPT) → None."""
     m = ATTEMPT_DIR.fullmatch(dir_name)
@@ -97,12 +102,13 @@ class StudyPaths:
         return self.points / point_id
 
     def attempt(self, point_id: str, attempt: int) -> AttemptPaths:
-        return AttemptPaths(self.point(point_id) / f"attempt-{attempt}")
+        return AttemptPaths(self.point(point_id) / attempt_dir_name(attempt))
 
     def attempts_on_disk(self, point_id: str) -> list[int]:
         """Attempt numbers with a directory of `point_id` (evidence: never reused for another attempt)."""
         # a plain string path: this runs for every point on every command (pathlib would double its cost)
-        return sorted(n for n in map(attempt_number, self._dirs(os.path.join(self.points, point_id))) if n is not None)
+        return sorted(n for n in map(attempt_number, self._dirs(os.path.join(self.root, "points", point_id)))
+                      if n is not None)
 
     def point_ids_on_disk(self) -> list[str]:
         return sorted(self._dirs(self.points))

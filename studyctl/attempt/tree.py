@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import os
 import stat
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 
-from studyctl.attempt.paths import AttemptPaths, StudyPaths
+from studyctl.attempt.paths import AttemptPaths, StudyPaths, attempt_dir_name
 
 # Far above any result file (1024 ranks × 20 checkpoints is ~5 MiB); a larger file is not one of ours.
 MAX_FILE_BYTES = 256 << 20
@@ -22,58 +23,102 @@ RESULT_NAME, ERROR_NAME = AttemptPaths(Path()).result.name, AttemptPaths(Path())
 
 @dataclass(frozen=True)
 class AttemptFiles:
-    """One attempt directory that holds a result or error record (of any file type: judged on reading)."""
+    """One attempt directory that holds a result or error record (of any file type: judged on reading).
+
+    The files are kept as the scan's strings and made Paths when first asked for: a collect with nothing new
+    never asks (a Path per file was a quarter of scanning 10,000 points)."""
 
     point_id: str
     attempt: int
-    result: Path | None
-    error: Path | None
+    result_file: str | None
+    error_file: str | None
+    # each file's lstat as the scan found it (a symlink's own): what a fingerprint of the tree needs, without
+    # a second system call per file; None where the file is absent or the scan did not record it
+    result_lstat: os.stat_result | None = field(default=None, compare=False, repr=False)
+    error_lstat: os.stat_result | None = field(default=None, compare=False, repr=False)
+
+    @cached_property
+    def result(self) -> Path | None:
+        return None if self.result_file is None else Path(self.result_file)
+
+    @cached_property
+    def error(self) -> Path | None:
+        return None if self.error_file is None else Path(self.error_file)
+
+
+def _lstat(path: str) -> os.stat_result | None:
+    try:
+        return os.lstat(path)
+    except OSError:
+        return None
 
 
 def scan_attempts(paths: StudyPaths) -> dict[str, list[AttemptFiles]]:
     """point_id → its attempts (newest first) that left a result or an error record.
 
-    Each attempt's file names come from `AttemptPaths`, tested as plain strings (pathlib cost a third of a
-    scan of 10,000 points); Paths are made only for the files found."""
+    One lstat per file name of each attempt (`AttemptPaths`' names, tested as plain strings: pathlib was half
+    of a scan of 10,000 points), kept for the caller."""
     found: dict[str, list[AttemptFiles]] = {}
+    points = os.fspath(paths.points)
     for point_id in paths.point_ids_on_disk():
         attempts = []
         for number in reversed(paths.attempts_on_disk(point_id)):
-            files = paths.attempt(point_id, number)
-            folder = os.fspath(files.dir)
-            result, error = (os.path.join(folder, name) for name in (RESULT_NAME, ERROR_NAME))
-            attempts.append(AttemptFiles(point_id, number,  # any file type: judged on reading
-                                         Path(result) if os.path.lexists(result) else None,
-                                         Path(error) if os.path.lexists(error) else None))
-        if attempts := [a for a in attempts if a.result or a.error]:
+            base = f"{points}/{point_id}/{attempt_dir_name(number)}/"  # names from the listing: no join needed
+            result, error = base + RESULT_NAME, base + ERROR_NAME
+            result_st, error_st = _lstat(result), _lstat(error)
+            if result_st is not None or error_st is not None:  # any file type: judged on reading
+                attempts.append(AttemptFiles(point_id, number, None if result_st is None else result,
+                                             None if error_st is None else error, result_st, error_st))
+        if attempts:
             found[point_id] = attempts
     return found
+
+
+def stamp_stat(path: str, scanned: os.stat_result | None) -> os.stat_result | None:
+    """The stat of a file the scan found, for a fingerprint: its target's where it is a symlink, its own where
+    the target is gone (a dangling link is a stamp too), None where it vanished since."""
+    if scanned is not None and not stat.S_ISLNK(scanned.st_mode):
+        return scanned  # a regular file (or anything but a link): its lstat is its stat
+    try:
+        return os.stat(path)
+    except OSError:
+        return _lstat(path)
 
 
 _KINDS = ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a device"), (stat.S_ISBLK, "a device"),
           (stat.S_ISSOCK, "a socket"), (stat.S_ISDIR, "a directory"))
 
 
-def file_status(path: Path, within: StudyPaths, where: str = "the study") -> tuple[os.stat_result | None, str | None]:
+def file_status(path: Path, within: StudyPaths, where: str = "the study", scanned: os.stat_result | None = None
+                ) -> tuple[os.stat_result | None, str | None]:
     """(stat, None) for a regular file inside `within` (a symlink to one inside counts); else (None, a reason).
 
-    Nothing is opened here. `where`: what `within` is, for the reason."""
+    Nothing is opened here. `where`: what `within` is, for the reason. `scanned`: the file's lstat as
+    `scan_attempts` found it; where it is no symlink it is the stat (two system calls per file saved)."""
     try:
-        if os.path.islink(path):
-            target = os.readlink(path)
-            if not os.path.exists(path):
-                return None, f"dangling symlink (to {target}): unusable"
-            if not within.contains(path):
-                return None, f"a symlink out of {where} (to {target}): never followed"
-        st = os.stat(path)
+        found = scanned if scanned is not None and not stat.S_ISLNK(scanned.st_mode) else _followed(path, within, where)
     except OSError as exc:
         return None, f"unreadable: {exc.strerror}"
+    if isinstance(found, str):
+        return None, found
+    st = found
     if not stat.S_ISREG(st.st_mode):
         kind = next((name for test, name in _KINDS if test(st.st_mode)), "something else")
         return None, f"{kind}, not a regular file: skipped, never opened"
     if st.st_size > MAX_FILE_BYTES:
         return None, f"{st.st_size} bytes, more than any result file ({MAX_FILE_BYTES >> 20} MiB): never read"
     return st, None
+
+
+def _followed(path: Path, within: StudyPaths, where: str) -> os.stat_result | str:
+    """The stat of `path`, a symlink followed only inside `within`; else the reason it is not followed."""
+    if os.path.islink(path):
+        target = os.readlink(path)
+        if not os.path.exists(path):
+            return f"dangling symlink (to {target}): unusable"
+        if not within.contains(path):
+            return f"a symlink out of {where} (to {target}): never followed"
+    return os.stat(path)
 
 
 def read_regular(path: Path) -> bytes:

@@ -1,0 +1,116 @@
+"""What `collect` makes when its inputs changed: tables, plots, ratios and the report, as one `CollectResult`.
+
+Kept apart from `collect` so that a collect with nothing new never imports what this needs (pandas,
+matplotlib, pyarrow, jinja2, the result schema).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from studyctl.analysis.ceiling_gaps import ceilings_setting
+from studyctl.analysis.collect import CollectResult, state_counts
+from studyctl.analysis.dlio_import import import_runs
+from studyctl.analysis.findings import Problem
+from studyctl.analysis.hardware import share_lines
+from studyctl.analysis.output_memo import OutputMemo, recording
+from studyctl.analysis.plots import Plot
+from studyctl.analysis.plots.figures import make_plots
+from studyctl.analysis.plots.recovery import recovery_plots
+from studyctl.analysis.plots.training import training_plots
+from studyctl.analysis.ratios import RatioSpec, parse_ratio, ratio_table
+from studyctl.analysis.report import render_report
+from studyctl.analysis.status import PointStatus
+from studyctl.analysis.tables import Tables, build_tables, write_frame, write_tables
+from studyctl.attempt.paths import StudyPaths
+from studyctl.attempt.tree import AttemptFiles
+from studyctl.definition.yamlpos import load_yaml_bounded
+from studyctl.errors import UserError
+from studyctl.states import State
+
+PLOT_MEMO, TABLE_MEMO = "plots.json", "tables.json"  # under tables/.cache: what each output was made from
+
+
+def _description(paths: StudyPaths) -> str | None:
+    """The sweep's description, if the study directory keeps a copy of the sweep (optional)."""
+    try:
+        data = load_yaml_bounded(paths.sweep_copy)
+    except UserError:
+        return None  # missing or damaged: the report goes without a description
+    text = data.get("description") if isinstance(data, dict) else None
+    return str(text) if text else None
+
+
+def _missing_results(tables: Tables, statuses: Sequence[PointStatus] | None) -> list[Problem]:
+    """Points the statuses call COMPLETED with no usable result file."""
+    if statuses is None:
+        return []
+    have = set(tables.infos) | {p.point_id for p in tables.problems}
+    return [Problem(s.point_id, s.attempts or None, "", "ledger says COMPLETED but there is no result file")
+            for s in statuses if s.state == State.COMPLETED.value and s.point_id not in have]
+
+
+def _remove_stale_plots(plots_dir: Path, keep: list[Plot]) -> None:
+    """PNGs of plots this collect did not draw (a model since removed); never another writer's temporary
+    file, never anything but a regular file. `plots_dir` is a real directory of the study (`owned_dir`)."""
+    keep_names = {p.path.name for p in keep}
+    for entry in os.scandir(plots_dir):
+        if (entry.name.endswith(".png") and not entry.name.startswith(".") and entry.name not in keep_names
+                and entry.is_file(follow_symlinks=False)):
+            Path(entry.path).unlink(missing_ok=True)
+
+
+def _ratio_outputs(tables: Tables, specs: list[RatioSpec], paths: StudyPaths
+                   ) -> tuple[list[Path], list[Plot], list[dict[str, Any]]]:
+    from studyctl.analysis.plots.forest import forest
+
+    written, plots, sections = [], [], []
+    for spec in specs:
+        table = ratio_table(tables.summary, spec)
+        written += write_frame(table, paths.tables, spec.name)
+        title = f"{spec.axis}: each value / {spec.baseline}, every other setting equal (95% CI)"
+        if not table.empty:
+            rows = table.assign(label=table["cell"].where(table["cell"] != "all points", "")
+                                .radd(table[spec.axis] + " / " + spec.baseline + " "))
+            plots.append(Plot("ratio", title, forest(rows, title, f"ratio to {spec.axis} = {spec.baseline}",
+                                                     paths.plots / f"{spec.name}.png")))
+        sections.append({"title": title, "axis": spec.axis, "baseline": spec.baseline,
+                         "rows": table.to_dict("records")})
+    return written, plots, sections
+
+
+def make_outputs(paths: StudyPaths, found: dict[str, list[AttemptFiles]], statuses: Sequence[PointStatus] | None,
+                 dlio: list[Path], ratios: list[str], force: bool, dlio_reads: str) -> CollectResult:
+    """Every output of the study made again (or kept by the output memos where its data is the same)."""
+    extra, runs, dlio_problems = import_runs(dlio, reads=dlio_reads) if dlio else (None, [], [])
+    excluded = frozenset(s.point_id for s in statuses or () if s.excluded)
+    tables = build_tables(paths.root, extra, paths.tables_cache, excluded, found)
+    specs = [parse_ratio(text, tables.summary) for text in ratios]  # refused before anything is written
+    tables.problems.extend([*_missing_results(tables, statuses), *dlio_problems])
+    table_memo = OutputMemo(paths.tables_cache / TABLE_MEMO, paths.tables, forget=force)
+    plot_memo = OutputMemo(paths.tables_cache / PLOT_MEMO, paths.plots, forget=force)
+    with ThreadPoolExecutor(1) as pool, recording(plot_memo):  # pyarrow writes tables without the GIL while plots draw
+        writing = pool.submit(write_tables, tables, paths, table_memo)
+        plots, skipped = make_plots(tables.summary, tables.ranks, paths.plots)
+        more, why = training_plots(tables.training_cells, paths.plots)
+        plots, skipped = plots + more, skipped + why
+        more, why = recovery_plots(tables.recovery_cells, paths.plots)
+        plots, skipped = plots + more, skipped + why
+        ratio_files, ratio_plots, sections = _ratio_outputs(tables, specs, paths)
+        plots += ratio_plots
+        written = writing.result()
+    _remove_stale_plots(paths.plots, plots)
+    html, md = render_report(paths, _description(paths), tables, plots, skipped, statuses, written,
+                             {"ratios": sections, "dlio_runs": [asdict(r) for r in runs]})
+    completed, failed = state_counts(statuses)
+    ratio_lines = [f"{r['label']} — {r['cell']}" for s in sections for r in s["rows"]]
+    measured = sum(1 for i in tables.infos.values() if i.get("role", "measure") == "measure")
+    return CollectResult(paths.name, paths.root, False, measured, len(tables.summary), completed, failed,
+                         written + ratio_files, plots, skipped, ratio_lines, html, md, tables.problems,
+                         tables.failures, tables.files_read, tables.files_cached, tables.left_out,
+                         share_lines(tables.summary, tables.ceilings, statuses, ceilings_setting(paths.sweep_copy)))
