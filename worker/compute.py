@@ -134,11 +134,18 @@ class DeviceCompute:
         self.dispatch.calibrate(self.compute_s * self.dispatch_share)
 
     def run(self) -> None:
+        start = time.perf_counter()
         self.dispatch.run(self.dispatch.ops)
-        self.wait()
+        self.wait(start)
 
-    def wait(self) -> None:
-        time.sleep(self.device_s)
+    def wait(self, start: float | None = None) -> None:
+        """The device's part after the dispatch; a step never ends before `compute_s` from `start` (its dispatch
+        calibrated on the fastest of three runs may come in under its share), while a stretched dispatch still
+        delays the step one for one."""
+        until = time.perf_counter() + self.device_s
+        if start is not None:
+            until = max(until, start + self.compute_s)
+        time.sleep(max(0.0, until - time.perf_counter()))
 
 
 class CudaCompute(DeviceCompute):
@@ -170,7 +177,7 @@ class CudaCompute(DeviceCompute):
         one = min(self._matmuls(20) for _ in range(3)) / 20
         self.matmuls = max(1, round(self.device_s / max(one, 1e-9)))
 
-    def wait(self) -> None:
+    def wait(self, start: float | None = None) -> None:
         self._matmuls(self.matmuls)
 
 

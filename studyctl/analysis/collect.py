@@ -16,11 +16,12 @@ import hashlib
 import json
 import os
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import studyctl
+from studyctl.analysis.collect_result import CollectResult, state_counts
 from studyctl.analysis.findings import Failure, Problem
 from studyctl.analysis.plots import Plot
 from studyctl.analysis.result_cache import CACHE_VERSION
@@ -28,7 +29,6 @@ from studyctl.analysis.status import PointStatus
 from studyctl.attempt.paths import StudyPaths
 from studyctl.attempt.tree import ERROR_NAME, RESULT_NAME, AttemptFiles, scan_attempts, stamp_stat
 from studyctl.fsutil import atomic_write_json, owned_dir
-from studyctl.states import NOT_FAILED, State
 
 if TYPE_CHECKING:
     from studyctl.analysis.dlio_import import DlioRun
@@ -47,61 +47,6 @@ def __getattr__(name: str) -> Any:
         from studyctl.analysis import tables
         return getattr(tables, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-@dataclass
-class CollectResult:
-    """What a collect produced and found; `unchanged` when nothing was redone."""
-
-    study: str
-    study_dir: Path
-    unchanged: bool
-    points: int = 0  # measure points with a valid result in the tables (ceiling and calibration points apart)
-    cells: int = 0  # summary rows (cell × phase)
-    completed: int | None = None  # from the statuses handed in (None: no statuses)
-    failed: int | None = None
-    tables: list[Path] = field(default_factory=list)
-    plots: list[Plot] = field(default_factory=list)
-    skipped_plots: list[str] = field(default_factory=list)
-    ratios: list[str] = field(default_factory=list)  # one line per ratio, e.g. "direct / buffered write: 1.70× [..]"
-    report_html: Path | None = None
-    report_md: Path | None = None
-    problems: list[Problem] = field(default_factory=list)  # invalid, truncated or missing results
-    failures: list[Failure] = field(default_factory=list)  # worker error records (error.json)
-    files_read: int = 0  # result files parsed and validated this time
-    files_cached: int = 0  # result files taken from the parse cache
-    # results of points the sweep now excludes, or that studyctl added for a shape it no longer measures: not cells
-    left_out: list[str] = field(default_factory=list)
-    hardware: list[str] = field(default_factory=list)  # per cell × phase: its share of the ceiling and its limit
-
-    @property
-    def tables_dir(self) -> Path:
-        return StudyPaths(self.study_dir).tables
-
-    def summary_lines(self) -> list[str]:
-        """Plain lines for the CLI."""
-        how = (" (nothing new since the last collect)" if self.unchanged else
-               f"; validated {self.files_read} result files, {self.files_cached} unchanged from cache")
-        states = "" if self.completed is None else f"{self.completed} completed, {self.failed} failed; "
-        lines = [f"study {self.study}: {states}{self.points} points collected into {self.cells} cell×phase "
-                 f"rows{how}"]
-        lines += [f"  unusable result: {p.point_id}: {p.reason}" if p.attempt is None else
-                  f"  unusable result: point {p.point_id} attempt {p.attempt}: {p.reason}" for p in self.problems]
-        lines += [f"  worker error: point {f.point_id} attempt {f.attempt}: {f.failure_class}: {f.reason}"
-                  for f in self.failures]
-        if self.left_out:
-            lines.append(f"  left out: {len(self.left_out)} result(s) of points the sweep now excludes (or added "
-                         "for a shape it no longer measures)")
-        if self.failed:
-            lines.append(f"  rerun the failed points: studyctl sweep resubmit {self.study}")
-        lines += [f"  plot skipped: {s}" for s in self.skipped_plots]
-        lines += [f"ratio: {r}" for r in self.ratios]
-        lines += [f"hardware: {h}" for h in self.hardware]
-        lines.append(f"tables: {self.tables_dir}")
-        lines += [f"plot: {p.path}" for p in self.plots]
-        lines.append(f"report: {self.report_html}")
-        lines.append(f"report (Markdown): {self.report_md}")
-        return lines
 
 
 def _file_stamps(found: dict[str, list[AttemptFiles]]) -> list[str]:
@@ -143,13 +88,6 @@ def _fingerprint(paths: StudyPaths, found: dict[str, list[AttemptFiles]], status
     if paths.sweep_copy.exists():
         h.update(f"sweep/{paths.sweep_copy.stat().st_mtime_ns}".encode())
     return h.hexdigest()
-
-
-def state_counts(statuses: Sequence[PointStatus] | None) -> tuple[int | None, int | None]:
-    if statuses is None:
-        return None, None
-    return (sum(1 for s in statuses if s.state == State.COMPLETED.value and not s.excluded),
-            sum(1 for s in statuses if s.state not in NOT_FAILED and not s.excluded))
 
 
 def _load_manifest(path: Path, stamp: str) -> dict[str, Any] | None:

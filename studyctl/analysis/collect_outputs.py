@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from studyctl.analysis.ceiling_gaps import ceilings_setting
-from studyctl.analysis.collect import CollectResult, state_counts
+from studyctl.analysis.collect_result import CollectResult, state_counts
 from studyctl.analysis.dlio_import import import_runs
 from studyctl.analysis.findings import Problem
 from studyctl.analysis.hardware import share_lines

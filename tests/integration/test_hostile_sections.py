@@ -17,6 +17,7 @@ from studyctl.definition.plausibility import CHECKED
 from studyctl.definition.points import Point
 from studyctl.definition.result_schema import Result
 from tests.integration.test_recovery import make_task, relaunch
+from tests.integration.test_strategies import run_point
 from tests.resultgen import make_point, write_ceiling
 
 HUGE_INT = 1 << 70
@@ -41,7 +42,8 @@ def _requests(ranks: list[dict[str, Any]]) -> None:
 @pytest.fixture(scope="module")
 def bases(tmp_path_factory: pytest.TempPathFactory) -> list[dict[str, Any]]:
     """A real recovery result (4 mpiexec ranks, tiered, a node lost, restarted by a new launch) with object store
-    request counts added to its ranks, and a ceiling point's result."""
+    request counts added to its ranks, a ceiling point's result, and a real engine point's (torch.save, async: its
+    engine section with blocking, staging, persist and storage times)."""
     tmp = tmp_path_factory.mktemp("real")
     task, _ = make_task(tmp, {"lost_nodes": 1}, tp=1, zero=3, strategy="tiered")
     proc = relaunch(task)
@@ -52,9 +54,11 @@ def bases(tmp_path_factory: pytest.TempPathFactory) -> list[dict[str, Any]]:
     study = tmp / "gen"
     ceiling = write_ceiling(study, make_point(nodes=2, rpn=1), 2.0, 3.0, bcast=4.0)
     made = json.loads((study / "points" / ceiling.point_id / "attempt-1" / "result.json").read_text())
-    for data in (real, made):
+    run_point(tmp / "engine", nodes=1, rpn=2, engine="torch_save", strategy="async")
+    engine = json.loads((tmp / "engine" / "out" / "result.json").read_text())
+    for data in (real, made, engine):
         Result.model_validate(data)
-    return [real, made]
+    return [real, made, engine]
 
 
 def _keys(pattern: str) -> list[str]:

@@ -129,3 +129,13 @@ def test_no_share_means_no_dispatch_and_a_cpu_step_has_none() -> None:
     assert isinstance(Trainer(comm, STEP_S, "cpu", 0.0, dispatch_share=0.5).work, HostCompute)
     default = Trainer(comm, STEP_S, "accelerator", 0.0).work
     assert isinstance(default, DeviceCompute) and default.dispatch_share == DISPATCH_SHARE
+
+
+def test_a_step_whose_dispatch_comes_in_under_its_share_still_takes_its_compute_time() -> None:
+    """Calibration takes the fastest of three runs, so a dispatch can finish early: the device's part then waits
+    until compute_s has passed since the step began (load can only make the step longer, never shorter)."""
+    work = calibrated(share=0.5)
+    work.dispatch.ops = 0  # the dispatch took no time at all
+    start = time.perf_counter()
+    work.run()
+    assert time.perf_counter() - start >= STEP_S
