@@ -132,7 +132,7 @@ class _Slot:
     """How to walk one field of a model: a number, a model, or a list / mapping of either."""
 
     name: str
-    many: bool  # a list or a mapping
+    many: int  # how many lists / mappings hold it (0: the field is the number or model itself)
     unit: Unit | None  # a number's (None: a model)
     low: float = 0.0
     high: float = 0.0
@@ -143,11 +143,10 @@ def _slots(model: type[BaseModel]) -> tuple[_Slot, ...]:
     """`model`'s fields that hold numbers, directly or below (derived from the same annotations as CHECKED)."""
     out = []
     for name, annotation, unit in _fields(model):
-        t = _strip(annotation)
-        many = typing.get_origin(t) in (list, dict)
-        if many:
+        t, many = _strip(annotation), 0
+        while typing.get_origin(t) in (list, dict):
             inner = typing.get_args(t)[-1]
-            t, unit = _strip(inner), unit or _unit(inner, [])
+            t, unit, many = _strip(inner), unit or _unit(inner, []), many + 1
         if isinstance(t, type) and issubclass(t, BaseModel):
             out.append(_Slot(name, many, None))
         elif _numeric(t):
@@ -161,31 +160,27 @@ def _walk(obj: BaseModel, prefix: str) -> str | None:
     """The first number in `obj` outside its unit's bounds, walked by its own class's fields (a model's subclass
     with a field more is walked with it)."""
     for slot in _slots(type(obj)):
-        value = getattr(obj, slot.name)
-        if value is None:
-            continue
-        if not slot.many:
-            if slot.unit is None:
-                problem = _walk(value, f"{prefix}{slot.name}.")
-            elif slot.low <= value <= slot.high:  # NaN fails both
-                continue
-            else:
-                problem = unit_problem(f"{prefix}{slot.name}", slot.unit, value)
-            if problem:
-                return problem
-            continue
-        for key, item in value.items() if isinstance(value, dict) else enumerate(value):
-            if item is None:
-                continue
-            if slot.unit is None:
-                problem = _walk(item, f"{prefix}{slot.name}.{key}.")
-            elif slot.low <= item <= slot.high:
-                continue
-            else:
-                problem = unit_problem(f"{prefix}{slot.name}.{key}", slot.unit, item)
-            if problem:
-                return problem
+        problem = _value(slot, getattr(obj, slot.name), f"{prefix}{slot.name}", slot.many)
+        if problem:
+            return problem
     return None
+
+
+def _value(slot: _Slot, value: Any, path: str, many: int) -> str | None:
+    """The first problem in one field's value, `many` containers deep."""
+    if value is None:
+        return None
+    if many:
+        for key, item in value.items() if isinstance(value, dict) else enumerate(value):
+            problem = _value(slot, item, f"{path}.{key}", many - 1)
+            if problem:
+                return problem
+        return None
+    if slot.unit is None:
+        return _walk(value, f"{path}.")
+    if slot.low <= value <= slot.high:  # NaN fails both
+        return None
+    return unit_problem(path, slot.unit, value)
 
 
 def unit_problem(path: str, unit: Unit, value: float) -> str | None:

@@ -105,6 +105,11 @@ class CheckpointTiming(_Strict):
     rank_bandwidth_min_GiBps: Rate
     rank_bandwidth_max_GiBps: Rate
     ranks: list[RankTiming]
+    # Restores only: right before the read, of `pages_sampled` pages sampled over the files it reads (mincore),
+    # how many were already in the page cache: the evidence that a read is cold (0) or served from memory.
+    # None: not sampled (a write, an object store, a result written before the sample existed).
+    resident_pages_before: Count | None = None
+    pages_sampled: Count | None = None
 
 
 def mlperf_throughput_GiBps(t: CheckpointTiming) -> float:
@@ -267,6 +272,10 @@ class CeilingInfo(_Strict):
     # `ceilings: shared`: "<study>/points/<point>/attempt-<n>", the attempt of another study that measured these
     # figures (same shape, filesystem path and nodes); None: measured by this point itself
     reused_from: str | None = None
+    # Per rate field of this model (its name as key), the aggregate rate of every round the probe ran, in order;
+    # the field itself is their median. A ceiling is a distribution: its uncertainty comes from these. Empty in
+    # results written before rounds were recorded.
+    rounds: dict[str, list[Rate]] = {}
 
 
 class Result(_Strict):
