@@ -4,23 +4,19 @@ its own; each is a sweep axis, left out of a point's identity at its default."""
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 from pydantic.json_schema import JsonDict
 
-from studyctl.definition.layout import Convention, ReplicatedWriter, StateConvention
+from studyctl.definition.layout import Convention
+from studyctl.definition.vocabulary import DcpExecutor, Engine, ReplicatedWriter, StateConvention, StateDevice
 
 __all__ = ["DcpExecutor", "Engine", "EngineOptions", "ReplicatedWriter", "StateConvention", "StateDevice"]
 
 # Options added after points were first hashed: left out of a point's identity while at their default,
 # so the points of existing studies keep their ids.
 OMIT_AT_DEFAULT: JsonDict = {"omit_at_default": True}
-# How a rank's checkpoint reaches storage: raw bytes from one reused buffer (stream), or a framework's own path
-# over real tensors: one torch.save per DLIO file, or torch.distributed.checkpoint (DCP) over the point's ranks.
-Engine = Literal["stream", "torch_save", "dcp"]
-StateDevice = Literal["cpu", "cuda"]
-DcpExecutor = Literal["thread", "process"]
 
 
 def later(default: Any, **kwargs: Any) -> Any:

@@ -23,17 +23,16 @@ from bisect import bisect_right
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from functools import lru_cache
-from typing import Literal
 
 from studyctl.definition.catalog import ARCHITECTURE_DEFAULTS, DTYPE_BYTES, ModelSpec
+from studyctl.definition.vocabulary import Naming as Naming  # where the layout's callers have long found them
+from studyctl.definition.vocabulary import ReplicatedWriter as ReplicatedWriter
+from studyctl.definition.vocabulary import StateConvention as StateConvention
 
 OPTIMIZER_GROUPS = 3  # fp32 master weights, Adam m, Adam v
 OPTIMIZER_SMALL_TENSOR_FACTOR = 5  # DLIO adds 3 tensors of 5h elements; kept for exact agreement
 
 
-Naming = Literal["dlio", "deepspeed"]
-StateConvention = Literal["megatron", "torch"]
-ReplicatedWriter = Literal["dp0", "spread"]
 # What each state convention keeps per parameter: (weights at the optimizer's precision, optimizer groups, its
 # optimizer state one tensor per parameter tensor as torch.optim keeps it rather than in flat partitions).
 STATE_CONVENTIONS: dict[str, tuple[bool, int, bool]] = {"megatron": (False, OPTIMIZER_GROUPS, False),

@@ -8,7 +8,7 @@ import json
 from collections.abc import Mapping
 from functools import cached_property, lru_cache
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 from pydantic.json_schema import JsonDict
@@ -22,11 +22,6 @@ from studyctl.definition.engine_options import (
     EngineOptions,
     engine_options,
 )
-from studyctl.definition.engine_options import DcpExecutor as DcpExecutor
-from studyctl.definition.engine_options import Engine as Engine
-from studyctl.definition.engine_options import ReplicatedWriter as ReplicatedWriter
-from studyctl.definition.engine_options import StateConvention as StateConvention
-from studyctl.definition.engine_options import StateDevice as StateDevice
 from studyctl.definition.filesystems import ObjectStoreSpec
 from studyctl.definition.layout import (
     CheckpointFile,
@@ -46,20 +41,23 @@ from studyctl.definition.layout import (
 from studyctl.definition.places import Place, point_places, study_dir_name
 from studyctl.definition.recovery import Recovery
 from studyctl.definition.training import ComputeModel, SimulatedStep
+from studyctl.definition.vocabulary import (  # the checkpoint vocabulary, where the options' callers find it
+    ColdRead as ColdRead,
+)
+from studyctl.definition.vocabulary import ColdReadMethod as ColdReadMethod
+from studyctl.definition.vocabulary import DcpExecutor as DcpExecutor
+from studyctl.definition.vocabulary import DrainBy as DrainBy
+from studyctl.definition.vocabulary import Engine as Engine
+from studyctl.definition.vocabulary import IoMode as IoMode
+from studyctl.definition.vocabulary import PointRole as PointRole
+from studyctl.definition.vocabulary import ReplicatedWriter as ReplicatedWriter
+from studyctl.definition.vocabulary import RestoreMode as RestoreMode
+from studyctl.definition.vocabulary import StateConvention as StateConvention
+from studyctl.definition.vocabulary import StateDevice as StateDevice
+from studyctl.definition.vocabulary import Strategy as Strategy
 from studyctl.definition.worlds import Ranks
 from studyctl.objstore.limits import MAX_PART_BYTES, MIN_PART_BYTES
 
-IoMode = Literal["buffered", "direct", "hybrid"]
-ColdRead = Literal["auto", "direct", "fadvise", "none"]
-ColdReadMethod = Literal["direct", "fadvise", "none", "no_cache"]  # what `auto` became (no_cache: an object
-# store, whose client keeps no cache: every restored byte comes from the server)
-RestoreMode = Literal["rank", "full", "broadcast"]
-# What a point is for: a measurement the study asked for; a ceiling of its resource shape (what the storage,
-# network and memory of that shape reach, measured the same way: issue 18); a calibration point at a larger
-# scale that projections to full size are fitted from. Only "measure" points are the study's cells.
-PointRole = Literal["measure", "ceiling", "calibration"]
-Strategy = Literal["sync", "async", "tiered"]
-DrainBy = Literal["rank", "node"]
 _OMIT_AT_DEFAULT: JsonDict = OMIT_AT_DEFAULT  # engine_options.OMIT_AT_DEFAULT
 # Every checkpoint option is a sweep axis (`matrix:`, `zip:`, `exclude:`) unless marked with this.
 _NOT_AN_AXIS: JsonDict = {"axis": False}
@@ -226,7 +224,7 @@ class Point(BaseModel):
     checkpoint: CheckpointOptions = CheckpointOptions()
     # Added after points were first hashed: part of the id only when not at its default (POINT_OMIT_AT_DEFAULT).
     role: PointRole = "measure"
-    recovery: Recovery | None = None  # a restart after a failure (issue 20): definition.recovery
+    recovery: Recovery | None = None  # a restart after a failure: definition.recovery
 
     @property
     def world_size(self) -> int:

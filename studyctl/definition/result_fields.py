@@ -9,11 +9,21 @@ broadcasts. Seconds are the slowest rank's unless named `_mean`.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Annotated, Literal
+from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from studyctl.definition.engine_options import ReplicatedWriter, StateConvention, StateDevice
+from studyctl.definition.vocabulary import (
+    DrainBy,
+    FrameworkEngine,
+    Launcher,
+    Phase,
+    ReplicatedWriter,
+    RestoreMode,
+    StateConvention,
+    StateDevice,
+    Strategy,
+)
 
 
 @dataclass(frozen=True)
@@ -45,7 +55,7 @@ class _Strict(BaseModel):
 
 
 class StrategyTiming(_Strict):
-    phase: Literal["write", "read"]
+    phase: Phase
     index: Count
     # write: training blocked (snapshot copy, tier write, or the whole sync write), then background work
     blocking_s: Seconds = 0.0
@@ -72,22 +82,22 @@ class StrategyTiming(_Strict):
 
 
 class StrategyInfo(_Strict):
-    strategy: Literal["sync", "async", "tiered"]
-    restore_mode: Literal["rank", "full", "broadcast"]
+    strategy: Strategy
+    restore_mode: RestoreMode
     step_s: Seconds | None = None  # the training step asked for
     compute_step_s_idle: Seconds | None = None  # mean over ranks of the calibrated step with nothing beside it
     snapshot_bytes_per_rank_max: Bytes = 0  # async: host memory per rank
     tier_path: str | None = None
     tier_io_mode: str | None = None  # the tier's I/O mode (buffered where it refuses O_DIRECT)
     tier_fstype: str | None = None  # the tier's mount type (/proc/self/mountinfo on rank 0), e.g. tmpfs, xfs
-    drain: Literal["rank", "node"] | None = None
+    drain: DrainBy | None = None
     tier_keep: Positive | None = None
     replaced_nodes: Count = 0
     checkpoints: list[StrategyTiming] = []
 
 
 class RecoveryTiming(_Strict):
-    """A restart after a failure (issue 20): a new launch of the restart world restores the checkpoint the point
+    """A restart after a failure: a new launch of the restart world restores the checkpoint the point
     wrote and runs its first training step. Each phase is the whole job's: launch = from just before the launcher
     (mpiexec, srun) is invoked until every rank has passed MPI init (the launcher's wall clock against each rank's;
     on simulated nodes one machine's clock, on a cluster the nodes' clocks, which differ by their sync error);
@@ -96,7 +106,7 @@ class RecoveryTiming(_Strict):
     eviction for a cold read, is not counted)."""
 
     scenario: str  # the sweep's words: same, lost_nodes N, shrink_to RANKS[, tensor_parallel T], grow_to RANKS
-    launcher: Literal["mpiexec", "srun"]
+    launcher: Launcher
     shared_clock: bool  # every rank and the launcher read one machine's clock (simulated nodes)
     step_dir: str  # the checkpoint restored
     old_world_size: Ranks
@@ -128,7 +138,7 @@ class EngineTiming(_Strict):
     time is `engine_s` − `storage_s`: what serialising, copying and the engine's own threads took beside the
     storage calls. Seconds are the slowest rank's."""
 
-    phase: Literal["write", "read"]
+    phase: Phase
     index: Count
     bytes: Bytes  # the engine's files written (or read: DCP's records and every rank's `.metadata`), all ranks
     files: Count  # files written (or read), all ranks
@@ -145,7 +155,7 @@ class EngineTiming(_Strict):
 class EngineInfo(_Strict):
     """How a point of `checkpoint.engine` torch_save or dcp saved and restored its real tensors."""
 
-    engine: Literal["torch_save", "dcp"]
+    engine: FrameworkEngine
     device: StateDevice  # asked for
     on_gpu: bool  # the tensors really were on a GPU (false on every machine without one)
     state: StateConvention

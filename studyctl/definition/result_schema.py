@@ -12,7 +12,7 @@ The DLIO-compatible block keeps DLIO's names; DLIO's "GB" there means GiB, as in
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, model_validator
 
@@ -31,10 +31,11 @@ from studyctl.definition.result_fields import (
     Seconds,
     StrategyInfo,
 )
+from studyctl.definition.vocabulary import ColdReadMethod, Naming, RestoreMode, SchemaVersion
+from studyctl.definition.vocabulary import Phase as Phase  # where the worker and collect find it
 from studyctl.units import GIB
 
-SCHEMA_VERSION: Literal[1] = 1
-Phase = Literal["write", "read"]
+SCHEMA_VERSION: SchemaVersion = 1
 # Field constraints: a damaged or hand-edited file with NaN, infinite or negative figures fails validation
 # (collect reports it as unusable, with the field). Every number's type carries its Unit (seconds, bytes, GiB/s,
 # ranks, counts: defined beside the strategy fields, which this schema includes); `studyctl.definition.plausibility`
@@ -46,7 +47,7 @@ class _Strict(BaseModel):
 
 
 class RankSplit(_Strict):
-    """Where one rank's time of one checkpoint went, summed over its files (issue 18): a metadata-bound layout
+    """Where one rank's time of one checkpoint went, summed over its files (the time split): a metadata-bound layout
     shows as open and fsync time, a data-bound one as transfer time. The parts need not add up to the rank's
     duration exactly: the rest (`other_s`) is Python and MPI between the calls."""
 
@@ -222,14 +223,14 @@ class IoInfo(_Strict):
     io_mode_used: str  # differs only when direct_fallback was allowed and O_DIRECT refused
     direct_fallback_reason: str | None = None  # why O_DIRECT was refused, when it was
     # how restores avoided the page cache (none: warm; no_cache: an object store, no client cache to avoid)
-    cold_read_method: Literal["direct", "fadvise", "none", "no_cache"]
-    restore_mode: Literal["rank", "full", "broadcast"]  # rank: own files (DLIO); full: every DP replica reads
-    # the weights; broadcast: one replica reads and MPI_Bcasts them to the others
+    cold_read_method: ColdReadMethod
+    restore_mode: RestoreMode  # rank: own files (DLIO); full: every DP replica reads the weights; broadcast: one
+    # replica reads and MPI_Bcasts them to the others (definition.restore_rules)
     rank_shift: Count  # rank r restored rank r+shift's files
     buffer_bytes: Bytes  # the one reused buffer per rank
     block_bytes: Bytes  # bytes per write/read call
     fsync_per_file: bool  # every written file fsynced before the rank's end stamp; false mirrors DLIO: "no fsync"
-    naming: Literal["dlio", "deepspeed"] = "dlio"  # file and folder names written
+    naming: Naming = "dlio"  # file and folder names written
     subset_world_size: Ranks | None = None  # MLPerf subset mode: the full run this point wrote a share of
     # an object store: what was done about the server's own cache before each cold restore (studyctl.objstore.cache:
     # the project's local server has its volume files evicted from the page cache; any other server's is its own)
@@ -249,7 +250,7 @@ class SizeInfo(_Strict):
 
 
 class CeilingInfo(_Strict):
-    """What a resource shape reaches, measured by a ceiling point (`Point.role == "ceiling"`, issue 18) through
+    """What a resource shape reaches, measured by a ceiling point (`Point.role == "ceiling"`) through
     the same backend, nodes, ranks, filesystem, I/O mode and block as the study's points of that shape
     (`studyctl.definition.shapes`). Rates are aggregate over all ranks unless named `_per_rank`; each is the
     median over the probe's repeats. The storage probes are the fio pattern: every rank writes and fsyncs one
@@ -281,7 +282,7 @@ class CeilingInfo(_Strict):
 class Result(_Strict):
     """One attempt of one point, written atomically by rank 0 as result.json."""
 
-    schema_version: Literal[1]
+    schema_version: SchemaVersion
     study: str
     point_id: str  # hash of `point` (its canonical form)
     attempt: Positive  # 1, 2, ... as the ledger numbered it
@@ -295,7 +296,7 @@ class Result(_Strict):
     provenance: Provenance
     strategy: StrategyInfo | None = None  # absent in results from before strategies
     ceilings: CeilingInfo | None = None  # only in the results of ceiling points
-    recovery: RecoveryTiming | None = None  # only in the results of recovery points (issue 20)
+    recovery: RecoveryTiming | None = None  # only in the results of recovery points (a restart after a failure)
     engine: EngineInfo | None = None  # only in the results of points with a checkpoint engine (torch_save, dcp)
 
 
@@ -307,7 +308,7 @@ RECORD_REFUSED_EXIT = 28
 class WorkerError(_Strict):
     """Written (atomically, by rank 0) instead of a result on a failure the worker understood."""
 
-    schema_version: Literal[1]
+    schema_version: SchemaVersion
     point_id: str
     attempt: int
     failure_class: str  # a studyctl.states.FailureClass value

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import math
 from types import ModuleType
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import (
     BaseModel,
@@ -32,11 +32,12 @@ from pydantic import (
     model_validator,
 )
 
+from studyctl.definition.vocabulary import ComputeModel as ComputeModel
+
 HOUR_S = 3600.0
 DAY_S = 86400.0
 
 
-ComputeModel = Literal["accelerator", "cpu"]
 # The share of an idle accelerator step its Python thread spends dispatching (holding the GIL and a core): an eager
 # GPT-2 XL step's host time, bf16 autocast and fused AdamW, over the H200's 0.378 s step (`python -m benchmarks
 # dispatch_share`: 0.23-0.29 on this project's 2-core EPYC, a figure of that CPU).
