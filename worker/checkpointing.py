@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from studyctl.definition.layout import CheckpointFile
 from studyctl.definition.places import remove_place
 from studyctl.definition.points import WorkerTask
+from studyctl.definition.restore_rules import restore_rule
 from studyctl.definition.result_fields import StrategyInfo, StrategyTiming
 from studyctl.definition.result_schema import CheckpointTiming
 from studyctl.states import FailureClass
@@ -60,7 +61,7 @@ class Checkpointing:
             if problem:
                 return cls(task, nodes, writer, None, engine), problem
         restorer = None
-        wants = opts.restore == "broadcast" or (writer is not None and writer.tier_dir is not None)
+        wants = restore_rule(opts.restore).broadcasts or (writer is not None and writer.tier_dir is not None)
         if opts.reads and wants and engine is None:
             tier_dir = writer.tier_dir if writer is not None else None
             restorer = Restorer(task.point, comm, reads, buf, cold_read, storage, tier_dir,

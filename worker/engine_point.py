@@ -29,6 +29,7 @@ from studyctl.definition.engine_tensors import file_tensors, read_tensors
 from studyctl.definition.engines import DCP_METADATA, dcp_file_names
 from studyctl.definition.layout import CheckpointFile, step_dir_name
 from studyctl.definition.points import WorkerTask, restore_files
+from studyctl.definition.restore_rules import restore_rule
 from studyctl.definition.result_fields import EngineInfo, EngineTiming
 from studyctl.states import FailureClass
 from worker import io
@@ -213,7 +214,7 @@ class EnginePoint:
         directory = tier.step_path(index)
         if self.engine.name == "dcp":
             opts = self.task.point.checkpoint
-            if opts.restore != "rank" or opts.rank_shift:
+            if restore_rule(opts.restore).every_rank_holds_shared or opts.rank_shift:
                 return False
             names = [n for n in self.names(index) if n != DCP_METADATA]
         return all((directory / n).exists() for n in names)
@@ -311,7 +312,7 @@ def open_engine(task: WorkerTask, comm: Any, storage: Storage) -> EnginePoint | 
     writers = [source, *range(source % par.model_parallel, par.ranks, par.model_parallel)]
     group, bcast = None, list[CheckpointFile]()
     own = restore_files(m, par, rank, opts)
-    if opts.restore == "broadcast":
+    if restore_rule(opts.restore).broadcasts:
         colour, own, bcast = broadcast_split(point, par, rank)
         group = comm.Split(color=colour, key=rank)
     ep = EnginePoint(task, comm, storage, engine, shared, own, bcast, group)

@@ -25,6 +25,7 @@ from typing import Any
 from studyctl.definition.layout import Parallelism
 from studyctl.definition.points import Point
 from studyctl.definition.reshard import ByteRange, rank_reads, reshard_split
+from studyctl.definition.restore_rules import restore_rule
 from worker import io
 
 
@@ -148,7 +149,7 @@ def read_resharded(comm: Any, point: Point, old: Parallelism, new: Parallelism, 
     out = ReshardRead()
     failed: OSError | None = None
     start = perf_counter()
-    if opts.restore == "broadcast" and new.zero_stage < 3:  # the same on every rank: Split is collective
+    if restore_rule(opts.restore).broadcasts and new.zero_stage < 3:  # the same on every rank: Split is collective
         group = comm.Split(color=colour, key=rank)
         try:
             failed = _broadcast(group, step_dir, shared, buf, block, direct, split, out, deliver)

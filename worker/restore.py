@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from studyctl.definition.layout import CheckpointFile, Parallelism, rank_files, replica_files
 from studyctl.definition.points import Point, replicated_kinds
+from studyctl.definition.restore_rules import restore_rule
 from studyctl.definition.result_fields import StrategyTiming
 from worker import io
 from worker.persist import aligned
@@ -61,7 +62,7 @@ class Restorer:
         self.rank = self.comm.Get_rank()
         self.block = opts.block_mib * (1 << 20)
         par = self.point.parallelism
-        if opts.restore == "broadcast":
+        if restore_rule(opts.restore).broadcasts:
             colour, self.own, self.shared = broadcast_split(self.point, par, self.rank)
             self.group = self.comm.Split(color=colour, key=self.rank)
         else:

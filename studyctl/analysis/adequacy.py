@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from studyctl.analysis.values import missing
+from studyctl.definition.restore_rules import named_rule
 
 SHORT_CHECKPOINT_S = 1.0  # a checkpoint timed in less than this measures latency and noise as much as bandwidth
 MIN_REPETITIONS = 3  # fewer: the 95% interval rests on one or two degrees of freedom
@@ -45,7 +46,9 @@ def _read_flags(row: dict[str, Any]) -> list[str]:
     flags = []
     if row.get("cold_read_method") == "none":
         flags.append("warm reads (cold_read none)")
-    shifted = (row.get("rank_shift") or 0) > 0 or row.get("restore") == "full"
+    # reads files another rank wrote: a shift, or a mode where every replica reads the shared states itself
+    rule = named_rule(row.get("restore"))
+    shifted = (row.get("rank_shift") or 0) > 0 or (rule is not None and rule.every_rank_reads_shared)
     # another "node's" files are in this machine's one page cache; only O_DIRECT reads stay cold
     if row.get("simulated_nodes") and shifted and row.get("cold_read_method") not in ("direct", "no_cache"):
         flags.append("warm reads: simulated nodes share one page cache")

@@ -12,6 +12,7 @@ import math
 from typing import Any
 
 from studyctl.definition.points import restore_bytes
+from studyctl.definition.restore_reads import storage_read_bytes
 from studyctl.definition.result_schema import CheckpointTiming, Result
 
 RESTART_FIELDS = ("launch_s", "restore_s", "ready_s", "time_to_first_step_s")
@@ -81,14 +82,12 @@ def _measured(r: Result) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
 
 
 def nominal_restore(r: Result) -> dict[str, int]:
-    """What one restore moves at full size (scale 1), and of it what is read from files (a broadcast restore
-    reads what a rank restore reads; the rest arrives by MPI_Bcast): the bytes its projections scale with."""
+    """What one restore moves at full size (scale 1), and of it what is read from files (the restore mode's rule:
+    what arrives by MPI_Bcast is not): the bytes its projections scale with."""
     p = r.point
     full = p.checkpoint.model_copy(update={"scale": 1.0, "rank_shift": 0})
-    total = restore_bytes(p.model, p.parallelism, full)
-    files = total if p.checkpoint.restore != "broadcast" else \
-        restore_bytes(p.model, p.parallelism, full.model_copy(update={"restore": "rank"}))
-    return {"nominal_restore_bytes": total, "nominal_restore_file_bytes": files}
+    return {"nominal_restore_bytes": restore_bytes(p.model, p.parallelism, full),
+            "nominal_restore_file_bytes": storage_read_bytes(p.model, p.parallelism, full)}
 
 
 def point_cost_row(r: Result, base: dict[str, Any]) -> dict[str, Any]:
@@ -103,7 +102,7 @@ def point_cost_row(r: Result, base: dict[str, Any]) -> dict[str, Any]:
            **{f: getattr(prov, f, None) for f in HOST_FIELDS}, "writes": len(writes), "restores": len(reads)}
     row.update({f: _mean([w.get(f) for w in writes]) for f in WRITE_FIELDS})
     row.update({f: _mean([x.get(f) for x in reads]) for f in READ_FIELDS})
-    row.update(restart_row(r))  # a recovery point's measured restart (issue 20), None elsewhere
+    row.update(restart_row(r))  # a recovery point's measured restart after a failure, None elsewhere
     row.update(engine_row(r))
     row.update(interference_ci_s=_ci_of_mean([w.get("interference_ci_s") for w in writes]),
                checkpoint_bytes=_mean([w["bytes"] for w in writes]), durable_s=_mean([w["span_s"] for w in writes]),

@@ -26,7 +26,8 @@ from typing import TYPE_CHECKING
 from studyctl.definition.calibration_spec import CalibrationSpec
 from studyctl.definition.fit_group import FitGroup, point_fit_group
 from studyctl.definition.planned import PlannedPoint
-from studyctl.definition.points import Point, restore_bytes
+from studyctl.definition.points import Point
+from studyctl.definition.run_time import point_run_seconds
 from studyctl.definition.shapes import Shape, shape_of
 from studyctl.definition.strategies import host_memory_bytes
 from studyctl.units import GIB, format_bytes
@@ -226,7 +227,5 @@ def _floor_to_steps(x: float) -> float:
 
 
 def estimated_run_seconds(point: Point, sweep: SweepFile) -> float:
-    opts = point.checkpoint
-    moved = (point.layout().total_bytes * opts.writes
-             + restore_bytes(point.model, point.parallelism, opts) * opts.reads)
-    return sweep.estimate.run_seconds(moved, point.nodes, opts.simulated_training_s())
+    """A calibration point's run time as the plan estimates it (`run_time`)."""
+    return point_run_seconds(point, sweep.estimate)

@@ -19,7 +19,6 @@ from studyctl.definition.engines import (
 )
 from studyctl.definition.expand import PlannedPoint
 from studyctl.definition.layout import (
-    CheckpointFile,
     Parallelism,
     disk_steps_needed,
     num_parameters,
@@ -33,11 +32,11 @@ from studyctl.definition.points import (
     CheckpointOptions,
     Point,
     cold_read_method,
-    replicated_kinds,
     restore_bytes,
-    restore_files,
 )
 from studyctl.definition.recovery_plan import plan_fields, recovery_label
+from studyctl.definition.restore_reads import storage_read_bytes, storage_read_files
+from studyctl.definition.run_time import moved_bytes, restarts
 from studyctl.definition.strategies import host_snapshot_bytes, memory_per_host_bytes
 from studyctl.definition.sweep import Estimate, SweepFile
 from studyctl.errors import UserError
@@ -79,8 +78,8 @@ def plan_row(pp: PlannedPoint, sweep: SweepFile) -> dict[str, Any]:
     if pp.exclusion is not None and pp.exclusion.infeasible:
         row.update(dict.fromkeys(SIZED_KEYS), parameters=num_parameters(p.model))
         return row
-    row.update(_sized(p.model, par, p.nodes, p.ranks_per_node, opts, sweep.estimate))
-    # a restart after a failure (issue 20): its reads against a same-shape restore, node-hours of its allocation
+    row.update(_sized(p.model, par, p.nodes, p.ranks_per_node, opts, sweep.estimate, restarts(p)))
+    # a restart after a failure: its reads against a same-shape restore, node-hours of its allocation
     row.update(plan_fields(p, row["estimated_seconds"]))
     if objects:
         row.update(object_requests(p.model, par, opts))
@@ -123,33 +122,6 @@ SIZED_KEYS = ("checkpoint_bytes", "nominal_checkpoint_bytes", "read_bytes_per_re
               "estimated_seconds", "node_hours", *NEEDS_KEYS)
 
 
-@lru_cache(maxsize=4096)
-def storage_read_bytes(m: ModelSpec, par: Parallelism, opts: CheckpointOptions) -> int:
-    """Bytes storage serves in one restore. rank and full: every file a rank holds afterwards; broadcast
-    (worker.restore.broadcast_split): every rank's own shards, and the replicated files (replicated_kinds) once
-    per replica group, by its root, data-parallel replica 0 — the other ranks receive them over MPI."""
-    if opts.restore != "broadcast":
-        return restore_bytes(m, par, opts)
-    return sum(count * sum(f.nbytes for f in files) for count, files in storage_read_files(m, par, opts))
-
-
-def storage_read_files(m: ModelSpec, par: Parallelism, opts: CheckpointOptions
-                       ) -> list[tuple[int, list[CheckpointFile]]]:
-    """Per class of ranks: (its ranks, the files each reads from storage in one restore); see storage_read_bytes."""
-    unshifted = opts.model_copy(update={"rank_shift": 0})
-    if opts.restore != "broadcast":
-        return [(count, restore_files(m, par, rank, unshifted))
-                for rank, count in write_classes(m, par, opts.scale, opts.convention)]
-    kinds, conv = replicated_kinds(par.zero_stage), opts.convention
-    full = unshifted.model_copy(update={"restore": "full"})
-    out = []
-    for rank, count in write_classes(m, par, opts.scale, conv):
-        root = par.coords(rank)[2] == 0  # one class member per group: the group's root
-        out.append((count, restore_files(m, par, rank, full) if root
-                    else [f for f in rank_files(m, par, rank, opts.scale, conv=conv) if f.kind not in kinds]))
-    return out
-
-
 OBJECT_KEYS = ("part_mib", "s3_concurrency", "objects_per_checkpoint", "put_requests_per_checkpoint",
                "part_requests_per_checkpoint", "get_requests_per_restore", "write_requests_per_rank_max",
                "read_requests_per_rank_max")
@@ -176,12 +148,13 @@ def object_requests(m: ModelSpec, par: Parallelism, opts: CheckpointOptions) -> 
 
 @lru_cache(maxsize=65536)
 def _sized(model: ModelSpec, par: Parallelism, nodes: int, ranks_per_node: int, opts: CheckpointOptions,
-           estimate: Estimate) -> dict[str, Any]:
-    """Size and cost fields; the same for every filesystem and repetition of a cell."""
+           estimate: Estimate, restarts: int = 0) -> dict[str, Any]:
+    """Size and cost fields; the same for every filesystem and repetition of a cell (`restarts`: a recovery
+    point's restart restores once more: `run_time`)."""
     lay = summarize(model, par, opts.scale, opts.convention)
     nominal = summarize(model, par, 1.0, opts.convention)
     read, from_storage = restore_bytes(model, par, opts), storage_read_bytes(model, par, opts)
-    moved = lay.total_bytes * opts.writes + from_storage * opts.reads
+    moved = moved_bytes(lay.total_bytes, from_storage, opts, restarts)
     training = opts.simulated_training_s()
     snapshot = host_snapshot_bytes(model, par, ranks_per_node, opts.scale, opts.convention)
     tensors = engine_tensor_bytes(model, par, ranks_per_node, opts)
@@ -219,7 +192,7 @@ def estimated_seconds(point: Point, sweep: SweepFile) -> float:
     if point.role == "ceiling":
         return float(ceiling_sized(point, sweep.estimate)["estimated_seconds"])
     sized = _sized(point.model, point.parallelism, point.nodes, point.ranks_per_node, point.checkpoint,
-                   sweep.estimate)
+                   sweep.estimate, restarts(point))
     return float(sized["estimated_seconds"])
 
 

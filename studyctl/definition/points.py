@@ -40,6 +40,7 @@ from studyctl.definition.layout import (
 )
 from studyctl.definition.places import Place, point_places, study_dir_name
 from studyctl.definition.recovery import Recovery
+from studyctl.definition.restore_rules import restore_rule
 from studyctl.definition.training import ComputeModel, SimulatedStep
 from studyctl.definition.vocabulary import (  # the checkpoint vocabulary, where the options' callers find it
     ColdRead as ColdRead,
@@ -185,18 +186,17 @@ def cold_read_method(io_mode: str, cold_read: ColdRead) -> ColdReadMethod:
 
 
 def restore_files(m: ModelSpec, par: Parallelism, rank: int, opts: CheckpointOptions) -> list[CheckpointFile]:
-    """What `rank` holds after a restore: its partner's files (rank + rank_shift), plus with restore 'full' or
-    'broadcast' what a real training restore needs and DLIO skips: the states its DP replicas share
-    (`replica_files`: replica 0's weights, and with ZeRO 0 its optimizer; with spread every DP rank's piece),
-    read by every rank (full) or once per replica group and broadcast (see worker.restore)."""
+    """What `rank` holds after a restore (its mode's `RestoreRule.held`): its partner's files (rank + rank_shift),
+    and where the mode says every rank holds them, what a real training restore needs and DLIO skips: the states
+    its DP replicas share (`replica_files`: replica 0's weights, and with ZeRO 0 its optimizer; with spread every
+    DP rank's piece)."""
     source = (rank + opts.rank_shift) % par.ranks
     conv = opts.convention
-    files = rank_files(m, par, source, opts.scale, opts.naming, conv)
-    if opts.restore in ("full", "broadcast"):
-        have = {f.name for f in files}
-        files += [f for f in replica_files(m, par, source % par.model_parallel, opts.scale, opts.naming, conv)
-                  if f.name not in have]
-    return files
+    rule = restore_rule(opts.restore)
+    written = rank_files(m, par, source, opts.scale, opts.naming, conv)
+    shared = replica_files(m, par, source % par.model_parallel, opts.scale, opts.naming, conv) \
+        if rule.every_rank_holds_shared else []
+    return rule.held(written, shared)
 
 
 @lru_cache(maxsize=4096)

@@ -22,6 +22,7 @@ from functools import lru_cache
 
 from studyctl.definition.catalog import ModelSpec
 from studyctl.definition.layout import Naming, Parallelism, layer_tensors, layout_problems, stage_layers
+from studyctl.definition.restore_rules import restore_rule
 from studyctl.definition.tensor_layout import (
     cuts,
     file_of,
@@ -185,6 +186,7 @@ def reshard_reads(model: ModelSpec, old: Parallelism, new: Parallelism, new_rank
 
 
 def rank_reads(own: list[ByteRange], shared: list[ByteRange], root: bool, restore: str) -> list[ByteRange]:
-    """What one rank reads from storage: everything (`full`); its own bytes, and the shared ones only as its
-    group's reader (`broadcast`, and `rank`, DLIO's: what the rank would write in the new layout)."""
-    return own + shared if restore == "full" or root else own
+    """What one rank reads from storage (its mode's `RestoreRule.reads_shared`): its own bytes, and the shared ones
+    where every rank reads them (`full`) or it is its group's reader (`root`: `broadcast`, and `rank`, DLIO's: what
+    the rank would write in the new layout)."""
+    return own + shared if restore_rule(restore).reads_shared(root) else own

@@ -20,6 +20,7 @@ from functools import lru_cache
 from studyctl.definition.catalog import ModelSpec
 from studyctl.definition.layout import OPTIMIZER_GROUPS, Naming, Parallelism, layer_tensors
 from studyctl.definition.reshard import check_restart, weight_ranges
+from studyctl.definition.restore_rules import restore_rule
 from studyctl.definition.tensor_layout import (
     file_of,
     model_shards,
@@ -255,10 +256,12 @@ def weight_reads(m: ModelSpec, old: Parallelism, new: Parallelism, scale: float,
 
 def reshard_summary(model: ModelSpec, old: Parallelism, new: Parallelism, scale: float = 1.0,
                     naming: Naming = "dlio", restore: str = "full") -> ReshardSummary:
-    """Files opened and bytes read per rank (max, mean) and in total for one restore onto `new`: every rank reads
-    all it holds (`full`), or the replicated kinds only as its group's reader (`broadcast`, `rank`, DLIO's).
-    Per-rank lists in rank order, added with builtins: no Python step per rank here."""
+    """Files opened and bytes read per rank (max, mean) and in total for one restore onto `new`, as the restore
+    mode's rule says: every rank reads the replicated kinds (`full`), or only its group's reader (`broadcast`,
+    which sends them on, and `rank`, DLIO's). Per-rank lists in rank order, added with builtins: no Python step per
+    rank here."""
     check_restart(model, old, new)
+    rule = restore_rule(restore)
     shared = replica_kinds(model, new.zero_stage)
     by_piece = optimizer_reads(model, old, new, scale, naming)
     order = [optimizer_piece(new, rank) for rank in range(new.model_parallel)]  # the pieces of DP replica 0
@@ -271,12 +274,12 @@ def reshard_summary(model: ModelSpec, old: Parallelism, new: Parallelism, scale:
     files, nbytes = [0] * ranks, [0] * ranks
     sent = 0
     for kind, (opened, moved) in kinds.items():
-        if restore == "full" or kind not in shared:
+        if rule.every_rank_reads_shared or kind not in shared:
             files = list(map(operator.add, files, opened))
             nbytes = list(map(operator.add, nbytes, moved))
             continue
         files[:mp] = map(operator.add, files[:mp], opened[:mp])  # each group's reader, DP replica 0
         nbytes[:mp] = map(operator.add, nbytes[:mp], moved[:mp])
-        sent += sum(moved[mp:]) if restore == "broadcast" else 0
+        sent += sum(moved[mp:]) if rule.broadcasts else 0
     total = sum(nbytes)
     return ReshardSummary(ranks, max(files), sum(files) / ranks, max(nbytes), total / ranks, total, sent)

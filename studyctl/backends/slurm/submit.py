@@ -22,12 +22,12 @@ from typing import Any
 from studyctl.attempt.records import Handle, Launch, RecordHandle, RecordUpdate, Update
 from studyctl.backends.slurm.discovery import Manifests, find_jobs, job_name
 from studyctl.backends.slurm.sacct import Runner, index_of
-from studyctl.definition.ceilings import ceiling_moved_bytes
 from studyctl.definition.options import SlurmOptions
 from studyctl.definition.points import Point
 from studyctl.definition.recovery import allocation_nodes
+from studyctl.definition.run_time import point_run_seconds
+from studyctl.definition.sweep import Estimate
 from studyctl.states import FailureClass, State
-from studyctl.units import GIB
 
 DEFAULT_MAX_ARRAY_SIZE = 1001  # Slurm's own default
 # sbatch failures that say nothing about the job: the controller was busy, restarting or unreachable.
@@ -35,7 +35,9 @@ TRANSIENT_SBATCH = re.compile(r"Unable to contact slurm controller|Socket timed 
                               r"Resource temporarily unavailable|Zero Bytes were transmitted|"
                               r"Transport endpoint is not connected", re.IGNORECASE)
 SBATCH_RETRY_DELAYS_S = (2.0, 5.0, 10.0, 20.0)  # with sbatch's own ~10 s connect timeout: ~1.5 min in all
-Shape = tuple[int, int, int, bool]  # nodes, tasks per node, minutes, relaunch (a recovery point: issue 20)
+Shape = tuple[int, int, int, bool]  # nodes, tasks per node, minutes, relaunch (a recovery point's restart)
+# A derived time limit's fixed part, beyond the point's bytes and training: job start, imports, MPI init.
+LIMIT_OVERHEAD_S = 120.0
 
 
 def time_limit_min(options: SlurmOptions, launch: Launch) -> int:
@@ -44,22 +46,25 @@ def time_limit_min(options: SlurmOptions, launch: Launch) -> int:
 
 
 def point_time_limit_min(options: SlurmOptions, point: Point, limit_s: int | None = None) -> int:
-    """The sweep's limit, `limit_s`, or one derived from the bytes the point moves at a pessimistic bandwidth plus
-    its simulated training, rounded up to few distinct values (few shapes, few sbatch calls)."""
+    """The sweep's limit, `limit_s`, or one derived from the point's run time as the plan estimates it
+    (`run_time`), at a pessimistic bandwidth and overhead, rounded up to few distinct values (few shapes, few
+    sbatch calls)."""
     if options.time_limit_min:
         return options.time_limit_min
     if limit_s:
         return max(1, math.ceil(limit_s / 60))
     try:
-        per_checkpoint = point.layout().total_bytes
+        minutes = point_run_seconds(point, _pessimistic(options.assumed_GiBps_per_node)) / 60
     except Exception:  # an impossible layout: the worker says why, quickly
         return options.min_time_limit_min
-    moved = ceiling_moved_bytes(point) if point.role == "ceiling" else \
-        per_checkpoint * (point.checkpoint.writes + point.checkpoint.reads + (point.recovery is not None))
-    minutes = 2 + (moved / (point.nodes * options.assumed_GiBps_per_node * GIB)
-                   + point.checkpoint.simulated_training_s()) / 60
     bucket = 5 if minutes < 60 else 30
     return max(options.min_time_limit_min, int(math.ceil(minutes / bucket) * bucket))
+
+
+@lru_cache(maxsize=16)
+def _pessimistic(GiBps_per_node: float) -> Estimate:
+    """The run-time assumptions of a derived time limit: the Slurm section's rate, and LIMIT_OVERHEAD_S."""
+    return Estimate(GiBps_per_node=GiBps_per_node, overhead_s=LIMIT_OVERHEAD_S)
 
 
 def shape_of(options: SlurmOptions, launch: Launch) -> Shape:
