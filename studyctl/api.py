@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from studyctl.attempt.paths import StudyPaths
 from studyctl.attempt.records import Update
+from studyctl.backends.base import DEFAULT as DEFAULT_BACKEND
 from studyctl.backends.base import check_name as check_backend
 from studyctl.definition.expand import iter_points
 from studyctl.definition.modelinfo import model_rows
@@ -39,9 +40,9 @@ if TYPE_CHECKING:
     from studyctl.analysis.status import PointStatus
     from studyctl.definition.expand import PlannedPoint
 
-__all__ = ["BLOCKS_ON", "RESTORE_AT", "Plan", "PlanSummary", "StatusReport", "StudyPaths", "SubmitReport", "Update",
-           "cancel", "check_backend", "collect", "compare", "find_study", "mlperf_report", "model_rows",
-           "parse_threshold", "plan", "plan_capacity", "resubmit", "status", "submit"]
+__all__ = ["BLOCKS_ON", "DEFAULT_BACKEND", "RESTORE_AT", "Plan", "PlanSummary", "StatusReport", "StudyPaths",
+           "SubmitReport", "Update", "cancel", "check_backend", "collect", "compare", "find_study", "mlperf_report",
+           "model_rows", "parse_threshold", "plan", "plan_capacity", "resubmit", "status", "submit"]
 
 
 @dataclass
@@ -51,7 +52,7 @@ class Plan:
     `backend` in the same pass (`capacity`)."""
 
     sweep: SweepFile
-    backend: str = "local"
+    backend: str = DEFAULT_BACKEND
     summary: PlanSummary = field(default_factory=PlanSummary)
     _judge: Any = field(default=None, init=False, repr=False)  # backends.capacity.Judge, fed by rows()
     _left_out: list[str] = field(default_factory=list, init=False, repr=False)  # added points that do not fit
@@ -114,7 +115,7 @@ def _judged(points: Iterator[PlannedPoint], judge: Any) -> Iterator[PlannedPoint
         yield pp
 
 
-def plan(sweep_path: Path, backend: str = "local") -> Plan:
+def plan(sweep_path: Path, backend: str = DEFAULT_BACKEND) -> Plan:
     """The plan of a sweep for `backend` (an unknown one: UserError, exit 2, before anything is read)."""
     check_backend(backend)
     return Plan(refuse_engines_without_torch(load_given_sweep(sweep_path)), backend)

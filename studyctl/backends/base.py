@@ -128,7 +128,9 @@ class Backend(ABC):
 
 
 Factory = Callable[["SweepFile", "StudyPaths"], Backend]
-DEFAULT = "local"  # a study recorded before the ledger kept its backend ran here
+# The backend a command uses when none is named (`--backend`, `api.plan`, `submit`), and the one a study recorded
+# before the ledger kept its backend ran on: chosen here once.
+DEFAULT = "local"
 # name → "module:attribute" of a Backend class, imported on first use (the local backend never imports
 # submitit), or a class with the factory that makes it, registered at run time (tests' FakeBackend).
 _REGISTRY: dict[str, str | tuple[type[Backend], Factory]] = {

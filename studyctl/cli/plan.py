@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 from rich.table import Table
 
+from studyctl.api import DEFAULT_BACKEND
 from studyctl.cli.common import err, guard, out, styled
 from studyctl.cli.plan_restarts import collect_restart, print_restarts
 from studyctl.errors import UserError
@@ -24,7 +25,8 @@ def plan(
     as_json: Annotated[bool, typer.Option("--json", help="one JSON object per point, streamed")] = False,
     budget_node_hours: Annotated[float | None, typer.Option(min=0, help="fail if the estimate exceeds this")] = None,
     limit: Annotated[int, typer.Option(min=0, help="rows shown in the table (0: all)")] = 40,
-    backend: Annotated[str, typer.Option(help="where it will run: whose free space and memory to check")] = "local",
+    backend: Annotated[str, typer.Option(
+        help="where it will run: whose free space and memory to check")] = DEFAULT_BACKEND,
     strict: Annotated[bool, typer.Option(help="exit 1 when disk or memory will not suffice")] = False,
 ) -> None:
     """What each point writes, needs and costs, and whether disk and memory suffice, before a node-hour."""

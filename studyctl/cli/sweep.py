@@ -14,6 +14,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 from rich.text import Text
 
+from studyctl.api import DEFAULT_BACKEND
 from studyctl.cli.common import ResultsOpt, err, guard, out, styled
 from studyctl.errors import UserError
 from studyctl.states import FINAL_STATES, RETRYABLE_STATES, State, shown_state
@@ -53,7 +54,7 @@ class _ProgressView:
 
 def sweep_submit(
     sweep: Annotated[Path, typer.Argument(help="sweep YAML file")],
-    backend: Annotated[str, typer.Option(help="local | slurm")] = "local",
+    backend: Annotated[str, typer.Option(help="local | slurm")] = DEFAULT_BACKEND,
     results: ResultsOpt = Path("results"),
     dry_run: Annotated[bool, typer.Option("--dry-run", help="plan and count, run nothing")] = False,
     budget_node_hours: Annotated[float | None, typer.Option(min=0, help="refuse to submit over this estimate")] = None,

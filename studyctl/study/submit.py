@@ -117,7 +117,7 @@ def refuse_up_front(sweep_path: Path, judgement: Judgement, backend: str) -> Non
         raise UserError(f"{sweep_path}: {judgement.refusals[0]}{tail}; nothing was submitted", 2)
 
 
-def submit(sweep_path: Path, backend: str = "local", results: Path = Path("results"), dry_run: bool = False,
+def submit(sweep_path: Path, backend: str = base.DEFAULT, results: Path = Path("results"), dry_run: bool = False,
            budget_node_hours: float | None = None, progress: ProgressHook | None = None,
            on_plan: Callable[[SubmitReport], None] | None = None) -> SubmitReport:
     """Plan the sweep, record it, and run what has not run: new, PLANNED and LOST points.
