@@ -4,25 +4,13 @@ its own; each is a sweep axis, left out of a point's identity at its default."""
 
 from __future__ import annotations
 
-from typing import Any
-
-from pydantic import BaseModel, ConfigDict, Field, model_validator
-from pydantic.json_schema import JsonDict
+from pydantic import BaseModel, ConfigDict, model_validator
 
 from studyctl.definition.layout import Convention
+from studyctl.definition.point_id import later
 from studyctl.definition.vocabulary import DcpExecutor, Engine, ReplicatedWriter, StateConvention, StateDevice
 
 __all__ = ["DcpExecutor", "Engine", "EngineOptions", "ReplicatedWriter", "StateConvention", "StateDevice"]
-
-# Options added after points were first hashed: left out of a point's identity while at their default,
-# so the points of existing studies keep their ids.
-OMIT_AT_DEFAULT: JsonDict = {"omit_at_default": True}
-
-
-def later(default: Any, **kwargs: Any) -> Any:
-    """A field added after points were first hashed: out of a point's identity at its default."""
-    return Field(default, json_schema_extra=OMIT_AT_DEFAULT, **kwargs)
-
 
 class EngineOptions(BaseModel):
     """The engine, its settings, and the state convention and replicated writer every engine follows."""

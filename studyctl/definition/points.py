@@ -18,7 +18,6 @@ from studyctl.definition.engine_options import (  # the engine's names, where a 
     ENGINE_OPTION_DEFAULTS as ENGINE_OPTION_DEFAULTS,
 )
 from studyctl.definition.engine_options import (
-    OMIT_AT_DEFAULT,
     EngineOptions,
     engine_options,
 )
@@ -39,6 +38,7 @@ from studyctl.definition.layout import (
     replicated_kinds as replicated_kinds,  # where its callers have long found it
 )
 from studyctl.definition.places import Place, point_places, study_dir_name
+from studyctl.definition.point_id import OMIT_AT_DEFAULT, canonical_id, later, later_defaults
 from studyctl.definition.recovery import Recovery
 from studyctl.definition.restore_rules import restore_rule
 from studyctl.definition.training import ComputeModel, SimulatedStep
@@ -59,7 +59,7 @@ from studyctl.definition.vocabulary import Strategy as Strategy
 from studyctl.definition.worlds import Ranks
 from studyctl.objstore.limits import MAX_PART_BYTES, MIN_PART_BYTES
 
-_OMIT_AT_DEFAULT: JsonDict = OMIT_AT_DEFAULT  # engine_options.OMIT_AT_DEFAULT
+_OMIT_AT_DEFAULT: JsonDict = OMIT_AT_DEFAULT  # point_id's marker: out of a point's identity at its default
 # Every checkpoint option is a sweep axis (`matrix:`, `zip:`, `exclude:`) unless marked with this.
 _NOT_AN_AXIS: JsonDict = {"axis": False}
 # Simulated training steps an async/tiered rank runs once, to calibrate its step before the first checkpoint.
@@ -89,9 +89,9 @@ class CheckpointOptions(EngineOptions):
                        description="keep every checkpoint written (default: deleted as it goes)")
     free_space_margin: float = Field(0.05, ge=0, le=1, json_schema_extra=_NOT_AN_AXIS,
                                      description="fraction kept free")
-    naming: Naming = Field("dlio", description="file and folder names: DLIO's exactly, or DeepSpeed's")
-    fsync: bool = Field(True, description="fsync every file; false only mirrors DLIO, labelled 'no fsync'")
-    subset_world_size: Ranks | None = Field(None, description=(
+    naming: Naming = later("dlio", description="file and folder names: DLIO's exactly, or DeepSpeed's")
+    fsync: bool = later(True, description="fsync every file; false only mirrors DLIO, labelled 'no fsync'")
+    subset_world_size: Ranks | None = later(None, description=(
         "MLPerf subset mode (node-local storage): the full run's process count; this point's ranks write "
         "the first ranks' share of that run's checkpoint"))
     strategy: Strategy = Field("sync", json_schema_extra=_OMIT_AT_DEFAULT,
@@ -223,8 +223,8 @@ class Point(BaseModel):
     repetition: int = Field(0, ge=0)
     checkpoint: CheckpointOptions = CheckpointOptions()
     # Added after points were first hashed: part of the id only when not at its default (POINT_OMIT_AT_DEFAULT).
-    role: PointRole = "measure"
-    recovery: Recovery | None = None  # a restart after a failure: definition.recovery
+    role: PointRole = later("measure")
+    recovery: Recovery | None = later(None)  # a restart after a failure: definition.recovery
 
     @property
     def world_size(self) -> int:
@@ -281,7 +281,7 @@ class Point(BaseModel):
 
     @cached_property
     def point_id(self) -> str:
-        return hashlib.sha256(self.canonical_json().encode()).hexdigest()[:12]
+        return canonical_id(self.canonical_json())
 
     def model_copy(self, *, update: Mapping[str, Any] | None = None, deep: bool = False) -> Point:
         """A copy never inherits the cached id of the point it was copied from (the id hashes the new fields)."""
@@ -291,7 +291,7 @@ class Point(BaseModel):
 
 
 # Point fields added after studies were run: in a point's canonical form (and its id) only when not at these.
-POINT_OMIT_AT_DEFAULT: dict[str, object] = {"role": "measure", "recovery": None}
+POINT_OMIT_AT_DEFAULT: dict[str, object] = later_defaults(Point)
 
 
 def _json(value: object) -> str:
@@ -301,11 +301,7 @@ def _json(value: object) -> str:
 
 # Settings added after studies were run: left out of a point's identity while at their defaults, so a
 # point means the same id before and after (the file names a point writes are not what it measures).
-# Options marked omit_at_default (the strategy options) join the list by their marker.
-LATER_CHECKPOINT_DEFAULTS: dict[str, object] = {
-    "naming": "dlio", "fsync": True, "subset_world_size": None,
-    **{name: f.default for name, f in CheckpointOptions.model_fields.items()
-       if isinstance(f.json_schema_extra, dict) and f.json_schema_extra.get("omit_at_default")}}
+LATER_CHECKPOINT_DEFAULTS: dict[str, object] = later_defaults(CheckpointOptions)
 
 
 def _without(data: dict, defaults: dict[str, object]) -> dict:

@@ -8,7 +8,7 @@ from functools import lru_cache
 
 from studyctl.definition.catalog import ModelSpec
 from studyctl.definition.layout import CheckpointFile, Parallelism, rank_files, replica_files, write_classes
-from studyctl.definition.points import CheckpointOptions, replicated_kinds
+from studyctl.definition.points import CheckpointOptions, replicated_kinds, restore_bytes
 from studyctl.definition.restore_rules import restore_rule
 
 
@@ -16,6 +16,8 @@ from studyctl.definition.restore_rules import restore_rule
 def storage_read_bytes(m: ModelSpec, par: Parallelism, opts: CheckpointOptions) -> int:
     """Bytes storage serves in one restore: every file a rank holds afterwards, but those it receives from its
     group's reader (worker.restore.broadcast_split); rank shift only permutes who reads what."""
+    if not restore_rule(opts.restore).broadcasts:  # every rank reads all it holds
+        return restore_bytes(m, par, opts)
     return sum(count * sum(f.nbytes for f in files) for count, files in storage_read_files(m, par, opts))
 
 

@@ -79,9 +79,12 @@ RESTORE_RULES: dict[RestoreMode, RestoreRule] = {rule.mode: rule for rule in (
 RESTORE_MODES: tuple[RestoreMode, ...] = get_args(RestoreMode)
 
 
+_BY_NAME: dict[object, RestoreRule] = {mode: rule for mode, rule in RESTORE_RULES.items()}  # by any value (a cell)
+
+
 def restore_rule(mode: str) -> RestoreRule:
     """The rule of `mode`, a word of `RestoreMode` (a point's options and a result validate it)."""
-    rule = named_rule(mode)
+    rule = _BY_NAME.get(mode)
     if rule is None:
         raise KeyError(f"restore mode {mode!r} is not one of {', '.join(RESTORE_RULES)}")
     return rule
@@ -89,4 +92,7 @@ def restore_rule(mode: str) -> RestoreRule:
 
 def named_rule(mode: object) -> RestoreRule | None:
     """The rule `mode` names, None where it names none (a table's empty cell, a DLIO row)."""
-    return next((rule for name, rule in RESTORE_RULES.items() if name == mode), None)
+    try:
+        return _BY_NAME.get(mode)
+    except TypeError:  # an unhashable cell
+        return None

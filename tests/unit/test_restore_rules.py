@@ -10,7 +10,7 @@ import pytest
 from pydantic import TypeAdapter
 
 from studyctl.definition.catalog import lookup
-from studyctl.definition.layout import Parallelism, rank_files, replica_files
+from studyctl.definition.layout import rank_files, replica_files
 from studyctl.definition.points import CheckpointOptions, Point, replicated_kinds, restore_bytes, restore_files
 from studyctl.definition.reshard import rank_reads
 from studyctl.definition.restore_reads import storage_read_bytes, storage_read_files
