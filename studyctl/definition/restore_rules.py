@@ -36,7 +36,7 @@ class RestoreRule:
     every_rank_holds_shared: bool
     # the group's reader reads the shared states once and broadcasts them to its replicas
     broadcasts: bool
-    who_reads: str  # in words, for the README and the plan's notes
+    who_reads: str  # in words: the mode as a reader of the code or a test failure sees it
 
     @property
     def every_rank_reads_shared(self) -> bool:
