@@ -26,6 +26,7 @@ from studyctl.definition.ceilings import ceiling_moved_bytes
 from studyctl.definition.options import SlurmOptions
 from studyctl.definition.points import Point
 from studyctl.definition.recovery import allocation_nodes
+from studyctl.definition.sweep import Estimate
 from studyctl.states import FailureClass, State
 from studyctl.units import GIB
 
@@ -54,7 +55,8 @@ def point_time_limit_min(options: SlurmOptions, point: Point, limit_s: int | Non
         per_checkpoint = point.layout().total_bytes
     except Exception:  # an impossible layout: the worker says why, quickly
         return options.min_time_limit_min
-    moved = ceiling_moved_bytes(point) if point.role == "ceiling" else \
+    pessimistic = Estimate(GiBps_per_node=options.assumed_GiBps_per_node)  # a ceiling's rounds depend on the rate
+    moved = ceiling_moved_bytes(point, pessimistic) if point.role == "ceiling" else \
         per_checkpoint * (point.checkpoint.writes + point.checkpoint.reads + (point.recovery is not None))
     minutes = 2 + (moved / (point.nodes * options.assumed_GiBps_per_node * GIB)
                    + point.checkpoint.simulated_training_s()) / 60
