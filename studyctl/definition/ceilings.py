@@ -51,7 +51,7 @@ AUTO_MAX_SHAPES = 8
 # from noise of the probe; three rounds of a steady stream (spread under 4%) are enough.
 CI_TARGET = 0.10
 MIN_ROUNDS = 3
-MAX_ROUNDS = 20
+MAX_ROUNDS = 10
 # Storage rounds stop starting after this many seconds of probing (all storage probes together, their off-clock
 # eviction and removal included). With PROBE_STREAM_S it bounds a ceiling's cost at any scale: at most about a
 # minute of the shape's nodes (a few percent of a study's node-hours at the seeds' full-scale layouts, where a
@@ -146,8 +146,11 @@ class CeilingSources:
 
 
 def ceiling_of(point: Point) -> Point:
-    """The shape's ceiling: storage probes, whatever engine its source point checkpoints through."""
-    opts = point.checkpoint.model_copy(update={**ENGINE_OPTION_DEFAULTS, "engine": "stream"})
+    """The shape's ceiling: storage probes, whatever engine its source point checkpoints through, read cold the
+    way its shape's I/O mode reads (`cold_read: auto`: a buffered shape's probe is a buffered read of evicted
+    files with readahead, a direct or hybrid shape's an O_DIRECT read), whatever its source point's cold_read:
+    a ceiling is its shape's (a source reading warm, `none`, would make its probe the page cache's)."""
+    opts = point.checkpoint.model_copy(update={**ENGINE_OPTION_DEFAULTS, "engine": "stream", "cold_read": "auto"})
     return point.model_copy(update={"role": "ceiling", "repetition": 0, "recovery": None, "checkpoint": opts})
 
 

@@ -67,6 +67,19 @@ def test_one_ceiling_per_shape_copied_from_its_largest_runnable_point() -> None:
     assert all(not (p.model.name == "llama_7b" and p.zero_stage == 0) for p in two_nodes)
 
 
+@pytest.mark.parametrize("cold_read", ["none", "direct", "fadvise"])
+def test_a_ceiling_reads_cold_the_way_its_shape_does_whatever_its_source(cold_read: str) -> None:
+    """A buffered shape's probe is a buffered read of evicted files, a direct shape's an O_DIRECT read: never its
+    source point's warm (none) or other method."""
+    from studyctl.definition.points import cold_read_method
+
+    for c in [pp.point for pp in expand(_sweep(checkpoint={"scale": 0.01, "cold_read": cold_read}))
+              if pp.point.role == "ceiling"]:
+        assert c.checkpoint.cold_read == "auto"
+        assert cold_read_method(c.io_mode, c.checkpoint.cold_read) == \
+            ("fadvise" if c.io_mode == "buffered" else "direct")
+
+
 @pytest.mark.parametrize(("mode", "shapes", "expected"), [
     ("off", 4, 0), ("auto", 4, 4), ("on", 4, 4), ("shared", 4, 4),
     ("auto", AUTO_MAX_SHAPES + 1, 0), ("on", AUTO_MAX_SHAPES + 1, AUTO_MAX_SHAPES + 1)])
@@ -114,6 +127,12 @@ def test_plan_counts_ceiling_points_on_their_own_lines(tmp_path: Path) -> None:
     assert res.returncode == 0, res.stderr
     assert ("of which ceiling points: 4, moving " in res.stdout
             and res.stdout.count(" ceiling ") + res.stdout.count(" ceiling│") >= 1)
+    extras = summary.extras()  # ceilings and calibration against the whole plan, as plan prints them
+    hours = sum(r["node_hours"] for r in rows if r["role"] != "measure" and not r["excluded"])
+    assert extras["node_hours"] == (pytest.approx(hours), pytest.approx(hours / summary.node_hours))
+    assert extras["points"] == (len(ceilings) + summary.auxiliary.get("calibration", {}).get("points", 0),
+                                pytest.approx(extras["points"][0] / summary.runnable))
+    assert f"of the node-hours ({extras['node_hours'][1]:.1%})" in res.stdout.replace("\n", " ")
 
 
 def test_submit_status_resubmit_and_cancel_treat_a_ceiling_as_a_point(tmp_path: Path) -> None:
@@ -188,7 +207,7 @@ def test_the_probe_rule_runs_rounds_until_the_ci_is_narrow_or_the_budget_spent()
     assert another_round({"a": [10 - half * 1.01, 10.0, 10 + half * 1.01]}, 3, 1.0, 0.5, 60.0)
     # plan's estimate: the rule's most, rounds of the estimated length that never narrow
     assert planned_rounds(13.0, 60.0) == 4 and planned_rounds(40.0, 60.0) == MIN_ROUNDS
-    assert planned_rounds(0.001, 60.0) == MAX_ROUNDS and planned_rounds(6.0, 60.0) == 10
+    assert planned_rounds(0.001, 60.0) == MAX_ROUNDS and planned_rounds(7.0, 60.0) == 8
 
 
 def test_a_full_scale_ceiling_costs_a_few_percent_of_its_study(tmp_path: Path) -> None:
