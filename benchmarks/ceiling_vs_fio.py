@@ -1,7 +1,9 @@
 """The ceiling point's storage probe against fio on the same bytes, ranks and block (issue 18: >= 0.95x).
 
 A ceiling point (worker.ceiling) writes and fsyncs one file per rank of the largest shard, then reads it back cold,
-and the same with the checkpoint's bytes spread evenly; each the median of its REPEATS rounds. fio runs the same
+and the same with the checkpoint's bytes spread evenly, each up to definition.ceilings.PROBE_MAX_BYTES per rank
+(`probes_run`; a phase also stops at PROBE_STREAM_S: keep --gib-per-rank within what the disk moves in that time);
+each the median of its rounds (definition.ceilings.another_round). fio runs the same
 pattern (shared notes io-limits.md: one job per rank, `bs` = the block, end_fsync=1, the read job on the same
 files with the page cache invalidated; direct=1 for the direct mode) right before and right after the worker,
 for both sizes; the ratio is the worker's / the mean of fio's two; a run whose two fio figures differ by more
@@ -23,7 +25,7 @@ from pathlib import Path
 
 from benchmarks.worker_vs_fio import GIB, MIB, MPIEXEC, fio_pair
 from studyctl.definition.catalog import lookup
-from studyctl.definition.ceilings import probe_bytes
+from studyctl.definition.ceilings import probes_run
 from studyctl.definition.layout import summarize
 from studyctl.definition.points import CheckpointOptions, Point, WorkerTask
 
@@ -62,8 +64,8 @@ def measure(root: Path, mode: str, ranks: int, gib_per_rank: float, block_mib: i
             max_spread: float = 0.15) -> dict[tuple[str, str], list[tuple[float, float, float]]]:
     """(ratio, worker B/s, fio B/s) per valid run, per (probe, phase)."""
     task, point = ceiling_task(root / f"{mode}-{ranks}", ranks, gib_per_rank, block_mib, mode)
-    largest, even = probe_bytes(point)
-    sizes = {"largest": largest, "even": even}
+    probed = probes_run(point)
+    sizes = {"largest": probed["largest"], "even": probed.get("even", probed["largest"])}
     out: dict[tuple[str, str], list[tuple[float, float, float]]] = {(p, ph): [] for p in PROBES
                                                                      for ph in ("write", "read")}
     for _ in range(repeat * 3):

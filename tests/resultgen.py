@@ -263,13 +263,15 @@ def ceiling_info(point: Point, write: float, read: float, even_write: float | No
             "memcpy_GiBps": memcpy_per_rank * point.world_size}
 
 
-def write_ceiling(study_dir: Path, point: Point, write: float, read: float, **kw: Any) -> Point:
+def write_ceiling(study_dir: Path, point: Point, write: float, read: float, streamed: int | None = None,
+                  **kw: Any) -> Point:
     """The ceiling point of `point`'s shape (role "ceiling", repetition 0) with a result carrying these ceilings;
-    its checkpoints are the largest-shard probe's write and read, as a ceiling point's are."""
+    its checkpoints are the largest-shard probe's write and read, as a ceiling point's are, each rank streaming
+    `streamed` bytes (None: its whole largest shard)."""
     ceiling = ceiling_of(point)
     info = ceiling_info(ceiling, write, read, **kw)
     data = result_dict(ceiling, [write], [read], study=study_dir.name, ceilings=info)
-    probe = info["largest_shard_bytes"] * ceiling.world_size  # every rank one file of the largest shard
+    probe = (streamed or info["largest_shard_bytes"]) * ceiling.world_size  # every rank one file of its shard
     data["checkpoints"] = [_checkpoint(ceiling, phase, i, gibps, probe, 0.0)  # one per round of the probe
                            for phase, gibps in (("write", write), ("read", read)) for i in range(info["repeats"])]
     for c in data["checkpoints"]:  # one file per rank

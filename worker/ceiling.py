@@ -3,10 +3,13 @@
 Storage is the fio pattern, measured as the point's own phases are (worker.clock: barrier, per-rank stamps, the
 vote) with the point's I/O mode, block and cold-read method (worker.io): every rank writes and fsyncs one file of
 the largest shard any rank of the shape writes, then reads it back cold; then the same with the checkpoint spread
-evenly over the ranks. REPEATS rounds, the median reported. Then the network and the memory copy
-(worker.ceiling_probes), of the largest shard up to definition.ceilings.MEMCPY_MAX_BYTES per rank. The result is
-a normal Result whose checkpoints are the largest-shard probe's writes and reads, with `ceilings` filled. Memory:
-the rank's one buffer, as the point's own phases use, and the memory copy's bounded pieces (plan counts both).
+evenly over the ranks. Each phase streams at most definition.ceilings.PROBE_MAX_BYTES per rank and starts no
+block after PROBE_STREAM_S (fio's time_based); rounds follow the probe rule (definition.ceilings.another_round:
+until every rate's CI is narrow, within a budget), every round recorded, the median reported. Then the network
+and the memory copy (worker.ceiling_probes), of the largest shard up to definition.ceilings.MEMCPY_MAX_BYTES per
+rank, by the same rule. The result is a normal Result whose checkpoints are the largest-shard probe's writes and
+reads, with `ceilings` filled. Memory: the rank's one buffer, as the point's own phases use, and the memory
+copy's bounded pieces (plan counts both).
 """
 
 from __future__ import annotations
@@ -16,9 +19,18 @@ import statistics
 from collections.abc import Callable
 from functools import partial
 from pathlib import Path
+from time import perf_counter_ns
 from typing import Any
 
-from studyctl.definition.ceilings import PROBES, REPEATS, probe_bytes, probes_run, stream_bytes
+from studyctl.definition.ceilings import (
+    PROBE_STREAM_S,
+    PROBES,
+    STORAGE_BUDGET_S,
+    max_probe_bytes,
+    probe_bytes,
+    probes_run,
+    stream_bytes,
+)
 from studyctl.definition.result_schema import CeilingInfo, CheckpointTiming
 from studyctl.definition.shapes import shape_of
 from studyctl.states import FailureClass
@@ -29,6 +41,9 @@ from worker.record import Gathered, write_result
 from worker.state import Run, Setup
 
 Timings = dict[str, list[CheckpointTiming]]  # "largest-write", "even-read", ...: one per round
+# each storage probe's phase → the CeilingInfo field its rates fill
+FIELDS = {"largest-write": "storage_write_GiBps", "largest-read": "storage_read_GiBps",
+          "even-write": "even_write_GiBps", "even-read": "even_read_GiBps"}
 
 
 def run_ceiling(run: Run, setup: Setup, gather: Callable[[], Gathered], started_at: str) -> dict[str, Any]:
@@ -53,7 +68,7 @@ def run_ceiling(run: Run, setup: Setup, gather: Callable[[], Gathered], started_
 
 def _reuse_or_measure(run: Run, setup: Setup) -> tuple[CeilingInfo, list[CheckpointTiming]]:
     largest, even = probe_bytes(run.point)
-    _check_space(run, setup, max(largest, even) * run.point.world_size)
+    _check_space(run, setup, max_probe_bytes(run.point))
     reused = None
     if run.task.shared_ceilings_root:
         nodes = run.comm.allgather(run.node)
@@ -79,26 +94,29 @@ def _check_space(run: Run, setup: Setup, needed: int) -> None:
 def _measure(run: Run, setup: Setup, largest: int, even: int) -> tuple[Timings, CeilingInfo]:
     buf = io.Buffer.allocate(run.opts.buffer_mib * MIB)
     clock = Clock(run.comm)
+    timings: Timings = {}
+
+    def storage_round(r: int) -> dict[str, float]:
+        rates = {}
+        for probe, nbytes in probes_run(run.point).items():
+            for phase, timing in zip(("write", "read"), _storage(run, setup, clock, buf, r, probe, nbytes),
+                                     strict=True):
+                timings.setdefault(f"{probe}-{phase}", []).append(timing)
+                rates[FIELDS[f"{probe}-{phase}"]] = timing.aggregate_GiBps
+        return rates
+
     try:
-        timings: Timings = {}
-        for r in range(REPEATS):
-            for probe, nbytes in probes_run(run.point).items():
-                for phase, timing in zip(("write", "read"), _storage(run, setup, clock, buf, r, probe, nbytes),
-                                         strict=True):
-                    timings.setdefault(f"{probe}-{phase}", []).append(timing)
+        rounds = ceiling_probes.repeat(run.comm, STORAGE_BUDGET_S, storage_round)
         clock.vote()
-        net = ceiling_probes.network(run.comm, buf, stream_bytes(run.point), run.node)
-        copy = ceiling_probes.memcpy(run.comm, stream_bytes(run.point))
+        rounds |= ceiling_probes.network(run.comm, buf, stream_bytes(run.point), run.node)
+        rounds |= ceiling_probes.memcpy(run.comm, stream_bytes(run.point))
     finally:
         buf.close()
-    rate = {k: statistics.median(t.aggregate_GiBps for t in v) for k, v in timings.items()}
-    for phase in ("write", "read"):  # an even share equal to the largest shard was not measured twice
-        rate.setdefault(f"even-{phase}", rate[f"largest-{phase}"])
-    info = CeilingInfo(shape=shape_of(run.point).key, largest_shard_bytes=largest, even_bytes=even, repeats=REPEATS,
-                       storage_write_GiBps=rate["largest-write"], storage_read_GiBps=rate["largest-read"],
-                       even_write_GiBps=rate["even-write"], even_read_GiBps=rate["even-read"],
-                       network_p2p_GiBps=net.p2p_GiBps, network_bcast_GiBps=net.bcast_GiBps,
-                       memcpy_GiBps_per_rank=copy.per_rank_GiBps, memcpy_GiBps=copy.aggregate_GiBps)
+    for phase in ("write", "read"):  # an even share the largest probe streams as well was not measured twice
+        rounds.setdefault(FIELDS[f"even-{phase}"], rounds[FIELDS[f"largest-{phase}"]])
+    rate: dict[str, Any] = {name: statistics.median(values) for name, values in rounds.items()}
+    info = CeilingInfo(shape=shape_of(run.point).key, largest_shard_bytes=largest, even_bytes=even,
+                       repeats=len(timings["largest-write"]), rounds=rounds, **rate)
     return timings, info
 
 
@@ -118,21 +136,27 @@ def _storage(run: Run, setup: Setup, clock: Clock, buf: io.Buffer, r: int, probe
     return write, read
 
 
+def _stop_ns() -> int:
+    """When a probe's phase that starts now stops starting blocks (a time-bounded stream)."""
+    return perf_counter_ns() + int(PROBE_STREAM_S * 1e9)
+
+
 def _write(ph: Phase, path: str, nbytes: int, buf: io.Buffer, block: int, io_mode: str) -> None:
+    stop = _stop_ns()
     try:
         if io_mode == "buffered":
-            io.write_buffered(path, nbytes, buf, block, fsync=True)
+            written = io.write_buffered(path, nbytes, buf, block, fsync=True, stop_ns=stop)
         else:
-            io.write_direct(path, nbytes, buf, block, hybrid=io_mode == "hybrid", fsync=True)
+            written = io.write_direct(path, nbytes, buf, block, hybrid=io_mode == "hybrid", fsync=True, stop_ns=stop)
     except OSError as exc:
         ph.error = describe_oserror(exc, path)
         return
-    ph.bytes, ph.files = nbytes, 1
+    ph.bytes, ph.files = written, 1
 
 
 def _read(ph: Phase, path: str, buf: io.Buffer, block: int, direct: bool) -> None:
     try:
-        ph.bytes = io.read_file(path, buf, block, direct)
+        ph.bytes = io.read_file(path, buf, block, direct, stop_ns=_stop_ns())
     except OSError as exc:
         ph.error = describe_oserror(exc, path)
         return

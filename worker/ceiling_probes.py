@@ -1,4 +1,5 @@
-"""A ceiling point's network and host-memory probes (issue 18), on the rank's one buffer.
+"""A ceiling point's network and host-memory probes (issue 18), on the rank's one buffer, and the rounds every
+probe runs (`repeat`: definition.ceilings.another_round, the rule plan estimates with).
 
 Each moves `nbytes` per rank per round: the ceiling passes the largest shard up to
 definition.ceilings.MEMCPY_MAX_BYTES (a stream's rate, reached well within it).
@@ -19,25 +20,33 @@ from __future__ import annotations
 import statistics
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
-from studyctl.definition.ceilings import REPEATS, copy_piece
+from studyctl.definition.ceilings import STREAM_BUDGET_S, another_round, copy_piece
 from studyctl.units import GIB
 from worker import io
 from worker.persist import Snapshot
 
-
-@dataclass(frozen=True)
-class Network:
-    p2p_GiBps: float | None
-    bcast_GiBps: float | None
+Rounds = dict[str, list[float]]  # a CeilingInfo rate field's name → its rate in every round, in order
 
 
-@dataclass(frozen=True)
-class Copy:
-    per_rank_GiBps: float  # mean over ranks of a rank's bytes / its own duration
-    aggregate_GiBps: float  # every rank's bytes / (last end - first start)
+def repeat(comm: Any, budget_s: float, one: Callable[[int], dict[str, float]]) -> Rounds:
+    """Every rank: rounds of `one` (round index → each rate it measured, the same on every rank) until the probe
+    rule says enough; rank 0's clock counts the budget and its answer is everyone's."""
+    got: Rounds = {}
+    began = time.monotonic()
+    longest = 0.0
+    done = 0
+    while True:
+        start = time.monotonic()
+        for name, rate in one(done).items():
+            got.setdefault(name, []).append(rate)
+        done += 1
+        longest = max(longest, time.monotonic() - start)
+        more = another_round(got, done, time.monotonic() - began, longest, budget_s) if comm.Get_rank() == 0 \
+            else None
+        if not comm.bcast(more, root=0):
+            return got
 
 
 def _timed(comm: Any, work: Callable[[], int]) -> list[tuple[float, float, int]]:
@@ -61,12 +70,13 @@ def _pieces(nbytes: int, size: int) -> list[int]:
     return [min(size, nbytes - off) for off in range(0, nbytes, size)]
 
 
-def network(comm: Any, buf: io.Buffer, nbytes: int, node: str) -> Network:
-    """Point-to-point and broadcast rates of `nbytes`, medians of REPEATS (None, None on one node)."""
+def network(comm: Any, buf: io.Buffer, nbytes: int, node: str) -> Rounds:
+    """Point-to-point and broadcast rates of `nbytes`, every round (nothing on one node): network_p2p_GiBps,
+    network_bcast_GiBps."""
     names = comm.allgather(node)
     order = sorted(set(names))
     if len(order) < 2:
-        return Network(None, None)
+        return {}
     rank = comm.Get_rank()
     mine = [r for r, n in enumerate(names) if n == node]
     index = order.index(node)
@@ -91,13 +101,14 @@ def network(comm: Any, buf: io.Buffer, nbytes: int, node: str) -> Network:
             comm.Bcast(buf.view[:n], root=0)
         return 0 if rank == 0 else nbytes
 
-    p2p_rates = [_aggregate(_timed(comm, p2p)) for _ in range(REPEATS)]
-    bcast_rates = [_aggregate(_timed(comm, bcast)) for _ in range(REPEATS)]
-    return Network(statistics.median(p2p_rates), statistics.median(bcast_rates))
+    return {**repeat(comm, STREAM_BUDGET_S, lambda _: {"network_p2p_GiBps": _aggregate(_timed(comm, p2p))}),
+            **repeat(comm, STREAM_BUDGET_S, lambda _: {"network_bcast_GiBps": _aggregate(_timed(comm, bcast))})}
 
 
-def memcpy(comm: Any, nbytes: int) -> Copy:
-    """Every rank copies `nbytes` at once, in pieces of definition.ceilings.copy_piece, one memmove each."""
+def memcpy(comm: Any, nbytes: int) -> Rounds:
+    """Every rank copies `nbytes` at once, in pieces of definition.ceilings.copy_piece, one memmove each; every
+    round's memcpy_GiBps_per_rank (mean over ranks of a rank's bytes / its own duration) and memcpy_GiBps (every
+    rank's bytes / (last end - first start))."""
     piece = copy_piece(nbytes)
     snapshot = Snapshot([piece])
     pieces = _pieces(nbytes, piece)
@@ -110,13 +121,13 @@ def memcpy(comm: Any, nbytes: int) -> Copy:
                 snapshot.view[:n] = snapshot.state_view[:n]
         return nbytes
 
+    def one(r: int) -> dict[str, float]:
+        snapshot.prepare(r)  # off the clock: every page resident, as an async point's prepare does
+        stamps = _timed(comm, copy)
+        per_rank = statistics.fmean(n / (e - s) / GIB for s, e, n in stamps if e > s)
+        return {"memcpy_GiBps_per_rank": per_rank, "memcpy_GiBps": _aggregate(stamps)}
+
     try:
-        rounds = []
-        for r in range(REPEATS):
-            snapshot.prepare(r)  # off the clock: every page resident, as an async point's prepare does
-            stamps = _timed(comm, copy)
-            per_rank = statistics.fmean(n / (e - s) / GIB for s, e, n in stamps if e > s)
-            rounds.append((per_rank, _aggregate(stamps)))
+        return repeat(comm, STREAM_BUDGET_S, one)
     finally:
         snapshot.close()
-    return Copy(statistics.median(p for p, _ in rounds), statistics.median(a for _, a in rounds))

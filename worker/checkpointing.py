@@ -99,6 +99,9 @@ class Checkpointing:
         if self.restorer is not None:
             self.restorer.prepare(step)
 
+    def read_sample(self, step: str) -> tuple[int, int] | None:
+        return self.restorer.resident(step) if self.restorer is not None else None
+
     def read_work(self, step: str) -> Work | None:
         restorer = self.restorer
         return None if restorer is None else lambda ph: restorer.work(ph, step)

@@ -9,8 +9,10 @@ from typing import Any
 
 from studyctl.definition.result_schema import Phase as PhaseName
 from studyctl.states import FailureClass
-from worker import io
+from worker import io, residency
 from worker.timing import checkpoint_timing
+
+Sampler = Callable[[], "residency.Sample | None"]  # a rank's residency sample of the files it is about to read
 
 
 class WorkerFailure(Exception):
@@ -75,9 +77,12 @@ class Clock:
                 self.pending = describe_oserror(exc, exc.filename or "the point directory")
 
     def phase(self, phase: PhaseName, index: int, step: str, host: str, prepare: Callable[[], object],
-              work: Callable[[Phase], None], collective: bool = False) -> Any:
-        """prepare (off the clock), Barrier, stamp, work, stamp; the allgather closes the phase and votes."""
+              work: Callable[[Phase], None], collective: bool = False, sample: Sampler | None = None) -> Any:
+        """prepare (off the clock), Barrier, stamp, work, stamp; the allgather closes the phase and votes. A
+        restore's `sample` runs once every rank has prepared (evicted), off the clock: the timing records its
+        sum over ranks (worker.residency)."""
         self.off_clock(prepare)
+        resident = self._sample(sample) if sample is not None else None
         ph = Phase()
         ph.error, self.pending = self.pending, None
         self.comm.Barrier()
@@ -88,10 +93,20 @@ class Clock:
         self.wait_for_all()
         split = ph.split.seconds() if ph.split is not None else None
         stamps = self.comm.allgather((self.comm.Get_rank(), host, ph.start + self.anchor, ph.end + self.anchor,
-                                      ph.bytes, ph.files, split, ph.error, ph.extra, ph.requests))
+                                      ph.bytes, ph.files, split, ph.error, ph.extra, ph.requests, resident))
         raise_first([s[7] for s in stamps])
         self.extras = [s[8] for s in stamps]
-        return checkpoint_timing(phase, index, step, [s[:7] for s in stamps], {s[0]: s[9] for s in stamps})
+        return checkpoint_timing(phase, index, step, [s[:7] for s in stamps], {s[0]: s[9] for s in stamps},
+                                 residency.total(s[10] for s in stamps) if sample is not None else None)
+
+    def _sample(self, sample: Sampler) -> residency.Sample | None:
+        """After every rank's eviction (a barrier), this rank's sample; an error is no failure of the phase (the
+        read itself will say what is wrong): the sample is then unknown."""
+        self.comm.Barrier()
+        try:
+            return sample()
+        except OSError:
+            return None
 
     def wait_for_all(self) -> None:
         """Wait for the other ranks without spinning. MPICH busy-polls in blocking collectives: a rank done

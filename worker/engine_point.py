@@ -32,7 +32,7 @@ from studyctl.definition.points import WorkerTask, restore_files
 from studyctl.definition.restore_rules import restore_rule
 from studyctl.definition.result_fields import EngineInfo, EngineTiming
 from studyctl.states import FailureClass
-from worker import io
+from worker import io, residency
 from worker.clock import WorkerFailure
 
 if TYPE_CHECKING:
@@ -146,19 +146,29 @@ class EnginePoint:
             self.saved[index] = merged
 
     # -- restores
+    def _read_paths(self, index: int, target: Any, names: list[str]) -> list[str] | None:
+        """The files this rank's restore reads, where they are files (None: an object store's)."""
+        directory = target.step_path(index)
+        if directory is None:
+            return None
+        if self.engine.name == "dcp":  # DCP's ranks read every file their records are in, and .metadata
+            names = [e.name for e in os.scandir(directory) if e.is_file()]
+        return [str(directory / name) for name in names if (directory / name).exists()]
+
     def prepare_read(self, index: int, target: Any, names: list[str]) -> None:
         """Off the clock: the files this rank reads made cold (a directory's pages evicted; an object store's
         server cache dropped by the seam)."""
-        directory = target.step_path(index)
-        if directory is None:
+        paths = self._read_paths(index, target, names)
+        if paths is None:
             self.storage.make_cold(self.shared.step(index), names)
             return
-        if self.engine.name == "dcp":  # DCP's ranks read every file their records are in, and .metadata
-            names = [e.name for e in os.scandir(directory) if e.is_file()]
-        for name in names:
-            path = directory / name
-            if path.exists():
-                io.evict(str(path), flush=not self.task.point.checkpoint.fsync)
+        for path in paths:
+            io.evict(path, flush=not self.task.point.checkpoint.fsync)
+
+    def sample_read(self, index: int, target: Any, names: list[str]) -> tuple[int, int] | None:
+        """Off the clock, after prepare_read: the residency sample of those files (worker.residency)."""
+        paths = self._read_paths(index, target, names)
+        return None if paths is None else residency.resident(paths)
 
     def load(self, ph: Any, index: int, target: Any) -> tuple[float, float, int]:
         """The timed restore into the allocated state; returns (load seconds, broadcast seconds, bytes received)."""
@@ -195,9 +205,11 @@ class EnginePoint:
                 received += 0 if self.root else data.numel()
         return MPI.Wtime() - start, received
 
-    def read_phase(self, index: int, tier: Any | None) -> tuple[Callable[[], object], Callable[[Any], None]]:
-        """(off-clock preparation, timed work) of a restore of checkpoint `index`: from the node-local tier
-        (`tier`: its target) where it holds every file this rank reads, else from shared storage."""
+    def read_phase(self, index: int, tier: Any | None
+                   ) -> tuple[Callable[[], object], Callable[[Any], None], Callable[[], tuple[int, int] | None]]:
+        """(off-clock preparation, timed work, residency sample) of a restore of checkpoint `index`: from the
+        node-local tier (`tier`: its target) where it holds every file this rank reads, else from shared
+        storage."""
         assert self.restored is not None
         names = [f.file.name for f in self.restored.plan]
         from_tier = tier is not None and self._on_tier(index, tier, names)
@@ -206,7 +218,8 @@ class EnginePoint:
         def work(ph: Any) -> None:
             read_s, bcast_s, received = self.load(ph, index, target)
             ph.extra = (ph.bytes * from_tier, ph.bytes * (not from_tier), read_s, bcast_s, received)
-        return partial(self.prepare_read, index, target, names), work
+        return (partial(self.prepare_read, index, target, names), work,
+                partial(self.sample_read, index, target, names))
 
     def _on_tier(self, index: int, tier: Any, names: list[str]) -> bool:
         """The tier holds what this rank reads: its files (torch_save), or its own DCP files for a restore of

@@ -133,29 +133,36 @@ def _open_direct(path: str, flags: int) -> int:
 
 
 def write_buffered(path: str, nbytes: int, buf: Buffer, block: int, fsync: bool = True,
-                   split: Split | None = None) -> None:
-    """write + fsync (`fsync` false only mirrors DLIO). No page eviction here: pages freed long before the
-    restore sit idle, and this VM hands idle memory back to the host, which made cold reads 20% slower
-    (benchmarks/RESULTS.md); the restore evicts its files just before the clock starts instead."""
+                   split: Split | None = None, stop_ns: int = 0) -> int:
+    """write + fsync (`fsync` false only mirrors DLIO); bytes written. No page eviction here: pages freed long
+    before the restore sit idle, and this VM hands idle memory back to the host, which made cold reads 20% slower
+    (benchmarks/RESULTS.md); the restore evicts its files just before the clock starts instead. `stop_ns`: a
+    perf_counter_ns time after which no block is started (a time-bounded probe; 0: none)."""
     split = split if split is not None else Split()
     fd = split.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
     try:
         start = perf_counter_ns()
         view = buf.view
+        done = 0
         for off, boff, length in _chunks(nbytes, block, buf.size):
+            if stop_ns and perf_counter_ns() >= stop_ns:
+                break
             buf.mark(boff, length)
             _pwrite_all(fd, view[boff:boff + length], off)
+            done = off + length
         split.transferred(start)
         if fsync:
             split.fsync(fd)
+        return done
     finally:
         split.close(fd)
 
 
 def write_direct(path: str, nbytes: int, buf: Buffer, block: int, hybrid: bool, fsync: bool = True,
-                 split: Split | None = None) -> None:
+                 split: Split | None = None, stop_ns: int = 0) -> int:
     """O_DIRECT for the aligned bulk; the tail padded and truncated (direct) or written through the
-    page cache on a second descriptor (hybrid). One fsync flushes both descriptors' data."""
+    page cache on a second descriptor (hybrid). One fsync flushes both descriptors' data. Bytes written;
+    `stop_ns` as in write_buffered (a stream stopped early ends on an aligned block: no tail)."""
     split = split if split is not None else Split()
     bulk = nbytes - nbytes % ALIGN
     tail = nbytes - bulk
@@ -164,6 +171,9 @@ def write_direct(path: str, nbytes: int, buf: Buffer, block: int, hybrid: bool, 
         start = perf_counter_ns()
         view = buf.view
         for off, boff, length in _chunks(bulk, block, buf.size):
+            if stop_ns and perf_counter_ns() >= stop_ns:
+                bulk, tail = off, 0
+                break
             buf.mark(boff, length)
             _pwrite_all(fd, view[boff:boff + length], off)
         if tail and hybrid:
@@ -177,13 +187,14 @@ def write_direct(path: str, nbytes: int, buf: Buffer, block: int, hybrid: bool, 
                     split.fsync(tail_fd)
             finally:
                 split.close(tail_fd)
-            return
+            return nbytes
         if tail:
             _pwrite_all(fd, view[:ALIGN], bulk)  # padded to the alignment, truncated below
             os.ftruncate(fd, nbytes)
         split.transferred(start)
         if fsync:
             split.fsync(fd)
+        return bulk + tail
     finally:
         split.close(fd)
 
@@ -206,8 +217,9 @@ def evict(path: str, flush: bool = False) -> None:
         os.close(fd)
 
 
-def read_file(path: str, buf: Buffer, block: int, direct: bool, split: Split | None = None) -> int:
-    """Read the whole file into the reused buffer; returns bytes read. Its open time holds the fadvise and fstat."""
+def read_file(path: str, buf: Buffer, block: int, direct: bool, split: Split | None = None, stop_ns: int = 0) -> int:
+    """Read the whole file into the reused buffer; returns bytes read. Its open time holds the fadvise and fstat.
+    `stop_ns` as in write_buffered."""
     split = split if split is not None else Split()
     start = perf_counter_ns()
     fd = _open_direct(path, os.O_RDONLY) if direct else os.open(path, os.O_RDONLY)
@@ -221,6 +233,8 @@ def read_file(path: str, buf: Buffer, block: int, direct: bool, split: Split | N
         view = buf.view
         total = 0
         for off, boff, length in _chunks(span, block, buf.size):
+            if stop_ns and perf_counter_ns() >= stop_ns:
+                break
             got = os.preadv(fd, [view[boff:boff + length]], off)
             total += got
             if got < length:

@@ -17,6 +17,7 @@ import sys
 import time
 import traceback
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any, Literal
 
@@ -36,7 +37,7 @@ from studyctl.definition.result_schema import CheckpointTiming, IoInfo, Result
 from studyctl.fsutil import atomic_write_text
 from studyctl.states import FailureClass
 from studyctl.units import MIB
-from worker import io
+from worker import io, residency
 from worker.clock import Clock, Phase, WorkerFailure, describe_oserror
 from worker.compute import Trainer, Window
 from worker.nodes import NodeMap, node_map, tier_place, tier_point_dir
@@ -141,8 +142,8 @@ def _restore(task: WorkerTask, comm: Any, clock: Clock, nodes: NodeMap, buf: io.
     host = os.uname().nodename
     if new == point.parallelism:
         restorer = _same_shape(task, comm, nodes, buf, written.io, clock.wtime)
-        timing = clock.phase("read", 0, step, host, lambda: restorer.prepare(step),
-                             lambda ph: restorer.work(ph, step), collective=True)
+        timing = clock.phase("read", 0, step, host, partial(restorer.prepare, step), partial(restorer.work, step=step),
+                             collective=True, sample=partial(restorer.resident, step))
         return timing, read_timing(0, clock.extras)
     from worker.reshard_read import read_resharded
 
@@ -158,8 +159,9 @@ def _restore(task: WorkerTask, comm: Any, clock: Clock, nodes: NodeMap, buf: io.
         ph.bytes, ph.files = got.bytes_read + got.received_bytes, got.files_opened
         ph.extra = (0, got.bytes_read, got.read_s, got.broadcast_s, got.received_bytes)
 
-    timing = clock.phase("read", 0, step, host, _evict_resharded(task, new, comm.Get_rank(), cold), work,
-                         collective=True)
+    paths = _resharded_paths(task, new, comm.Get_rank())
+    timing = clock.phase("read", 0, step, host, partial(_evict, paths, cold), work, collective=True,
+                         sample=partial(residency.resident, paths))
     return timing, read_timing(0, clock.extras)
 
 
@@ -178,22 +180,22 @@ def _same_shape(task: WorkerTask, comm: Any, nodes: NodeMap, buf: io.Buffer, ran
                     wtime)
 
 
-def _evict_resharded(task: WorkerTask, new: Parallelism, rank: int, cold: str) -> Callable[[], None]:
-    """Off the clock: the old files this rank reads ranges of leave the page cache (fadvise cold reads)."""
+def _resharded_paths(task: WorkerTask, new: Parallelism, rank: int) -> list[str]:
+    """The old files this rank reads ranges of."""
     from studyctl.definition.reshard import reshard_reads
 
     point = task.point
     opts = point.checkpoint
     step_dir = task.data_dir / restart_step_dir(opts.writes, opts.reads, opts.naming)
+    names = {r.name for r in reshard_reads(point.model, point.parallelism, new, rank, opts.scale, opts.naming)}
+    return [str(step_dir / name) for name in sorted(names)]
 
-    def evict() -> None:
-        if cold != "fadvise":
-            return
-        for name in sorted({r.name for r in reshard_reads(point.model, point.parallelism, new, rank, opts.scale,
-                                                          opts.naming)}):
-            io.evict(str(step_dir / name))
 
-    return evict
+def _evict(paths: list[str], cold: str) -> None:
+    """Off the clock: the files leave the page cache (fadvise cold reads)."""
+    if cold == "fadvise":
+        for path in paths:
+            io.evict(path)
 
 
 def _ready(comm: Any, clock: Clock, recovery: Recovery) -> float:

@@ -17,7 +17,7 @@ from studyctl.definition.layout import CheckpointFile, Parallelism, rank_files, 
 from studyctl.definition.points import Point, replicated_kinds
 from studyctl.definition.restore_rules import restore_rule
 from studyctl.definition.result_fields import StrategyTiming
-from worker import io
+from worker import io, residency
 from worker.persist import aligned
 from worker.storage import FileChunks
 
@@ -76,18 +76,28 @@ class Restorer:
                 return str(local), True
         return self.storage.where(step, name), False
 
+    def _sources(self, step: str) -> tuple[list[str], list[str]]:
+        """(tier paths, shared storage's file names) this rank reads itself in a restore of `step`."""
+        reads = self.own + (self.shared if self.group is not None and self.group.Get_rank() == 0 else [])
+        tier: list[str] = []
+        shared: list[str] = []
+        for f in reads:
+            path, from_tier = self.locate(step, f.name)
+            tier.append(path) if from_tier else shared.append(f.name)
+        return tier, shared
+
     def prepare(self, step: str) -> None:
         """Off the clock: evict the tier copies this rank will read (a no-op for O_DIRECT and on tmpfs); shared
         storage's files made cold as the point reads them (evicted; or the server's cache dropped by rank 0)."""
-        reads = self.own + (self.shared if self.group is not None and self.group.Get_rank() == 0 else [])
-        shared = []
-        for f in reads:
-            path, from_tier = self.locate(step, f.name)
-            if from_tier:
-                io.evict(path)
-            else:
-                shared.append(f.name)
+        tier, shared = self._sources(step)
+        for path in tier:
+            io.evict(path)
         self.storage.make_cold(step, shared)
+
+    def resident(self, step: str) -> tuple[int, int] | None:
+        """Off the clock, after `prepare`: the residency sample of what this rank reads (worker.residency)."""
+        tier, shared = self._sources(step)
+        return residency.total([residency.resident(tier), self.storage.resident(step, shared) if shared else (0, 0)])
 
     def work(self, ph: Any, step: str) -> None:
         """ph.split: this rank's own storage reads (tier or shared); a broadcast's transfer is in `other_s`."""

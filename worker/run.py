@@ -35,7 +35,7 @@ from worker import handoff, io, provenance
 from worker.ceiling import run_ceiling
 from worker.checkpointing import Checkpointing
 from worker.claim import CLAIMS, release
-from worker.clock import Clock, Phase, WorkerFailure, describe_oserror
+from worker.clock import Clock, Phase, Sampler, WorkerFailure, describe_oserror
 from worker.engine_point import open_engine
 from worker.nodes import dir_name, tier_place
 from worker.record import Gathered, RecordRefused, crash_reason, now, write_error, write_result
@@ -228,13 +228,14 @@ def _read_phases(run: Run, setup: Setup, clock: Clock, buf: io.Buffer, ck: Check
         prepare: Callable[[], object] = partial(run.storage.make_cold, step, names)
         read: Callable[[Phase], None] = partial(read_files, run.storage, describe_oserror, step=step,
                                                 files=run.my_reads, buf=buf)
+        sample: Sampler = partial(run.storage.resident, step, names)
         restore = ck.read_work(step)
         if restore is not None:  # tiered or broadcast: the restorer knows what to evict and read
-            prepare, read = partial(ck.read_prepare, step), restore
+            prepare, read, sample = partial(ck.read_prepare, step), restore, partial(ck.read_sample, step)
         if run.engine is not None:  # the engine's load, from the tier where it holds the files
-            prepare, read = run.engine.read_phase(k % kept, ck.tier_target())
+            prepare, read, sample = run.engine.read_phase(k % kept, ck.tier_target())
         collective = restore is not None or run.engine is not None
-        timings.append(clock.phase("read", k, step, run.host, prepare, read, collective=collective))
+        timings.append(clock.phase("read", k, step, run.host, prepare, read, collective=collective, sample=sample))
         ck.record_read(k, timings[-1], clock.extras)
         if run.engine is not None:
             run.engine.verify(k, k % kept)

@@ -51,9 +51,11 @@ def rank_timing(rank: int, host: str, start: float, end: float, nbytes: int, fil
 
 
 def checkpoint_timing(phase: Phase, index: int, step_dir: str, stamps: Sequence[Stamp],
-                      requests: Mapping[int, Any] | None = None) -> CheckpointTiming:
+                      requests: Mapping[int, Any] | None = None,
+                      resident: tuple[int, int] | None = None) -> CheckpointTiming:
     """`stamps`: per rank (rank, host, start, end, bytes, files, split), clocks in epoch seconds; `requests`:
-    per rank, an object store's request counts (worker.objects)."""
+    per rank, an object store's request counts (worker.objects); `resident`: a restore's (pages resident, pages
+    sampled) over every rank's files right before the read (worker.residency)."""
     origin = min(s[2] for s in stamps)
     got = requests or {}
     ranks = [rank_timing(r, h, s, e, b, f, origin, sp, got.get(r))
@@ -68,6 +70,8 @@ def checkpoint_timing(phase: Phase, index: int, step_dir: str, stamps: Sequence[
         rank_bandwidth_min_GiBps=min(movers) if movers else 0.0,
         rank_bandwidth_max_GiBps=max(movers) if movers else 0.0,
         ranks=ranks,
+        resident_pages_before=resident[0] if resident is not None else None,
+        pages_sampled=resident[1] if resident is not None else None,
     )
 
 

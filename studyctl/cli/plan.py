@@ -101,6 +101,11 @@ def _print_plan(study: str, rows: list[dict[str, Any]], summary: PlanSummary, li
     for role, aux in summary.auxiliary.items():
         out.print(f"  of which {role} points: {aux['points']:.0f}, moving {format_bytes(int(aux['bytes']))}, "
                   f"~{aux['node_hours']:.2f} node-hours")
+    if summary.auxiliary:
+        (points, p_share), (moved, b_share), (hours, h_share) = summary.extras().values()
+        out.print(f"  the study's own extras ({' and '.join(summary.auxiliary)} points): {points:.0f} of "
+                  f"{summary.runnable} points ({p_share:.1%}), {format_bytes(int(moved))} of the bytes moved "
+                  f"({b_share:.1%}), {hours:.2f} of the node-hours ({h_share:.1%})")
     for fs, need in summary.max_disk_bytes_needed.items():
         out.print(f"  disk needed on {fs}: {format_bytes(need)} at the peak of the largest point")
     _print_needs(summary.training_needs)

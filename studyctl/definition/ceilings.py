@@ -11,13 +11,16 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import math
 import os
+import statistics
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from studyctl.definition.ceilings_spec import CeilingsMode
 from studyctl.definition.points import ENGINE_OPTION_DEFAULTS, Point
 from studyctl.definition.shapes import Shape, shape_of
+from studyctl.definition.tdist import t_quantile_975
 from studyctl.units import GIB, MIB
 
 if TYPE_CHECKING:  # the worker imports this module, never the sweep's (YAML)
@@ -40,26 +43,80 @@ P = TypeVar("P", bound=_Planned)
 # shard and the even share per rank, REPEATS times); a study of more shapes is a scan over the hardware whose
 # own cells already trace what each shape reaches, and 8 more points would be a visible share of its node-hours.
 AUTO_MAX_SHAPES = 8
-# Measurements per probe; the median is reported (one slow outlier on a shared machine does not set a ceiling).
-REPEATS = 3
+# A ceiling is a distribution: each probe runs rounds until the 95% CI of the mean of every rate it measures is
+# within ±CI_TARGET of that mean (Student's t over the rounds), at least MIN_ROUNDS (a CI needs a spread) and at
+# most MAX_ROUNDS, and no new round once its budget would be spent (STORAGE_BUDGET_S for the storage probes
+# together, STREAM_BUDGET_S for each network and memory-copy probe). Each rate's figure is the median of its
+# rounds; every round is recorded (CeilingInfo.rounds). ±10%: a ceiling share of 90% vs 100% is then told apart
+# from noise of the probe; three rounds of a steady stream (spread under 4%) are enough.
+CI_TARGET = 0.10
+MIN_ROUNDS = 3
+MAX_ROUNDS = 10
+# Storage rounds stop starting after this many seconds of probing (all storage probes together, their off-clock
+# eviction and removal included). With PROBE_STREAM_S it bounds a ceiling's cost at any scale: at most about a
+# minute of the shape's nodes (a few percent of a study's node-hours at the seeds' full-scale layouts, where a
+# measure point of 128 nodes runs for an hour), instead of moving every rank's whole shard three times.
+STORAGE_BUDGET_S = 60.0
+# A network or memory-copy probe stops starting rounds after this (each round moves at most MEMCPY_MAX_BYTES
+# per rank: well under a second on any node, so this is a guard against a congested network, not the rule).
+STREAM_BUDGET_S = 10.0
+# One storage probe's phase (a write, fsynced, or a cold read) per rank: a stream of at most PROBE_MAX_BYTES of
+# its shard that stops starting new blocks after PROBE_STREAM_S, as fio's time_based runs do (the fsync of what was
+# written is on the clock). A rank's rate is stable well within either bound: a sequential stream of one file
+# reaches its steady rate within its first few hundred MiB; 1 GiB per rank is also past the write-back cache a
+# node's ranks share (8 ranks: 8 GiB, above the dirty-page limit that makes buffered writes wait for the device).
+PROBE_MAX_BYTES = 1 << 30
+PROBE_STREAM_S = 5.0
 # The memory-copy probe copies a rank's largest shard, up to this, in one memmove from a state into a snapshot as
 # worker.persist.Snapshot does; the network probes send as much. Large enough to stream through memory, not cache,
 # on today's nodes (a socket's last-level cache, shared by its ranks, is at most about 1 GiB) with the
 # non-temporal stores a real snapshot's copy gets, so a larger shard streams at the same rate and copying or
-# sending all of it REPEATS times would only add run time (unlike storage, whose rate depends on a file's size:
-# its probes move the whole shard); small enough that two of them per rank cost a node little (plan counts them).
+# sending more would only add run time; small enough that two of them per rank cost a node little (plan counts
+# them).
 MEMCPY_MAX_BYTES = 256 * MIB
-# Storage probes move these bytes per rank, REPEATS times, written and read: largest shard, then the even share.
+# Storage probes, each round written and read: every rank its largest shard, then its even share (each up to
+# PROBE_MAX_BYTES and PROBE_STREAM_S).
 PROBES = ("largest", "even")
-# The even share within this fraction of the largest shard is the same measurement (a layout already even, e.g.
-# ZeRO-3): the even probe is not run again, its figures are the largest's (half the probe's bytes saved).
+# An even share whose probe would stream within this fraction of the largest's is the same measurement (a layout
+# already even, e.g. ZeRO-3, or both shards above PROBE_MAX_BYTES): the even probe is not run again, its figures
+# are the largest's (half the probe's time saved).
 EVEN_SAME = 0.05
 
 
 def probes_run(point: Point) -> dict[str, int]:
-    """The storage probes a ceiling point runs, with their bytes per rank (the even one only where it differs)."""
-    largest, even = probe_bytes(point)
+    """The storage probes a ceiling point runs, with the bytes each streams per rank at most (its shard up to
+    PROBE_MAX_BYTES; the even one only where that differs)."""
+    largest, even = (min(b, PROBE_MAX_BYTES) for b in probe_bytes(point))
     return {"largest": largest} if even >= largest * (1 - EVEN_SAME) else {"largest": largest, "even": even}
+
+
+def narrow(rates: list[float]) -> bool:
+    """Whether the 95% CI of the mean of these rounds' rates is within ±CI_TARGET of it."""
+    n = len(rates)
+    if n < 2:
+        return False
+    mean = statistics.fmean(rates)
+    return mean > 0 and t_quantile_975(n - 1) * statistics.stdev(rates) / math.sqrt(n) <= CI_TARGET * mean
+
+
+def another_round(rates: dict[str, list[float]], done: int, elapsed_s: float, longest_s: float,
+                  budget_s: float) -> bool:
+    """The probe rule: after `done` rounds (the longest took `longest_s`, all of them `elapsed_s`), whether to run
+    one more. The worker asks it after every round; plan asks it of rounds that never narrow, each of the
+    estimated length (`planned_rounds`), so the estimate is the rule's most."""
+    if done < MIN_ROUNDS:
+        return True
+    if done >= MAX_ROUNDS or all(narrow(r) for r in rates.values()):
+        return False
+    return elapsed_s + longest_s <= budget_s
+
+
+def planned_rounds(round_s: float, budget_s: float) -> int:
+    """The most rounds the rule runs when each takes `round_s` and the CI never narrows (a rate of no rounds)."""
+    done = 1
+    while another_round({"never narrows": []}, done, done * round_s, round_s, budget_s):
+        done += 1
+    return done
 
 
 class CeilingSources:
@@ -89,8 +146,11 @@ class CeilingSources:
 
 
 def ceiling_of(point: Point) -> Point:
-    """The shape's ceiling: storage probes, whatever engine its source point checkpoints through."""
-    opts = point.checkpoint.model_copy(update={**ENGINE_OPTION_DEFAULTS, "engine": "stream"})
+    """The shape's ceiling: storage probes, whatever engine its source point checkpoints through, read cold the
+    way its shape's I/O mode reads (`cold_read: auto`: a buffered shape's probe is a buffered read of evicted
+    files with readahead, a direct or hybrid shape's an O_DIRECT read), whatever its source point's cold_read:
+    a ceiling is its shape's (a source reading warm, `none`, would make its probe the page cache's)."""
+    opts = point.checkpoint.model_copy(update={**ENGINE_OPTION_DEFAULTS, "engine": "stream", "cold_read": "auto"})
     return point.model_copy(update={"role": "ceiling", "repetition": 0, "recovery": None, "checkpoint": opts})
 
 
@@ -103,26 +163,57 @@ def probe_bytes(point: Point) -> tuple[int, int]:
 
 def ceiling_sized(point: Point, estimate: Estimate) -> dict[str, Any]:
     """A ceiling point's plan figures: what its probes move, not what its source point checkpoints. One "write"
-    is a round of every storage probe (every rank its largest shard, then its even share), REPEATS of them."""
+    is a round of every storage probe (every rank its largest shard, then its even share, each as far as the
+    probe streams), `storage_plan`'s rounds of them."""
     largest, even = probe_bytes(point)
     world = point.world_size
-    per_round = sum(probes_run(point).values()) * world
-    seconds = estimate.overhead_s + ceiling_moved_bytes(point) / (point.nodes * estimate.GiBps_per_node * GIB)
-    return {"checkpoint_bytes": per_round, "read_bytes_per_restore": per_round,
-            "storage_read_bytes_per_restore": per_round, "broadcast_bytes_per_restore": 0,
-            "writes": REPEATS, "reads": REPEATS, "bytes_per_rank_max": largest, "bytes_per_rank_min": even,
-            "files_per_checkpoint": len(probes_run(point)) * world, "disk_bytes_needed": max(largest, even) * world,
-            "disk_bytes_required": int(max(largest, even) * world * (1 + point.checkpoint.free_space_margin)),
+    plan = storage_plan(point, estimate)
+    seconds = estimate.overhead_s + plan.rounds * plan.round_s
+    return {"checkpoint_bytes": plan.written * world, "read_bytes_per_restore": plan.read * world,
+            "storage_read_bytes_per_restore": plan.read * world, "broadcast_bytes_per_restore": 0,
+            "writes": plan.rounds, "reads": plan.rounds, "bytes_per_rank_max": largest, "bytes_per_rank_min": even,
+            "files_per_checkpoint": len(probes_run(point)) * world, "disk_bytes_needed": max_probe_bytes(point),
+            "disk_bytes_required": int(max_probe_bytes(point) * (1 + point.checkpoint.free_space_margin)),
             "worker_memory_per_host_bytes": ceiling_memory_bytes(point, point.ranks_per_node),
             "worker_memory_per_point_bytes": ceiling_memory_bytes(point, world), "simulated_training_s": 0.0,
             "estimated_seconds": round(seconds, 1),
             "node_hours": point.nodes * seconds / 3600}
 
 
-def ceiling_moved_bytes(point: Point) -> int:
-    """Bytes a ceiling point's storage probes write and read: every rank its largest shard and (where it differs)
-    its even share, REPEATS rounds (what its run time is estimated from)."""
-    return 2 * sum(probes_run(point).values()) * point.world_size * REPEATS
+@dataclasses.dataclass(frozen=True)
+class StoragePlan:
+    rounds: int
+    written: int  # bytes per rank per round, all storage probes together
+    read: int
+    round_s: float
+
+
+def storage_plan(point: Point, estimate: Estimate | None = None) -> StoragePlan:
+    """A ceiling's storage probes at the estimate's rate, its nodes' share per rank (the sweep's `estimate:`;
+    None: its default). A read or an O_DIRECT write streams its bytes or stops at PROBE_STREAM_S; a buffered write
+    is fsynced on the clock, and the page cache may take all its bytes before the stream's time is up, so it is
+    counted whole; a read reads what was written. A round writes and reads every probe; rounds follow the probe
+    rule with a CI that never narrows (the most the rule runs)."""
+    from studyctl.definition.sweep import Estimate  # it imports this module
+
+    rate = (estimate or Estimate()).GiBps_per_node * GIB / point.ranks_per_node
+    streamed = int(rate * PROBE_STREAM_S)
+    written = [b if point.io_mode == "buffered" else min(b, streamed) for b in probes_run(point).values()]
+    read = [min(b, streamed) for b in written]
+    round_s = (sum(written) + sum(read)) / rate
+    return StoragePlan(planned_rounds(round_s, STORAGE_BUDGET_S), sum(written), sum(read), round_s)
+
+
+def max_probe_bytes(point: Point) -> int:
+    """The probe's files on disk at once, all ranks: one per rank, of its largest probe (removed after each)."""
+    return max(probes_run(point).values()) * point.world_size
+
+
+def ceiling_moved_bytes(point: Point, estimate: Estimate | None = None) -> int:
+    """Bytes a ceiling point's storage probes write and read, all rounds, at the estimate's rate (what its run
+    time is estimated from): `storage_plan`."""
+    plan = storage_plan(point, estimate)
+    return plan.rounds * (plan.written + plan.read) * point.world_size
 
 
 def copy_piece(largest: int) -> int:

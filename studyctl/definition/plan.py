@@ -262,6 +262,14 @@ class PlanSummary:
         self.training_needs.setdefault((row["model"], row["strategy"], row["nodes"], row["restore"]),
                                        {k: row[k] for k in (*NEEDS_KEYS, "scale", "checkpoint_bytes")})
 
+    def extras(self) -> dict[str, tuple[float, float]]:
+        """The points a study adds itself (ceilings and calibration, all roles together) against the whole plan:
+        "points", "bytes" (written and read from storage), "node_hours" → (theirs, their share of the total)."""
+        totals = {"points": self.runnable, "bytes": self.bytes_to_write + self.bytes_to_read,
+                  "node_hours": self.node_hours}
+        return {k: (theirs, theirs / total if total else 0.0) for k, total in totals.items()
+                for theirs in [sum(a[k] for a in self.auxiliary.values())]}
+
 
 def refuse_engines_without_torch(sweep: SweepFile) -> SweepFile:
     """`plan` and `submit` refuse a sweep with engine points where torch is missing: one line, exit 2, before any

@@ -8,6 +8,7 @@ point whose layout can exist (one that cannot is itself the problem).
 from __future__ import annotations
 
 import math
+import statistics
 from collections.abc import Iterator
 from functools import lru_cache
 
@@ -128,6 +129,10 @@ def _sections(r: Result) -> Iterator[str | None]:
         yield _at_most("ceilings.even_bytes", c.even_bytes, c.largest_shard_bytes, "ceilings.largest_shard_bytes")
         writes = sum(t.phase == "write" for t in r.checkpoints)
         yield _fixed("ceilings.repeats", c.repeats, writes, "the probe's rounds in the result")
+        for name, rounds in c.rounds.items():  # each rate is the median of its rounds
+            figure = getattr(c, name) if name in type(c).model_fields else None
+            if not isinstance(figure, float) or not rounds or not _close(figure, statistics.median(rounds)):
+                yield f"ceilings.rounds.{name}: not the rounds of a rate {figure} is the median of"
     if r.recovery is not None:
         yield from _recovery(r, r.recovery)
 
@@ -175,9 +180,18 @@ def _recovery(r: Result, x: RecoveryTiming) -> Iterator[str | None]:
 
 
 def _expected_bytes(r: Result) -> dict[str, int]:
-    if r.ceilings is not None:  # a ceiling point's checkpoints are its probe: one largest shard per rank
+    if r.ceilings is not None:  # a ceiling point's checkpoints are its probe: at most one largest shard per rank
         return dict.fromkeys(("write", "read"), r.ceilings.largest_shard_bytes * r.point.world_size)
     return {"write": r.sizes.written_checkpoint_bytes, "read": r.sizes.read_bytes_per_restore}
+
+
+def _phase_bytes(r: Result, path: str, got: int, phase: str, files: int) -> str | None:
+    """A phase's bytes against the plan's; a ceiling's probe streams at most its shard (it may stop at its time
+    bound, definition.ceilings.PROBE_STREAM_S, or its byte bound)."""
+    want = _expected_bytes(r)[phase]
+    if r.ceilings is not None:
+        return _at_most(path, got, want, "the probe's largest shard on every rank")
+    return _moved(path, got, want, f"what a {phase} moves by the point's sizes", _slack(r, phase, files))
 
 
 def _planned_count(r: Result, phase: str) -> int:
@@ -187,13 +201,11 @@ def _planned_count(r: Result, phase: str) -> int:
 
 
 def _checkpoints(r: Result) -> Iterator[str | None]:
-    expected = _expected_bytes(r)
     files = r.point.world_size if r.ceilings is not None else _planned_files(r.point)
     for i, c in enumerate(r.checkpoints):
         at = f"checkpoints.{i}"
         yield _at_most(f"{at}.index", c.index, _planned_count(r, c.phase) - 1, f"the point's last {c.phase}")
-        yield _moved(f"{at}.bytes", c.bytes, expected[c.phase], f"what a {c.phase} moves by the point's sizes",
-                     _slack(r, c.phase, c.files))
+        yield _phase_bytes(r, f"{at}.bytes", c.bytes, c.phase, c.files)
         yield _at_most(f"{at}.files", c.files, files, "the point's files")
         yield from _checkpoint(at, c, r)
 
@@ -239,14 +251,12 @@ def _requests(at: str, q: RankRequests, c: CheckpointTiming, r: Result) -> Itera
 
 
 def _summary(r: Result) -> Iterator[str | None]:
-    expected = _expected_bytes(r)
     for phase, s in r.summary.items():
         own = [c for c in r.checkpoints if c.phase == phase]
         at = f"summary.{phase}"
         yield _fixed(f"{at}.checkpoints", s.checkpoints, len(own), f"the result's {phase} checkpoints")
-        slack = _slack(r, phase, max((c.files for c in own), default=0))
-        yield _moved(f"{at}.bytes_per_checkpoint", s.bytes_per_checkpoint, expected[phase],
-                     f"what a {phase} moves by the point's sizes", slack)
+        yield _phase_bytes(r, f"{at}.bytes_per_checkpoint", s.bytes_per_checkpoint, phase,
+                           max((c.files for c in own), default=0))
         if not own:
             continue
         fastest = max(c.aggregate_GiBps for c in own) * (1 + REL_TOL)

@@ -253,15 +253,20 @@ class CeilingInfo(_Strict):
     """What a resource shape reaches, measured by a ceiling point (`Point.role == "ceiling"`) through
     the same backend, nodes, ranks, filesystem, I/O mode and block as the study's points of that shape
     (`studyctl.definition.shapes`). Rates are aggregate over all ranks unless named `_per_rank`; each is the
-    median over the probe's repeats. The storage probes are the fio pattern: every rank writes and fsyncs one
-    file, then reads it back cold."""
+    median of its probe's rounds (`rounds`; definition.ceilings: until the 95% CI is within CI_TARGET, within a
+    budget). The storage probes are the fio pattern: every rank writes and fsyncs one file, then reads it back
+    cold, each phase a stream of at most PROBE_MAX_BYTES of the shard per rank that stops at PROBE_STREAM_S."""
 
     shape: str  # Shape.key
     largest_shard_bytes: Bytes  # per rank: the largest bytes any rank of the shape's points writes
     even_bytes: Bytes  # per rank: the largest point's checkpoint spread evenly over the ranks
-    repeats: Positive  # measurements per probe
-    storage_write_GiBps: Rate  # one file of largest_shard_bytes per rank, written and fsynced
-    storage_read_GiBps: Rate  # the same files read back cold
+    repeats: Positive  # rounds of the storage probes (the result's checkpoints: the largest probe's, per phase)
+    # one file per rank of largest_shard_bytes (streamed as far as the probe goes), written in the shape's I/O mode
+    # and fsynced on the clock: on a buffered shape the durable buffered write, on a direct shape O_DIRECT
+    storage_write_GiBps: Rate
+    # the same files read back cold in the shape's way (`cold_read: auto`, the result's io.cold_read_method): a
+    # buffered shape's evicted (fadvise) and read with readahead, a direct or hybrid shape's read with O_DIRECT
+    storage_read_GiBps: Rate
     even_write_GiBps: Rate  # one file of even_bytes per rank (the largest's figure where even is within EVEN_SAME)
     even_read_GiBps: Rate
     # MPI point-to-point between ranks on different nodes (None: one node); on simulated nodes (the local backend,

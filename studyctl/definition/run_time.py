@@ -29,10 +29,11 @@ def moved_bytes(written: int, storage_read: int, opts: CheckpointOptions, restar
     return written * opts.writes + storage_read * (opts.reads + restarts)
 
 
-def point_moved_bytes(point: Point) -> int:
-    """What a feasible point moves through storage in its whole run."""
+def point_moved_bytes(point: Point, estimate: Estimate | None = None) -> int:
+    """What a feasible point moves through storage in its whole run (a ceiling's rounds depend on the rate
+    `estimate` assumes: its probes stream for a bounded time)."""
     if point.role == "ceiling":
-        return ceiling_moved_bytes(point)
+        return ceiling_moved_bytes(point, estimate)
     opts = point.checkpoint
     return moved_bytes(point.layout().total_bytes, storage_read_bytes(point.model, point.parallelism, opts), opts,
                        restarts(point))
@@ -42,4 +43,4 @@ def point_run_seconds(point: Point, estimate: Estimate) -> float:
     """A feasible point's run time under `estimate`: its overhead, its bytes at the assumed rate, its simulated
     training (`Estimate.run_seconds`; a ceiling point's probes run none)."""
     training = 0.0 if point.role == "ceiling" else point.checkpoint.simulated_training_s()
-    return estimate.run_seconds(point_moved_bytes(point), point.nodes, training)
+    return estimate.run_seconds(point_moved_bytes(point, estimate), point.nodes, training)

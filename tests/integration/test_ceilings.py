@@ -4,11 +4,12 @@
 from __future__ import annotations
 
 import json
+import statistics
 from pathlib import Path
 
 from studyctl import api
 from studyctl.attempt.plausibility import implausible
-from studyctl.definition.ceilings import REPEATS, probe_bytes
+from studyctl.definition.ceilings import MAX_ROUNDS, MIN_ROUNDS, probe_bytes
 from studyctl.definition.result_schema import Result
 
 SWEEP = """\
@@ -47,14 +48,19 @@ def test_a_ceiling_point_measures_its_shape_and_leaves_no_files(tmp_path: Path) 
     assert len(results) == 3  # two measure points, one shape
     r = results["ceiling"]
     c = r.ceilings
-    assert c is not None and c.reused_from is None and c.repeats == REPEATS
+    assert c is not None and c.reused_from is None and MIN_ROUNDS <= c.repeats <= MAX_ROUNDS
     assert (c.largest_shard_bytes, c.even_bytes) == probe_bytes(r.point)
     assert c.largest_shard_bytes == max(m.sizes.bytes_per_rank_max for m in results.values() if m.ceilings is None)
     rates = [c.storage_write_GiBps, c.storage_read_GiBps, c.even_write_GiBps, c.even_read_GiBps,
              c.network_p2p_GiBps, c.network_bcast_GiBps, c.memcpy_GiBps_per_rank, c.memcpy_GiBps]
     assert all(rate is not None and rate > 0 for rate in rates), c
     assert r.provenance.simulated_nodes and len(r.provenance.node_names) == 2  # the "network" is shared memory
-    assert [t.phase for t in r.checkpoints] == ["write"] * REPEATS + ["read"] * REPEATS
+    assert [t.phase for t in r.checkpoints] == ["write"] * c.repeats + ["read"] * c.repeats
+    # every rate is the median of its rounds, all recorded (a storage round writes and reads every probe)
+    assert set(c.rounds) == {n for n in type(c).model_fields if n.endswith(("_GiBps", "_per_rank"))}
+    assert all(MIN_ROUNDS <= len(v) <= MAX_ROUNDS and getattr(c, k) == statistics.median(v)
+               for k, v in c.rounds.items())
+    assert c.rounds["storage_write_GiBps"] == [t.aggregate_GiBps for t in r.checkpoints if t.phase == "write"]
     assert all(t.bytes == c.largest_shard_bytes * 2 and t.files == 2 for t in r.checkpoints)
     assert not [f for f in (tmp_path / "fs").rglob("*") if f.is_file()]
     collected = api.collect("c", tmp_path / "results")  # a study with a ceiling point collects

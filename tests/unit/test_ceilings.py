@@ -11,7 +11,21 @@ import pytest
 
 from studyctl import api
 from studyctl.definition.auxiliary import auxiliary_points, with_auxiliary
-from studyctl.definition.ceilings import AUTO_MAX_SHAPES, EVEN_SAME, MEMCPY_MAX_BYTES, probe_bytes
+from studyctl.definition.ceilings import (
+    AUTO_MAX_SHAPES,
+    CI_TARGET,
+    EVEN_SAME,
+    MAX_ROUNDS,
+    MEMCPY_MAX_BYTES,
+    MIN_ROUNDS,
+    PROBE_MAX_BYTES,
+    PROBE_STREAM_S,
+    STORAGE_BUDGET_S,
+    another_round,
+    planned_rounds,
+    probe_bytes,
+    storage_plan,
+)
 from studyctl.definition.expand import expand, iter_points
 from studyctl.definition.plan import plan_rows, summarize_plan
 from studyctl.definition.shapes import shape_of
@@ -53,6 +67,19 @@ def test_one_ceiling_per_shape_copied_from_its_largest_runnable_point() -> None:
     assert all(not (p.model.name == "llama_7b" and p.zero_stage == 0) for p in two_nodes)
 
 
+@pytest.mark.parametrize("cold_read", ["none", "direct", "fadvise"])
+def test_a_ceiling_reads_cold_the_way_its_shape_does_whatever_its_source(cold_read: str) -> None:
+    """A buffered shape's probe is a buffered read of evicted files, a direct shape's an O_DIRECT read: never its
+    source point's warm (none) or other method."""
+    from studyctl.definition.points import cold_read_method
+
+    for c in [pp.point for pp in expand(_sweep(checkpoint={"scale": 0.01, "cold_read": cold_read}))
+              if pp.point.role == "ceiling"]:
+        assert c.checkpoint.cold_read == "auto"
+        assert cold_read_method(c.io_mode, c.checkpoint.cold_read) == \
+            ("fadvise" if c.io_mode == "buffered" else "direct")
+
+
 @pytest.mark.parametrize(("mode", "shapes", "expected"), [
     ("off", 4, 0), ("auto", 4, 4), ("on", 4, 4), ("shared", 4, 4),
     ("auto", AUTO_MAX_SHAPES + 1, 0), ("on", AUTO_MAX_SHAPES + 1, AUTO_MAX_SHAPES + 1)])
@@ -86,11 +113,13 @@ def test_plan_counts_ceiling_points_on_their_own_lines(tmp_path: Path) -> None:
     ceilings = [r for r in rows if r["role"] == "ceiling"]
     aux = summary.auxiliary["ceiling"]
     assert aux["points"] == len(ceilings) == 4 and summary.runnable == len(rows) - 2 * 2  # the rule's 2 per rep
-    for r in ceilings:  # what the probes move: every rank its largest shard and (where it differs) its even share
-        largest, even = r["bytes_per_rank_max"], r["bytes_per_rank_min"]
+    for r in ceilings:  # what the probes move: every rank its largest shard and (where it differs) its even share,
+        largest, even = r["bytes_per_rank_max"], r["bytes_per_rank_min"]  # small shards: whole, in moments
+        assert largest < PROBE_MAX_BYTES
         probed = largest + (even if even < largest * (1 - EVEN_SAME) else 0)
-        assert r["checkpoint_bytes"] == probed * r["world_size"] and r["writes"] == r["reads"] == 3
-    assert aux["bytes"] == sum(2 * r["checkpoint_bytes"] * 3 for r in ceilings)
+        assert r["checkpoint_bytes"] == r["read_bytes_per_restore"] == probed * r["world_size"]
+        assert r["writes"] == r["reads"] == MAX_ROUNDS  # rounds of moments: the rule's most
+    assert aux["bytes"] == sum(2 * r["checkpoint_bytes"] * MAX_ROUNDS for r in ceilings)
     assert aux["node_hours"] == pytest.approx(sum(r["node_hours"] for r in ceilings))
     path = tmp_path / "c.yaml"
     path.write_text(json.dumps(BASE))
@@ -98,6 +127,12 @@ def test_plan_counts_ceiling_points_on_their_own_lines(tmp_path: Path) -> None:
     assert res.returncode == 0, res.stderr
     assert ("of which ceiling points: 4, moving " in res.stdout
             and res.stdout.count(" ceiling ") + res.stdout.count(" ceiling│") >= 1)
+    extras = summary.extras()  # ceilings and calibration against the whole plan, as plan prints them
+    hours = sum(r["node_hours"] for r in rows if r["role"] != "measure" and not r["excluded"])
+    assert extras["node_hours"] == (pytest.approx(hours), pytest.approx(hours / summary.node_hours))
+    assert extras["points"] == (len(ceilings) + summary.auxiliary.get("calibration", {}).get("points", 0),
+                                pytest.approx(extras["points"][0] / summary.runnable))
+    assert f"of the node-hours ({extras['node_hours'][1]:.1%})" in res.stdout.replace("\n", " ")
 
 
 def test_submit_status_resubmit_and_cancel_treat_a_ceiling_as_a_point(tmp_path: Path) -> None:
@@ -143,17 +178,58 @@ def test_plan_and_the_local_refusal_judge_a_ceilings_memory_by_one_figure() -> N
 
 
 def test_a_ceilings_time_limit_counts_what_its_probes_move() -> None:
+    """At the backend's pessimistic rate: the probe rule's rounds, each a bounded stream, not the whole shard."""
     from studyctl.backends.slurm.submit import point_time_limit_min
-    from studyctl.definition.ceilings import ceiling_moved_bytes
     from studyctl.definition.options import SlurmOptions
+    from studyctl.definition.sweep import Estimate
 
     sweep = _sweep(checkpoint={"scale": 1.0, "writes": 1, "reads": 1})  # ZeRO-0: rank 0 holds the model states
     (ceiling,) = [pp.point for pp in expand(sweep) if pp.point.role == "ceiling" and pp.point.zero_stage == 0][:1]
-    options = SlurmOptions(assumed_GiBps_per_node=1.0)
-    moved = 2 * ceiling.layout().total_bytes
-    assert ceiling_moved_bytes(ceiling) > moved  # more than its source point's one write and one read
-    assert point_time_limit_min(options, ceiling) > point_time_limit_min(options, ceiling.model_copy(
+    options = SlurmOptions(assumed_GiBps_per_node=0.05, min_time_limit_min=1)
+    plan = storage_plan(ceiling, Estimate(GiBps_per_node=0.05))
+    assert plan.rounds == MIN_ROUNDS and plan.written == PROBE_MAX_BYTES  # slow: a buffered write is counted whole
+    minutes = 2 + plan.rounds * plan.round_s / 60
+    assert point_time_limit_min(options, ceiling) == 5 * -(-minutes // 5)
+    assert point_time_limit_min(options, ceiling) < point_time_limit_min(options, ceiling.model_copy(
         update={"role": "measure"}))
+
+
+def test_the_probe_rule_runs_rounds_until_the_ci_is_narrow_or_the_budget_spent() -> None:
+    steady, noisy = [10.0, 10.1, 9.9], [10.0, 14.0, 7.0]
+    assert another_round({"a": steady[:2]}, 2, 1.0, 0.5, 60.0)  # fewer than MIN_ROUNDS: always
+    assert not another_round({"a": steady, "b": steady}, 3, 1.0, 0.5, 60.0)  # every rate narrow: done
+    assert another_round({"a": steady, "b": noisy}, 3, 1.0, 0.5, 60.0)  # one is not: another
+    assert not another_round({"a": noisy}, 3, 59.6, 0.5, 60.0)  # it would overrun the budget
+    assert not another_round({"a": noisy * 7}, MAX_ROUNDS, 1.0, 0.01, 60.0)
+    # ±CI_TARGET exactly: t(0.975, 2) = 4.303 over sqrt(3) times the spread
+    half = CI_TARGET * 10 * 3 ** 0.5 / 4.303
+    assert not another_round({"a": [10 - half * 0.99, 10.0, 10 + half * 0.99]}, 3, 1.0, 0.5, 60.0)
+    assert another_round({"a": [10 - half * 1.01, 10.0, 10 + half * 1.01]}, 3, 1.0, 0.5, 60.0)
+    # plan's estimate: the rule's most, rounds of the estimated length that never narrow
+    assert planned_rounds(13.0, 60.0) == 4 and planned_rounds(40.0, 60.0) == MIN_ROUNDS
+    assert planned_rounds(0.001, 60.0) == MAX_ROUNDS and planned_rounds(7.0, 60.0) == 8
+
+
+def test_a_full_scale_ceiling_costs_a_few_percent_of_its_study(tmp_path: Path) -> None:
+    """The seeds' flagship layout (llama3-1t, 128 nodes × 8, TP 8 × PP 64) with the default estimate: each probe
+    phase streams at most PROBE_MAX_BYTES per rank, rounds stop within STORAGE_BUDGET_S; moving every rank's
+    whole shard three times cost 198 TiB and 40% of this study's node-hours."""
+    sweep = parse_sweep({"study": "l", "models": ["llama3-1t"], "filesystems": {"a": {"path": "/tmp/a"}},
+                         "matrix": {"nodes": [128], "ranks_per_node": 8, "tensor_parallel": 8,
+                                    "pipeline_parallel": 64}}, Path("l.yaml"))
+    rows = list(plan_rows(expand(sweep), sweep))
+    summary = summarize_plan(rows)
+    (ceiling,) = [r for r in rows if r["role"] == "ceiling"]
+    assert ceiling["bytes_per_rank_max"] > 10 * PROBE_MAX_BYTES  # its shard: far above what the probe moves
+    rate = sweep.estimate.GiBps_per_node / 8  # GiB/s per rank
+    read = min(1.0, rate * PROBE_STREAM_S)  # GiB per rank: a buffered write is counted whole, the read streams
+    round_s = (1.0 + read) / rate
+    rounds = planned_rounds(round_s, STORAGE_BUDGET_S)
+    assert ceiling["writes"] == rounds and ceiling["checkpoint_bytes"] == PROBE_MAX_BYTES * 1024
+    assert ceiling["estimated_seconds"] == pytest.approx(sweep.estimate.overhead_s + rounds * round_s, abs=0.1)
+    share = summary.auxiliary["ceiling"]["node_hours"] / summary.node_hours
+    assert 0 < share < 0.05
+    assert summary.auxiliary["ceiling"]["bytes"] < 0.05 * (summary.bytes_to_write + summary.bytes_to_read)
 
 
 def test_the_even_probe_runs_only_where_the_layout_is_uneven() -> None:
@@ -164,3 +240,7 @@ def test_the_even_probe_runs_only_where_the_layout_is_uneven() -> None:
         sweep = _sweep(matrix={"zero_stage": [zero], "ranks_per_node": [4]})
         ceiling = next(pp.point for pp in expand(sweep) if pp.point.role == "ceiling")
         assert set(probes_run(ceiling)) == probes
+    # both shards above what a probe streams: the same measurement, once
+    sweep = _sweep(matrix={"zero_stage": [1], "ranks_per_node": [4]}, checkpoint={"scale": 1.0})
+    ceiling = next(pp.point for pp in expand(sweep) if pp.point.role == "ceiling")
+    assert min(probe_bytes(ceiling)) > PROBE_MAX_BYTES and probes_run(ceiling) == {"largest": PROBE_MAX_BYTES}

@@ -62,3 +62,32 @@ def test_a_section_the_point_has_no_use_for_is_refused() -> None:
     data = result_dict(make_point(), [2.0], [3.0])
     data["recovery"] = _restart()["recovery"]
     assert "recovery: present" in (implausible(Result.model_validate(data)) or "")
+
+
+def _ceiling(tmp_path: Any, streamed: int | None = None) -> dict[str, Any]:
+    import json
+
+    from tests.resultgen import write_ceiling
+
+    ceiling = write_ceiling(tmp_path, make_point(), 2.0, 3.0, streamed)
+    return json.loads((tmp_path / "points" / ceiling.point_id / "attempt-1" / "result.json").read_text())
+
+
+def test_a_ceilings_rounds_are_those_its_figures_are_the_medians_of(tmp_path: Any) -> None:
+    data = _ceiling(tmp_path)
+    data["ceilings"]["rounds"] = {"storage_write_GiBps": [1.8, 2.0, 2.5], "memcpy_GiBps_per_rank": [8.0] * 3}
+    assert implausible(Result.model_validate(data)) is None
+    data["ceilings"]["rounds"]["storage_write_GiBps"] = [1.0, 1.1, 1.2]  # their median is not the figure
+    assert "ceilings.rounds.storage_write_GiBps" in (implausible(Result.model_validate(data)) or "")
+    data["ceilings"]["rounds"] = {"shape": [2.0]}  # no rate of the ceiling's
+    assert "ceilings.rounds.shape" in (implausible(Result.model_validate(data)) or "")
+
+
+def test_a_probe_streams_at_most_its_shard(tmp_path: Any) -> None:
+    """A time-bounded probe may stop short of the shard; never past it."""
+    from studyctl.definition.ceilings import probe_bytes
+
+    shard = probe_bytes(make_point())[0]
+    assert implausible(Result.model_validate(_ceiling(tmp_path / "short", shard // 2))) is None
+    assert "checkpoints.0.bytes" in (implausible(Result.model_validate(_ceiling(tmp_path / "long", shard + 4096)))
+                                     or "")

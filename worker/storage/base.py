@@ -101,6 +101,10 @@ class Storage(Protocol):
         """Off the clock before a timed read of these files: what the point's cold-read method asks for (the
         page cache evicted; the server's cache dropped, where it can be, by rank 0)."""
 
+    def resident(self, step: str, names: Sequence[str]) -> tuple[int, int] | None:
+        """Off the clock, right before a timed read of these files (after make_cold): (pages in the page cache,
+        pages sampled) over them (worker.residency); None where the target has no page cache to ask (objects)."""
+
     def remove_step(self, step: str, names: Sequence[str]) -> None:
         """Off the clock: a checkpoint no restore reads (this rank's files of it, or the step)."""
 

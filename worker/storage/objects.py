@@ -94,6 +94,9 @@ class ObjectStorage:
         if self.rank == 0:
             self.store.drop_server_cache()
 
+    def resident(self, step: str, names: Sequence[str]) -> tuple[int, int] | None:
+        return None  # a server's cache is not this host's to ask
+
     def remove_step(self, step: str, names: Sequence[str]) -> None:
         self.store.remove_step(step)
 

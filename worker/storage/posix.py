@@ -17,7 +17,7 @@ from studyctl.definition.layout import CheckpointFile, disk_steps_needed
 from studyctl.definition.points import ColdReadMethod, WorkerTask, cold_read_method
 from studyctl.states import FailureClass
 from studyctl.units import MIB, format_bytes
-from worker import io, persist
+from worker import io, persist, residency
 from worker.claim import claim, placement_problem
 from worker.storage.base import Mount, Setup, WriteStream
 
@@ -207,6 +207,9 @@ class PosixStorage:
         if self.cold_read == "fadvise":
             for name in names:
                 io.evict(self.path(step, name), not self.opts.fsync)
+
+    def resident(self, step: str, names: Sequence[str]) -> tuple[int, int] | None:
+        return residency.resident(self.path(step, name) for name in names)
 
     def remove_step(self, step: str, names: Sequence[str]) -> None:
         for name in names:
