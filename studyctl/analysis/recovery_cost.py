@@ -5,6 +5,10 @@ the point's restore factor, as its own restore is). A point that did not takes t
 to it in every setting but `recovery` that restarted in the same shape (a node lost before `same`: a failure
 replaces a node). `training.restart_s`, when given, replaces the measured launch (a relaunch at full scale). Each
 row says where its R came from (`relaunch_source`, `restore_source`).
+
+Points equal in every setting but `recovery` write the same checkpoint: each repetition's write is costed as the
+mean of theirs (`share_writes`), so the scenarios of one cell differ by their restarts and not by the noise of
+identical writes. The repetitions stay apart, so a cell's CI over them still carries the write's spread.
 """
 
 from __future__ import annotations
@@ -30,11 +34,36 @@ def scenario_labels(t: pd.DataFrame) -> list[str]:
     return [v if isinstance(v, str) else "none" for v in values]
 
 
+def _keys_without_recovery(t: pd.DataFrame) -> pd.Series:
+    cols = [c for c in identity_columns(t) if c != "recovery"]
+    return pd.util.hash_pandas_object(t[cols].astype(str), index=False)
+
+
+def share_writes(t: pd.DataFrame, columns: tuple[str, ...]) -> None:
+    """In place: where points equal in every setting but `recovery` (one of them restarted) share a repetition,
+    each gets their mean of `columns` (the write's measured figures, NaN skipped); `write_source` says which."""
+    labels = np.array(scenario_labels(t), dtype=object)
+    t["write_source"] = "own"
+    if not (labels != "none").any():
+        return
+    rep = t["repetition"].to_numpy() if "repetition" in t else np.zeros(len(t))
+    frame = pd.DataFrame({"key": _keys_without_recovery(t).to_numpy(), "rep": rep, "restarted": labels != "none"})
+    groups = frame.groupby(["key", "rep"], sort=False, dropna=False)
+    size, restarted = groups["key"].transform("size").to_numpy(), groups["restarted"].transform("any").to_numpy()
+    shared = (size > 1) & restarted
+    if not shared.any():
+        return
+    for c in (c for c in columns if c in t):
+        values = pd.to_numeric(t[c], errors="coerce")
+        t[c] = np.where(shared, values.groupby([frame["key"], frame["rep"]], dropna=False).transform("mean"), values)
+    t["write_source"] = np.where(shared, [f"shared: the mean write of {n} points equal but for recovery"
+                                         for n in size], "own")
+
+
 def _donors(t: pd.DataFrame) -> tuple[pd.Series, dict[object, tuple[float, float, float, str]]]:
     """(each row's key without `recovery`, key → mean (launch, restore, ready, scenario) of its preferred
     same-shape restart)."""
-    cols = [c for c in identity_columns(t) if c != "recovery"]
-    keys = pd.util.hash_pandas_object(t[cols].astype(str), index=False)
+    keys = _keys_without_recovery(t)
     labels = np.array(scenario_labels(t), dtype=object)
     lost = np.array([s.startswith("lost_nodes") for s in labels], dtype=bool)
     have = (lost | (labels == "same")) & ~np.isnan(_col(t, "restart_time_to_first_step_s"))

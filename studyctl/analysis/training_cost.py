@@ -34,7 +34,7 @@ import pandas as pd
 
 from studyctl.analysis.adequacy import NO_FAILURE_RESTORE
 from studyctl.analysis.cells import identity_columns
-from studyctl.analysis.recovery_cost import measured_restart
+from studyctl.analysis.recovery_cost import measured_restart, share_writes
 from studyctl.definition import training as model
 from studyctl.definition.training import HOUR_S, TrainingSpec
 from studyctl.definition.yamlpos import load_yaml_bounded
@@ -45,6 +45,10 @@ WRITE_SECONDS = ("blocking_s", "background_s", "interference_s", "interference_c
 # Cost figures that carry the fit's band as `<name>_lo` / `<name>_hi`.
 BAND_FIGURES = ("blocking_s", "restore_s", "checkpoint_cost_s", "checkpoint_share", "total_waste", "young_interval_s",
                 "daly_interval_s", "total_waste_at_daly", "lost_work_per_failure_s", "restart_s", "goodput")
+# The projected phase a banded figure rests on (the rest rest on both): a band only where that phase was fitted.
+BAND_PHASE = {"restore_s": "restore", "restart_s": "restore", **dict.fromkeys(
+    ("blocking_s", "checkpoint_cost_s", "checkpoint_share", "young_interval_s", "daly_interval_s",
+     "lost_work_per_failure_s"), "write")}
 PLAIN = "plain scaling (bytes ratio, no fit)"
 
 
@@ -113,7 +117,7 @@ def _project(t: pd.DataFrame, factors: pd.DataFrame | None = None) -> tuple[Phas
     restore = _fitted(t, factors, "read", _ratio(_col(t, "nominal_restore_bytes"), _col(t, "restore_bytes")))
     t["projection_basis"] = np.where(write.fitted | restore.fitted, "fit (analysis.projection)", PLAIN)
     for name, phase in (("write", write), ("restore", restore)):
-        t[f"{name}_scale_max"], t[f"{name}_reach"] = phase.scale_max, phase.reach
+        t[f"{name}_scale_max"], t[f"{name}_reach"], t[f"{name}_fitted"] = phase.scale_max, phase.reach, phase.fitted
     from_files = _col(t, "tier_bytes") + _col(t, "shared_bytes")
     files = _ratio(_col(t, "nominal_restore_file_bytes"), from_files)
     broadcast = _ratio(_col(t, "nominal_restore_bytes") - _col(t, "nominal_restore_file_bytes"),
@@ -147,13 +151,14 @@ def _add_bands(t: pd.DataFrame, spec: TrainingSpec, write: PhaseFactor, restore:
         copy["restore_projection_factor"] = getattr(restore, lo_hi)  # a measured restart's restore too
         _add_costs(copy, spec)
         ends.append(copy)
-    banded = write.fitted | restore.fitted
+    moved = {"write": write.fitted, "restore": restore.fitted, "both": write.fitted | restore.fitted}
     for name in BAND_FIGURES:
         centre = _col(t, name)
         a, b = _col(ends[0], name), _col(ends[1], name)
-        keep = banded & ~np.isnan(centre)
-        t[f"{name}_lo"] = np.where(keep, np.fmin(np.fmin(a, b), centre), np.nan)
-        t[f"{name}_hi"] = np.where(keep, np.fmax(np.fmax(a, b), centre), np.nan)
+        lo, hi = np.fmin(np.fmin(a, b), centre), np.fmax(np.fmax(a, b), centre)
+        keep = moved[BAND_PHASE.get(name, "both")] & ~np.isnan(centre) & (hi > lo)  # no width: nothing projected
+        t[f"{name}_lo"] = np.where(keep, lo, np.nan)
+        t[f"{name}_hi"] = np.where(keep, hi, np.nan)
 
 
 def job_mtbf(spec: TrainingSpec, nodes: np.ndarray) -> np.ndarray:
@@ -242,6 +247,7 @@ def training_table(rows: list[dict[str, Any]], spec: TrainingSpec, factors: pd.D
     if not rows:
         return pd.DataFrame()
     table = pd.DataFrame.from_records(rows).sort_values("point_id", kind="stable", ignore_index=True)
+    share_writes(table, (*WRITE_SECONDS, "checkpoint_bytes"))  # recovery scenarios of one cell: one write
     write, restore = _project(table, factors)
     _add_costs(table, spec)
     _add_bands(table, spec, write, restore)

@@ -49,7 +49,7 @@ def test_a_negative_cost_wastes_nothing_and_goodput_stays_within_one() -> None:
     assert (t["checkpoint_cost_s"] < 0).all()  # the signed mean, as measured
     for name in ("total_waste", "goodput"):
         for column in (name, f"{name}_lo", f"{name}_hi"):
-            assert t[column].between(0.0, 1.0).all(), column
+            assert t[column].dropna().between(0.0, 1.0).all(), column  # no band where it has no width
     assert (t["goodput"] == 1.0).all()
     for name in ("daly_interval_s", "total_waste_at_daly"):  # no optimum at no cost: no figure, no band
         assert t[name].isna().all() and t[f"{name}_lo"].isna().all()
@@ -70,3 +70,18 @@ def test_without_a_fit_there_is_no_band_but_the_plain_reach_is_said() -> None:
     t = training_table(rows(), SPEC, None)
     assert t["checkpoint_cost_s_lo"].isna().all()
     assert t["write_reach"].to_numpy() == pytest.approx(np.full(3, 100.0)) and (t["write_scale_max"] == 0.01).all()
+
+
+def test_a_cell_says_how_far_each_phase_reaches_and_flags_beyond_ten_times() -> None:
+    from studyctl.analysis.training_cells import cost_cells
+
+    far = factors().assign(projection_reach=50.0, projection_scale_max=0.002)
+    made = [{**r, "cell_key": "c"} for r in rows()]
+    cell = cost_cells(training_table(made, SPEC, far)).iloc[0]
+    assert cell["write_reach"] == 50.0 and cell["write_scale_max"] == 0.002 and cell["write_fitted"]
+    assert "C: fitted projection reaches 50× beyond the largest size measured (scale 0.002" in cell["flags"]
+    assert "R's restore: fitted projection reaches 50×" in cell["flags"]
+    near = cost_cells(training_table(made, SPEC, factors())).iloc[0]
+    assert "reaches" not in near["flags"]
+    plain = cost_cells(training_table(made, SPEC, None)).iloc[0]
+    assert "C: plain scaling reaches 100× beyond the largest size measured (scale 0.01" in plain["flags"]
