@@ -16,8 +16,8 @@ varies by seconds on a long run), so residuals are relative: each run is weighed
 same for every repetition of one size (weighing by a run's own time would favour its fastest repetitions and pull
 the fit below the typical run). The band is a 95% prediction interval for one run at the projected size, made in
 log space so that it is a factor either way and never reaches zero: the spread of log(measured / fitted) over the
-fit's runs, and the fit's own relative uncertainty at the projected size, which grows with the reach beyond what
-was measured.
+fit's runs, and the fit's own uncertainty at the projected size from its covariance (`Fit.band_factor`), which
+grows with the reach beyond what was measured.
 """
 
 from __future__ import annotations
@@ -70,8 +70,10 @@ class Fit:
 
     coef: tuple[float, float, float]  # TERMS
     used: tuple[bool, bool, bool]  # which terms were in the fit
-    free: tuple[bool, bool, bool]  # which came out positive (the others are 0 at their bound: no uncertainty)
-    cov: tuple[tuple[float, ...], ...]  # the free terms' covariance, relative: (XᵀWX)⁻¹ σ², W = 1 / fitted time²
+    free: tuple[bool, bool, bool]  # which came out positive (the others are 0 at their bound)
+    # the used terms' covariance, relative: (XᵀWX)⁻¹ σ², W = 1 / fitted time²; a term at its bound keeps its
+    # uncertainty (it may be positive: the band's upper end says how much)
+    cov: tuple[tuple[float, ...], ...]
     residual_sd: float  # in log space: of log(time / fitted time)
     n: int
     largest_scale: float
@@ -85,25 +87,35 @@ class Fit:
 
     @property
     def dof(self) -> int:
-        return self.n - sum(self.free)
+        return self.n - sum(self.used)
 
     @property
     def bandwidth_GiBps(self) -> float:
         """Per rank, the fitted marginal bandwidth (what the bytes term implies)."""
         return 1.0 / self.coef[2] if self.coef[2] > 0 else math.inf
 
-    def log_sd(self, files_per_rank: float, bytes_per_rank: float) -> tuple[float, float]:
-        """(fitted seconds, the sd of log(one run's time) there): the runs' spread and the fit's own."""
-        row = np.array([1.0, files_per_rank, bytes_per_rank / GIB])[list(self.free)]
-        seconds = float(np.array([1.0, files_per_rank, bytes_per_rank / GIB]) @ np.array(self.coef))
+    def relative_se(self, files_per_rank: float, bytes_per_rank: float) -> tuple[float, float]:
+        """(fitted seconds, the fit's own standard error there relative to them)."""
+        x = np.array([1.0, files_per_rank, bytes_per_rank / GIB])
+        seconds = float(x @ np.array(self.coef))
         if seconds <= 0:
             return seconds, math.nan
-        own = float(row @ np.array(self.cov) @ row) / seconds ** 2 if len(row) else 0.0
-        return seconds, math.sqrt(self.residual_sd ** 2 + max(own, 0.0))
+        row = x[list(self.used)]
+        own = float(row @ np.array(self.cov) @ row) if len(row) else 0.0
+        return seconds, math.sqrt(max(own, 0.0)) / seconds
+
+    def band_factor(self, files_per_rank: float, bytes_per_rank: float) -> tuple[float, float]:
+        """(fitted seconds, the band's factor either way): the runs' log spread and the fit's own uncertainty, each
+        as a 95% half-width in log space, in quadrature. The fit's own is log(1 + t·se / fitted): its upper end is
+        the covariance's linear band (fitted + t·se), its lower end that factor below, so a fit poorly determined
+        far beyond its runs widens the band without taking its low end to 0 s."""
+        seconds, rel = self.relative_se(files_per_rank, bytes_per_rank)
+        t = t_quantile_975(self.dof)
+        half = math.hypot(t * self.residual_sd, math.log1p(t * rel))  # NaN rel (no positive time): NaN band
+        return seconds, math.exp(half)
 
     def predict(self, files_per_rank: float, bytes_per_rank: float, label: str = "") -> Projection:
-        seconds, sd = self.log_sd(files_per_rank, bytes_per_rank)
-        factor = math.exp(t_quantile_975(self.dof) * sd)  # NaN sd (no positive time): NaN band
+        seconds, factor = self.band_factor(files_per_rank, bytes_per_rank)
         reach = bytes_per_rank / self.largest_bytes_per_rank if self.largest_bytes_per_rank else math.inf
         scales = ", ".join(f"{s:g}" for s in self.scales)
         held = [name for name, u, f in zip(TERM_WORDS, self.used, self.free, strict=True) if u and not f]
@@ -137,9 +149,9 @@ def fit(observations: Sequence[Observation]) -> Fit | None:
         return None
     coef, free, fitted = _weighted_nnls(x, y, _size_means(obs))
     log_residuals = np.log(y / fitted)
-    dof = len(obs) - int(free.sum())
+    dof = len(obs) - x.shape[1]  # every term that could move, held at its bound or not
     sd = float(math.sqrt(float(log_residuals @ log_residuals) / dof))
-    xw = x[:, free] / fitted[:, None]  # relative: the same weights the fit used
+    xw = x / fitted[:, None]  # relative: the same weights the fit used
     cov = np.linalg.pinv(xw.T @ xw) * sd ** 2  # pinv: near-singular is fine
     full, free_all = iter(coef.tolist()), iter(free.tolist())
     largest = max(obs, key=lambda o: o.bytes_per_rank)

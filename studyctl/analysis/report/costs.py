@@ -18,8 +18,7 @@ from studyctl.analysis.values import missing
 from studyctl.units import format_bytes
 
 SHARES = ("checkpoint_share", "total_waste", "total_waste_at_daly", "goodput")  # banded figures shown in percent
-DIGITS = {"young_interval_s": 0, "daly_interval_s": 0, "lost_work_per_failure_s": 1, "restart_s": 1}  # as est()
-MAX_DIGITS = 5
+MAX_DIGITS = 7
 
 
 def _duration(seconds: float) -> str:
@@ -125,16 +124,22 @@ def _engines(t: pd.DataFrame) -> list[tuple[str, str]]:
 
 
 def band_text(row: dict[str, Any], figure: str) -> str:
-    """` [low, high]`: the fit's band of one figure, as the table prints the figure, with the decimals it takes
-    to tell its ends apart (a goodput of 99.97–99.99%); empty where it has none."""
+    """` [low, high]`: the fit's band of one figure (shares in percent), to the significant digits it takes to tell
+    its ends apart (a goodput of 99.97–99.99%) and never a positive end printed as 0; empty where it has none."""
     lo, hi = row.get(f"{figure}_lo", math.nan), row.get(f"{figure}_hi", math.nan)
     if missing(lo) or missing(hi):
         return ""
     scale, unit = (100.0, "%") if figure in SHARES else (1.0, "")
-    digits = 1 if figure in SHARES else DIGITS.get(figure, 3)
-    while f"{float(lo) * scale:.{digits}f}" == f"{float(hi) * scale:.{digits}f}" and digits < MAX_DIGITS:
+    low, high = float(lo) * scale, float(hi) * scale
+    digits = 3
+    while _significant(low, digits) == _significant(high, digits) and digits < MAX_DIGITS:
         digits += 1
-    return f" [{float(lo) * scale:.{digits}f}{unit}, {float(hi) * scale:.{digits}f}{unit}]"
+    return f" [{_significant(low, digits)}{unit}, {_significant(high, digits)}{unit}]"
+
+
+def _significant(x: float, digits: int) -> str:
+    """`digits` significant digits, whole numbers as they are (4216, not 4.22e+03)."""
+    return f"{x:.0f}" if abs(x) >= 10 ** (digits - 1) else f"{x:.{digits}g}"
 
 
 def rests_on(row: dict[str, Any]) -> str:
