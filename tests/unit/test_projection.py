@@ -136,3 +136,16 @@ def test_the_band_never_reaches_zero_and_holds_its_centre() -> None:
         p = f.predict(3, 10 * FULL_BYTES)
         assert 0 < p.low_s < p.seconds < p.high_s
         assert p.seconds / p.low_s == pytest.approx(p.high_s / p.seconds)
+
+
+def test_a_part_held_at_zero_keeps_its_upside_in_the_band() -> None:
+    """Times that do not grow with the size measured (noise over a fixed cost): the per-byte part is held at 0,
+    but the data cannot rule a positive one out, so the band's upper end beyond the measured sizes says so."""
+    times = {0.001: (5.1, 2.8, 8.3), 0.002: (5.1,)}  # as a loaded disk gave them: 2 sizes, one fixed cost
+    obs = [Observation(2, s * FULL_BYTES, t, s) for s, ts in times.items() for t in ts]
+    f = fit(obs)
+    assert f is not None and f.coef[2] == 0.0 and f.free[2] is False
+    p = f.predict(2, FULL_BYTES)  # 500× beyond
+    assert "per-byte part at 0" in p.basis
+    assert p.seconds == pytest.approx(f.coef[0])
+    assert 0 < p.low_s < p.seconds and 10 * p.seconds < p.high_s
