@@ -11,12 +11,16 @@ The checkpoint: gpt2-1.5b (20.3 GiB at scale 1.0), ZeRO-3, direct I/O, 1 node ×
 This disk swings 20–100% from one minute to the next (shared/notes/io-limits.md), so the reference is taken the way
 the notes prescribe for fio: the mean of the runs right before and right after, the run discarded where those two
 differ by more than 15%, and the verdict the median over at least 3 valid runs. Target: the fit within ±10%.
+The band's coverage: a 95% prediction band is for one run at full size, so every reference run (before and after,
+valid or not: the disk's swings are what a band must hold) is checked against it; printed as "k of n", with the
+fewest of n a true 95% band would hold with probability 95% (binomial), so "about 95%" has a count behind it.
 Needs ~45 GiB free on the scratch dir; everything is removed after each study (PROJECTION_BENCH_KEEP=DIR keeps
 each study's tables/checkpoints.csv there). `python -m benchmarks projection [runs] [scratch dir]`.
 """
 
 from __future__ import annotations
 
+import math
 import os
 import shutil
 import statistics
@@ -138,6 +142,35 @@ def describe(run: int, results: list[PhaseResult], note: str) -> list[str]:
     return lines
 
 
+def coverage_floor(n: int, nominal: float = 0.95, alpha: float = 0.05) -> int:
+    """The fewest of n references a band of true coverage `nominal` holds with probability ≥ 1 − alpha: a count
+    below it says the band is too narrow (P(X < floor) ≤ alpha for X ~ Binomial(n, nominal))."""
+    below = 0.0
+    for k in range(n + 1):
+        below += math.comb(n, k) * nominal ** k * (1 - nominal) ** (n - k)
+        if below > alpha:
+            return k
+    return n
+
+
+def coverage(runs: list[list[PhaseResult]]) -> list[str]:
+    """Per phase and over both: how many full-size reference runs lie inside the 95% band."""
+    lines = []
+    for name in (*PHASES, "both"):
+        phases = PHASES if name == "both" else (name,)
+        refs = [(ref, r) for results in runs for r in results if r.phase in phases for ref in r.reference_s]
+        if not refs:
+            continue
+        inside = sum(r.low_s <= ref <= r.high_s for ref, r in refs)
+        below = sum(ref < r.low_s for ref, r in refs)
+        floor = coverage_floor(len(refs))
+        judged = "consistent with 95%" if inside >= floor else "too narrow for 95%"
+        lines.append(f"# band coverage, {name}: {inside} of {len(refs)} full-size reference runs inside the 95% "
+                     f"band ({inside / len(refs):.0%}; {below} below it, {len(refs) - inside - below} above); a "
+                     f"true 95% band holds at least {floor} of {len(refs)} with probability 95%: {judged}")
+    return lines
+
+
 def verdict(runs: list[list[PhaseResult]]) -> list[str]:
     """Per phase, the median ratio over the valid runs, and whether it is within the target."""
     lines = []
@@ -166,6 +199,7 @@ def main(runs: int = 3, scratch: str | None = None) -> None:
         print("\n".join(describe(run, results, note)), flush=True)
     print(f"# the fit: {done[-1][0].basis}; reach {done[-1][0].reach:.0f}× beyond the largest bytes per rank measured")
     print("\n".join(verdict(done)))
+    print("\n".join(coverage(done)))
 
 
 if __name__ == "__main__":

@@ -5,12 +5,15 @@ Phases, each the whole job's: launch (from STUDYCTL_LAUNCH_T0, stamped by the la
 passed MPI init), restore (the checkpoint the point's restores read: in the same shape as the point's own restore
 mode reads it — a tier's copy where the node kept it — or, on another world size or layout, each new rank reading
 exactly its byte ranges of the old files, `worker.reshard_read`) and ready (a barrier and one simulated training
-step). Rank 0 adds them to the writing world's result as `recovery` and writes the point's result; then the
-checkpoint files (and tier copies) go unless kept.
+step); setup is the rest of the wall time from the launcher's stamp to the last rank's end of that step, less the
+cold-read preparation (page eviction, which a real restart does not do: `prepare_s`, reported apart), so the time
+to first step is launch to first completed step. Rank 0 adds them to the writing world's result as `recovery` and
+writes the point's result; then the checkpoint files (and tier copies) go unless kept.
 """
 
 from __future__ import annotations
 
+import math
 import os
 import shutil
 import sys
@@ -103,15 +106,18 @@ def _restart(task: WorkerTask, comm: Any, stamps: list[tuple[float, str]]) -> No
     clock = Clock(comm)
     nodes = node_map(comm, point.ranks_per_node)
     buf = io.Buffer.allocate(point.checkpoint.buffer_mib * MIB)
+    prepared: list[float] = []
     try:
-        timing, extra = _restore(task, comm, clock, nodes, buf, written, new)
+        timing, extra = _restore(task, comm, clock, nodes, buf, written, new, prepared)
     finally:
         buf.close()
-    ready_s = _ready(comm, clock, recovery)
+    prepare_s = comm.allreduce(math.fsum(prepared), op=_max_op())  # the barrier after it waits for the slowest
+    ready_s, first_step_end = _ready(comm, clock, recovery)
     if comm.Get_rank() == 0:
         step = restart_step_dir(point.checkpoint.writes, point.checkpoint.reads, point.checkpoint.naming)
-        result = _timing(recovery, old, new, step, launch_s, shared_clock, timing, extra, ready_s,
-                         "srun" if "SLURM_STEP_ID" in os.environ else "mpiexec")
+        wall_s = first_step_end - float(os.environ[LAUNCH_T0_ENV])
+        result = _timing(recovery, old, new, step, (launch_s, wall_s, prepare_s), shared_clock, timing, extra,
+                         ready_s, "srun" if "SLURM_STEP_ID" in os.environ else "mpiexec")
         _write_result(task, written, result)
     _remove(task, comm, nodes)
 
@@ -131,9 +137,26 @@ def _written(task: WorkerTask, comm: Any) -> Result:
     return result
 
 
+def _max_op() -> Any:
+    from mpi4py import MPI
+
+    return MPI.MAX
+
+
+def _timed(prepare: Callable[[], object], wtime: Callable[[], float], seconds: list[float]) -> Callable[[], None]:
+    """`prepare`, its seconds appended to `seconds` (off the clock, but reported)."""
+    def run() -> None:
+        start = wtime()
+        try:
+            prepare()
+        finally:
+            seconds.append(wtime() - start)
+    return run
+
+
 def _restore(task: WorkerTask, comm: Any, clock: Clock, nodes: NodeMap, buf: io.Buffer, written: Result,
-             new: Parallelism) -> tuple[CheckpointTiming, Any]:
-    """The timed restore, with its prepare (eviction for cold reads, off the clock)."""
+             new: Parallelism, prepared: list[float]) -> tuple[CheckpointTiming, Any]:
+    """The timed restore, with its prepare (eviction for cold reads, off the clock; its seconds in `prepared`)."""
     point = task.point
     opts = point.checkpoint
     step = restart_step_dir(opts.writes, opts.reads, opts.naming)
@@ -142,8 +165,9 @@ def _restore(task: WorkerTask, comm: Any, clock: Clock, nodes: NodeMap, buf: io.
     host = os.uname().nodename
     if new == point.parallelism:
         restorer = _same_shape(task, comm, nodes, buf, written.io, clock.wtime)
-        timing = clock.phase("read", 0, step, host, partial(restorer.prepare, step), partial(restorer.work, step=step),
-                             collective=True, sample=partial(restorer.resident, step))
+        timing = clock.phase("read", 0, step, host, _timed(partial(restorer.prepare, step), clock.wtime, prepared),
+                             partial(restorer.work, step=step), collective=True,
+                             sample=partial(restorer.resident, step))
         return timing, read_timing(0, clock.extras)
     from worker.reshard_read import read_resharded
 
@@ -160,8 +184,8 @@ def _restore(task: WorkerTask, comm: Any, clock: Clock, nodes: NodeMap, buf: io.
         ph.extra = (0, got.bytes_read, got.read_s, got.broadcast_s, got.received_bytes)
 
     paths = _resharded_paths(task, new, comm.Get_rank())
-    timing = clock.phase("read", 0, step, host, partial(_evict, paths, cold), work, collective=True,
-                         sample=partial(residency.resident, paths))
+    timing = clock.phase("read", 0, step, host, _timed(partial(_evict, paths, cold), clock.wtime, prepared), work,
+                         collective=True, sample=partial(residency.resident, paths))
     return timing, read_timing(0, clock.extras)
 
 
@@ -198,8 +222,9 @@ def _evict(paths: list[str], cold: str) -> None:
             io.evict(path)
 
 
-def _ready(comm: Any, clock: Clock, recovery: Recovery) -> float:
-    """A barrier and the first simulated training step (compute, gradient all-reduce): the job's time."""
+def _ready(comm: Any, clock: Clock, recovery: Recovery) -> tuple[float, float]:
+    """A barrier and the first simulated training step (compute, gradient all-reduce): (the job's time, the last
+    rank's end of the step on the epoch clock)."""
     step = recovery.step
     trainer = Trainer(comm, step.compute_s, step.compute, step.allreduce_mib, step.dispatch_share)
     start = clock.wtime()
@@ -207,20 +232,27 @@ def _ready(comm: Any, clock: Clock, recovery: Recovery) -> float:
     trainer.step(Window([]))
     end = clock.wtime()
     spans = comm.allgather((start + clock.anchor, end + clock.anchor))
-    return max(e for _, e in spans) - min(s for s, _ in spans)
+    last = max(e for _, e in spans)
+    return last - min(s for s, _ in spans), last
 
 
-def _timing(recovery: Recovery, old: Parallelism, new: Parallelism, step: str, launch_s: float, shared_clock: bool,
-            timing: CheckpointTiming, extra: Any, ready_s: float, launcher: Launcher) -> RecoveryTiming:
+def _timing(recovery: Recovery, old: Parallelism, new: Parallelism, step: str, wall: tuple[float, float, float],
+            shared_clock: bool, timing: CheckpointTiming, extra: Any, ready_s: float, launcher: Launcher
+            ) -> RecoveryTiming:
+    """`wall`: (launch, launcher's stamp to the last rank's end of the first step, cold-read preparation) seconds;
+    setup is what of the wall no phase counts, less the preparation (never below 0: clocks of other nodes)."""
     ranks = sorted(timing.ranks, key=lambda r: r.rank)
     restore_s = timing.span_s
+    launch_s, wall_s, prepare_s = wall
+    setup_s = max(0.0, wall_s - prepare_s - launch_s - restore_s - ready_s)
     return RecoveryTiming(
         scenario=recovery.label(), launcher=launcher, shared_clock=shared_clock, step_dir=step,
         old_world_size=old.ranks, old_tensor_parallel=old.tensor, old_pipeline_parallel=old.pipeline,
         old_data_parallel=old.data, new_world_size=new.ranks, new_tensor_parallel=new.tensor,
         new_pipeline_parallel=new.pipeline, new_data_parallel=new.data, lost_nodes=recovery.lost_nodes,
         launch_s=launch_s, restore_s=restore_s, read_s=extra.read_s, broadcast_s=extra.broadcast_s, ready_s=ready_s,
-        step_s=recovery.step.compute_s, time_to_first_step_s=launch_s + restore_s + ready_s,
+        setup_s=setup_s, prepare_s=prepare_s, step_s=recovery.step.compute_s,
+        time_to_first_step_s=launch_s + setup_s + restore_s + ready_s,
         bytes_read=extra.tier_bytes + extra.shared_bytes, bytes_restored_per_rank=[r.bytes for r in ranks],
         files_opened=timing.files, files_opened_per_rank=[r.files for r in ranks], tier_bytes=extra.tier_bytes,
         broadcast_bytes=extra.broadcast_bytes)

@@ -31,7 +31,7 @@ def projection_lines(shapes: list[ShapeCalibration], checkpoints_table: Path | N
                 flag = " (flagged: far beyond what was measured)" if p.beyond_reach else ""
                 strategy = "" if key[3] in ("sync", None) else f", {key[3]}"
                 lines.append(f"{s.shape} {key[1]}{strategy}: {s.source} at full size ~{p.seconds:.1f} s "
-                             f"[{p.low_s:.1f}, {p.high_s:.1f}] (95%), from an earlier run: {p.basis}{flag}")
+                             f"[{p.low_s:.3g}, {p.high_s:.3g}] (95%), from an earlier run: {p.basis}{flag}")
         elif s.scales:
             plural = "s" if len(s.scales) > 1 else ""
             lines.append(f"{where}: measured up to scale {s.measured_scale:g}; calibration adds {s.points} "

@@ -176,9 +176,11 @@ def projection_columns(p: Projection | None) -> dict[str, Any]:
 def point_factors(checkpoints: pd.DataFrame, nominal_bytes: Callable[[dict[str, Any]], float | None],
                   fits: dict[FitKey, Fit] | None = None) -> pd.DataFrame:
     """Per point × phase with a fit: how much longer its phase takes at full size by the fit (fitted time at full
-    size / fitted time at its own size), with the band's ends as factors too. What the cost view multiplies each
-    repetition's measured seconds by; points of phases with no fit are absent (the caller scales by bytes)."""
-    columns = ["point_id", "phase", "fit_factor", "fit_factor_lo", "fit_factor_hi", "projection_basis"]
+    size / fitted time at its own size), with the band's ends as factors too, and the largest scale and the reach
+    it rests on. What the cost view multiplies each repetition's measured seconds by; points of phases with no fit
+    are absent (the caller scales by bytes)."""
+    columns = ["point_id", "phase", "fit_factor", "fit_factor_lo", "fit_factor_hi", "projection_basis",
+               "projection_scale_max", "projection_reach"]
     fits = fit_all(checkpoints) if fits is None else fits
     out = []
     for run in runs(checkpoints):
@@ -193,5 +195,5 @@ def point_factors(checkpoints: pd.DataFrame, nominal_bytes: Callable[[dict[str, 
         full = found.predict(files, nominal / active)
         if here > 0:
             out.append((rec["point_id"], rec["phase"], full.seconds / here, full.low_s / here, full.high_s / here,
-                        full.basis))
+                        full.basis, full.largest_scale, full.reach))
     return pd.DataFrame.from_records(out, columns=columns)

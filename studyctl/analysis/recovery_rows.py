@@ -11,7 +11,7 @@ from typing import Any
 
 from studyctl.definition.result_schema import Result
 
-PHASES = ("launch_s", "restore_s", "read_s", "broadcast_s", "ready_s", "time_to_first_step_s")
+PHASES = ("launch_s", "setup_s", "restore_s", "read_s", "broadcast_s", "ready_s", "time_to_first_step_s", "prepare_s")
 LAYOUT = ("old_world_size", "old_tensor_parallel", "old_pipeline_parallel", "old_data_parallel", "new_world_size",
           "new_tensor_parallel", "new_pipeline_parallel", "new_data_parallel", "lost_nodes")
 

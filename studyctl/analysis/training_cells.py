@@ -9,6 +9,7 @@ strategies are stated only where the CIs separate them.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -16,6 +17,7 @@ import pandas as pd
 
 from studyctl.analysis.adequacy import MEMORY_TIER, NO_FAILURE_RESTORE, cost_flags
 from studyctl.analysis.cells import SETTINGS, describe_cell, independent, varying
+from studyctl.analysis.projection import MAX_REACH
 from studyctl.analysis.stats import t_quantile_975
 from studyctl.analysis.training_cost import BAND_FIGURES
 from studyctl.analysis.values import missing
@@ -28,8 +30,10 @@ FIGURES = ("blocking_s", "staged_s", "interference_s", "wait_s", "background_s",
            "broadcast_s", "goodput", "restore_file_GiBps", "broadcast_GiBps")
 FIRST = ("strategy", "restore", "tier_fstype", "replaced_nodes", "simulated_nodes", "nominal_checkpoint_bytes",
          "checkpoint_bytes", "nominal_restore_file_bytes", "nominal_broadcast_bytes", "job_mtbf_s", "job_nodes",
-         "interval_s", "step_s", "compute", "allreduce_mib", "scale")
+         "interval_s", "step_s", "compute", "allreduce_mib", "scale", "write_scale_max", "restore_scale_max")
 ANY = ("projected", "contention")
+# Each projected phase: the figure it carries in words, the table's column of its seconds.
+PROJECTED_PHASES = (("write", "C", "checkpoint_cost_s"), ("restore", "R's restore", "failure_restore_s"))
 # Engine settings that only a background save has, with every engine that has them (DCP's stager and executor).
 ASYNC_ENGINE_ONLY = tuple(dict.fromkeys(
     n for _, background in ENGINE_SETTINGS.values() for n in background
@@ -37,7 +41,7 @@ ASYNC_ENGINE_ONLY = tuple(dict.fromkeys(
 # Settings that apply to some strategies only: a ranking compares strategies across them, naming them.
 STRATEGY_ONLY = ("replaced_nodes", "drain", "tier_keep", "tier", "step_s", "compute", "allreduce_mib",
                  *ASYNC_ENGINE_ONLY)
-JOINED = ("restore_source", "relaunch_source", "projection_basis")
+JOINED = ("restore_source", "relaunch_source", "projection_basis", "write_source")
 
 
 def ci_columns(grouped: Any, names: list[str]) -> pd.DataFrame:
@@ -67,6 +71,9 @@ def cost_cells(training: pd.DataFrame, summary_flags: dict[str, str] | None = No
     cells["interference_s_ci95"] = cells["interference_s_ci95"].fillna(own) if "interference_s" in data else np.nan
     for c in ANY:
         cells[c] = grouped[c].any() if c in data else False
+    for phase, _, _ in PROJECTED_PHASES:  # the farthest any repetition reached
+        cells[f"{phase}_reach"] = grouped[f"{phase}_reach"].max() if f"{phase}_reach" in data else np.nan
+        cells[f"{phase}_fitted"] = grouped[f"{phase}_fitted"].all() if f"{phase}_fitted" in data else False
     for c in (c for c in JOINED if c in data):
         cells[c] = grouped[c].agg(lambda s: ", ".join(sorted(set(map(str, s)))))
     cells = cells.reset_index()
@@ -75,9 +82,22 @@ def cost_cells(training: pd.DataFrame, summary_flags: dict[str, str] | None = No
             cells[c] = cells[c].astype("Int64")
     flags = summary_flags or {}
     cells["flags"] = ["; ".join(dict.fromkeys([*_summary_flags_for_cost(flags.get(r["cell_key"], "")),
-                                                *cost_flags(r)]))
+                                                *cost_flags(r), *reach_flags(r)]))
                       for r in cells.to_dict("records")]
     return cells
+
+
+def reach_flags(row: dict[str, Any]) -> list[str]:
+    """A projected phase that reaches more than MAX_REACH times beyond the largest bytes per rank measured."""
+    flags = []
+    for phase, figure, seconds in PROJECTED_PHASES:
+        reach, scale = row.get(f"{phase}_reach", math.nan), row.get(f"{phase}_scale_max", math.nan)
+        if missing(row.get(seconds)) or missing(reach) or float(reach) <= MAX_REACH * 1.001:
+            continue
+        how = "fitted projection" if row.get(f"{phase}_fitted") else "plain scaling"
+        flags.append(f"{figure}: {how} reaches {float(reach):.0f}× beyond the largest size measured (scale "
+                     f"{float(scale):g}; flagged beyond {MAX_REACH:g}×)")
+    return flags
 
 
 def _summary_flags_for_cost(flags: str) -> list[str]:

@@ -15,7 +15,7 @@ from studyctl.definition.points import restore_bytes
 from studyctl.definition.restore_reads import storage_read_bytes
 from studyctl.definition.result_schema import CheckpointTiming, Result
 
-RESTART_FIELDS = ("launch_s", "restore_s", "ready_s", "time_to_first_step_s")
+RESTART_FIELDS = ("launch_s", "setup_s", "restore_s", "ready_s", "time_to_first_step_s")
 
 
 def restart_row(r: Result) -> dict[str, Any]:

@@ -172,9 +172,10 @@ def _recovery(r: Result, x: RecoveryTiming) -> Iterator[str | None]:
     for i, got in enumerate(x.bytes_restored_per_rank):
         yield _at_most(f"recovery.bytes_restored_per_rank.{i}", got, plan.bytes_per_rank_max + x.broadcast_bytes,
                        "a rank's planned bytes")
-    parts = x.launch_s + x.restore_s + x.ready_s
+    parts = x.launch_s + x.setup_s + x.restore_s + x.ready_s
     if not _close(x.time_to_first_step_s, parts):
-        yield f"recovery.time_to_first_step_s = {x.time_to_first_step_s:g}, but launch + restore + ready = {parts:g}"
+        yield (f"recovery.time_to_first_step_s = {x.time_to_first_step_s:g}, but launch + setup + restore + ready = "
+               f"{parts:g}")
     for name in ("read_s", "broadcast_s"):
         yield _at_most(f"recovery.{name}", getattr(x, name), x.restore_s * (1 + REL_TOL) + 1e-6, "recovery.restore_s")
 

@@ -102,8 +102,11 @@ class RecoveryTiming(_Strict):
     (mpiexec, srun) is invoked until every rank has passed MPI init (the launcher's wall clock against each rank's;
     on simulated nodes one machine's clock, on a cluster the nodes' clocks, which differ by their sync error);
     restore = the slowest rank's end − the first rank's start of the reads (and broadcasts); ready = a barrier and
-    one simulated training step. time_to_first_step_s is their sum (work off the clock between them, such as page
-    eviction for a cold read, is not counted)."""
+    one simulated training step; setup = the rest of the wall time between them that a restart does too (reading
+    the task and the written result, mapping nodes, allocating the I/O buffer, building the step). So
+    time_to_first_step_s, their sum, is the launcher's stamp to the last rank's end of the first step, less only
+    `prepare_s`: the cold-read preparation (page eviction) a study adds and a real restart does not, reported apart.
+    Results from before setup was recorded have 0 there (their sum then left setup off the clock)."""
 
     scenario: str  # the sweep's words: same, lost_nodes N, shrink_to RANKS[, tensor_parallel T], grow_to RANKS
     launcher: Launcher
@@ -123,8 +126,10 @@ class RecoveryTiming(_Strict):
     read_s: Seconds  # the slowest rank's time in storage reads
     broadcast_s: Seconds = 0.0  # the slowest reading rank's time in MPI_Bcast (restore broadcast)
     ready_s: Seconds
+    setup_s: Seconds = 0.0  # the wall time between the phases (see above): counted
+    prepare_s: Seconds = 0.0  # the slowest rank's cold-read preparation before the restore: not counted
     step_s: Seconds  # the simulated step's compute (training.simulated_step.compute_s)
-    time_to_first_step_s: Seconds  # launch_s + restore_s + ready_s
+    time_to_first_step_s: Seconds  # launch_s + setup_s + restore_s + ready_s
     bytes_read: Bytes  # from files, all ranks
     bytes_restored_per_rank: list[Bytes]  # by new rank: read from files, or received by broadcast
     files_opened: Count  # all ranks

@@ -55,7 +55,7 @@ calibration: {{enabled: false}}
         assert x["new_world_size"] == point.recovery.world_size  # type: ignore[union-attr]
         assert x["bytes_restored_per_rank"] == expected_bytes(point), "each new rank reads exactly its ranges"
         assert x["launch_s"] > 0 and x["ready_s"] >= 0.05
-        assert x["time_to_first_step_s"] == pytest.approx(x["launch_s"] + x["restore_s"] + x["ready_s"])
+        assert x["time_to_first_step_s"] == pytest.approx(x["launch_s"] + x["setup_s"] + x["restore_s"] + x["ready_s"])
         assert not any(f.is_file() for f in (tmp_path / "fs").rglob("*")), "the restart removed the checkpoint"
     proc = cli(tmp_path, "collect", "rec")
     assert proc.returncode == 0, proc.stderr

@@ -98,3 +98,54 @@ def test_layouts_of_one_scale_are_one_size_not_a_fit() -> None:
     runs = [(2.0, 43558540.0, 0.194477), (1.25, 43558540.25, 0.129538), (2.0, 43558540.0, 0.204629),
             (1.25, 43558540.25, 0.132575)]
     assert fit([Observation(f, b, s, 0.1) for f, b, s in runs]) is None
+
+
+def test_repetitions_weigh_the_same_whatever_their_own_time() -> None:
+    """Two repetitions per size, one 30% fast and one 30% slow: the fit goes through their mean (weighing each by
+    its own time would pull it towards the fast one)."""
+    obs = [Observation(3, s * FULL_BYTES, truth(3, s * FULL_BYTES) * k, s) for s in SCALES for k in (0.7, 1.3)]
+    f = fit(obs)
+    assert f is not None
+    assert f.predict(3, FULL_BYTES).seconds == pytest.approx(truth(3, FULL_BYTES))
+
+
+def test_no_part_is_negative_and_one_held_at_zero_is_said() -> None:
+    """Times with no fixed part, the smallest size measured slow: unconstrained, the intercept comes out negative
+    (and the per-file part with it); here each part is ≥ 0 and the basis names the one held at 0."""
+    rng = random.Random(3)
+    held = 0
+    for _ in range(100):
+        obs = [Observation(files, s * FULL_BYTES, S_PER_GIB * s * FULL_BYTES / GIB * (1 + rng.gauss(0, 0.1)), s)
+               for files in (2, 40) for s in SCALES for _ in range(2)]
+        f = fit(obs)
+        assert f is not None
+        assert min(f.coef) >= 0.0
+        p = f.predict(17, FULL_BYTES)
+        held += "at 0" in p.basis
+        assert 0 < p.low_s < p.seconds < p.high_s
+    assert held > 0
+
+
+def test_the_band_never_reaches_zero_and_holds_its_centre() -> None:
+    """30% noise per run and a projection far beyond what was measured: the band is wide, a factor either way,
+    never 0 s at its low end."""
+    rng = random.Random(5)
+    for _ in range(100):
+        f = fit(runs(files=3, noise=0.3, rng=rng))
+        assert f is not None
+        p = f.predict(3, 10 * FULL_BYTES)
+        assert 0 < p.low_s < p.seconds < p.high_s
+        assert p.seconds / p.low_s == pytest.approx(p.high_s / p.seconds)
+
+
+def test_a_part_held_at_zero_keeps_its_upside_in_the_band() -> None:
+    """Times that do not grow with the size measured (noise over a fixed cost): the per-byte part is held at 0,
+    but the data cannot rule a positive one out, so the band's upper end beyond the measured sizes says so."""
+    times = {0.001: (5.1, 2.8, 8.3), 0.002: (5.1,)}  # as a loaded disk gave them: 2 sizes, one fixed cost
+    obs = [Observation(2, s * FULL_BYTES, t, s) for s, ts in times.items() for t in ts]
+    f = fit(obs)
+    assert f is not None and f.coef[2] == 0.0 and f.free[2] is False
+    p = f.predict(2, FULL_BYTES)  # 500× beyond
+    assert "per-byte part at 0" in p.basis
+    assert p.seconds == pytest.approx(f.coef[0])
+    assert 0 < p.low_s < p.seconds and 10 * p.seconds < p.high_s

@@ -59,7 +59,8 @@ def old_files_per_rank(checkpoints: pd.DataFrame) -> dict[tuple[str, str], float
 
 def old_point_factors(checkpoints: pd.DataFrame, nominal_bytes: Callable[[dict[str, Any]], float | None],
                       fits: dict[FitKey, Fit]) -> pd.DataFrame:
-    columns = ["point_id", "phase", "fit_factor", "fit_factor_lo", "fit_factor_hi", "projection_basis"]
+    columns = ["point_id", "phase", "fit_factor", "fit_factor_lo", "fit_factor_hi", "projection_basis",
+               "projection_scale_max", "projection_reach"]
     out = []
     for (point_id, phase), g in checkpoints.groupby(["point_id", "phase"], sort=False):
         rec = {**g.iloc[0].to_dict(), "bytes": float(g["bytes"].iloc[0])}
@@ -72,7 +73,8 @@ def old_point_factors(checkpoints: pd.DataFrame, nominal_bytes: Callable[[dict[s
         here = found.predict(files, rec["bytes"] / active).seconds
         full = found.predict(files, nominal / active)
         if here > 0:
-            out.append((point_id, phase, full.seconds / here, full.low_s / here, full.high_s / here, full.basis))
+            out.append((point_id, phase, full.seconds / here, full.low_s / here, full.high_s / here, full.basis,
+                        full.largest_scale, full.reach))
     return pd.DataFrame.from_records(out, columns=columns)
 # -----------------------------------------------------------------------------------------------------------------
 

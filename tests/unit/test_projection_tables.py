@@ -128,3 +128,28 @@ def test_the_report_shows_the_band_the_scale_and_the_reach_flag(tmp_path: Path) 
     assert "fit ≤ scale 0.1" in fitted and "1000× beyond" not in fitted
     plain = collect(study_dir(tmp_path / "b", calibration=False)).report_md.read_text()  # type: ignore[union-attr]
     assert " plain |" in plain and "projection reaches 1000× beyond the largest size measured" in plain
+
+
+def test_the_reports_cost_table_shows_each_figures_band_its_scale_and_reach(tmp_path: Path) -> None:
+    """The cost table as the README promises: per figure its band, and per projected phase the largest scale it
+    rests on and its reach; no band of seconds reaches 0 s."""
+    from studyctl.analysis.collect import collect
+
+    study = study_dir(tmp_path, calibration=True)
+    (study / "sweep.yaml").write_text("study: proj\ntraining: {node_mtbf_h: 1000, nodes: 1000}\n")
+    report = collect(study).report_md
+    assert report is not None
+    md = report.read_text()
+    section = md.split("## What checkpoints cost training", 1)[1].split("\n## ", 1)[0]
+    header = next(line for line in section.splitlines() if line.startswith("| ") and "cost C (s)" in line)
+    row = next(line for line in section.splitlines() if line.startswith("| ") and line != header
+               and "---" not in line)
+    cells = dict(zip(header.split(" | "), row.split(" | "), strict=True))
+    for figure in ("blocked (s)", "cost C (s)", "total waste at the interval", "Daly's interval (s)", "goodput"):
+        band = re.search(r"\[([\d.]+)%?, ([\d.]+)%?\]", cells[figure])
+        assert band is not None, f"{figure}: no band in {cells[figure]!r}"
+        assert float(band.group(1)) < float(band.group(2))
+    low_c = float(re.search(r"\[([\d.]+),", cells["cost C (s)"]).group(1))  # type: ignore[union-attr]
+    assert low_c > 0
+    assert "C fit ≤ scale 0.1, reach 10×" in cells["full size from"]
+    assert "[" not in cells["restart R (s)"]  # no restore measured: R is nothing projected, so no band

@@ -109,3 +109,25 @@ def test_the_report_shows_the_time_to_first_step_per_scenario_with_its_plot(tmp_
     assert f"{sum(PHASES.values()):.3f} ±" in row  # the mean of 0.9, 1.0, 1.1 × the phases, with its CI
     assert ONE_CLOCK in row
     assert (study / "tables" / "recovery.csv").exists()
+
+
+def test_scenarios_of_one_cell_are_costed_on_a_shared_write(tmp_path: Path) -> None:
+    """The same checkpoint written by a point that restarts and one that does not, at other speeds (the noise of
+    identical writes): each repetition's write is their mean, so the two cells' C are equal and only R differs."""
+    study = _study(tmp_path)
+    for recovery, rate in (("same", 2.0), (None, 1.0)):
+        for rep, k in enumerate(SPREAD):
+            p = make_point(rep=rep, writes=1, reads=1).model_copy(update={"recovery": parse_recovery(recovery)})
+            data = result_dict(p, [rate * k], [3.0], study=study.name)
+            if recovery is not None:
+                data["recovery"] = _timing(p, k)
+            _write(study, p, json.loads(json.dumps(data)))
+    tables = build_tables(study)
+    t = tables.training
+    for rep in range(3):
+        pair = t[t["repetition"] == rep]
+        assert pair["blocking_measured_s"].nunique() == 1 and len(pair) == 2
+    assert all(s.startswith("shared: the mean write of 2 points") for s in t["write_source"])
+    cells = tables.training_cells
+    assert cells["checkpoint_cost_s"].nunique() == 1 and cells["checkpoint_cost_s_ci95"].nunique() == 1
+    assert cells["checkpoint_cost_s_ci95"].iloc[0] > 0  # the repetitions' spread is still there

@@ -17,8 +17,8 @@ from studyctl.analysis.plots.style import plt, save
 from studyctl.analysis.values import missing
 
 MAX_BARS = 24
-PARTS = (("launch_s", "launch", "#4c72b0"), ("restore_s", "restore", "#dd8452"), ("ready_s", "ready (barrier + step)",
-                                                                                  "#55a868"))
+PARTS = (("launch_s", "launch", "#4c72b0"), ("setup_s", "setup (between the phases)", "#8c8c8c"),
+         ("restore_s", "restore", "#dd8452"), ("ready_s", "ready (barrier + step)", "#55a868"))
 
 
 def recovery_axes(cells: pd.DataFrame) -> list[str]:
@@ -38,7 +38,7 @@ def time_to_first_step(cells: pd.DataFrame, path: Path, axes: list[str]) -> Path
     handles: list[Any] = []
     labels: list[str] = []
     for col, label, color in PARTS:
-        values = data[col].fillna(0).to_numpy(dtype=float)
+        values = data[col].fillna(0).to_numpy(dtype=float) if col in data else np.zeros(len(data))
         handles.append(ax.bar(x, values, 0.6, bottom=bottom, color=color, edgecolor="black", linewidth=0.4))
         labels.append(label)
         bottom += values

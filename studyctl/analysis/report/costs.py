@@ -6,14 +6,19 @@ projection says from what.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import pandas as pd
 
 from studyctl.analysis.tables import Tables
-from studyctl.analysis.training_cells import display_axes, strategy_rankings
-from studyctl.analysis.training_cost import PLAIN
+from studyctl.analysis.training_cells import PROJECTED_PHASES, display_axes, strategy_rankings
+from studyctl.analysis.training_cost import BAND_FIGURES, PLAIN
+from studyctl.analysis.values import missing
 from studyctl.units import format_bytes
+
+SHARES = ("checkpoint_share", "total_waste", "total_waste_at_daly", "goodput")  # banded figures shown in percent
+MAX_DIGITS = 7
 
 
 def _duration(seconds: float) -> str:
@@ -66,10 +71,12 @@ def _projections(t: pd.DataFrame) -> str:
     plain = "projection_basis" not in t or bool((t["projection_basis"] == PLAIN).any())
     parts = []
     if fitted:
-        parts.append("fitted (fixed + per file + bytes / bandwidth, per resource shape, from runs at two or more "
-                     "scales, calibration points included): blocked, interference, background and durable lag, and "
-                     "the restore, × fitted full-size time / fitted time at the run's size; the figures' `_lo`/`_hi` "
-                     "columns are the fit's 95% band")
+        parts.append("fitted (fixed + per file + bytes / bandwidth, every part ≥ 0, per resource shape, from runs at "
+                     "two or more scales, calibration points included): blocked, interference, background and durable "
+                     "lag, and the restore, × fitted full-size time / fitted time at the run's size; [low, high] "
+                     "beside a figure is the fit's 95% band carried through the model (each figure at the band's "
+                     "ends; a share of wall time held to [0, 1]), and \"full size from\" names the largest scale "
+                     "each phase's fit rests on and how far it reaches beyond it")
     if plain:
         parts.append("plain scaling where no fit exists (time assumed ∝ bytes, pessimistic where fixed costs "
                      "dominate the small run): the same seconds × nominal / written checkpoint bytes, the restore × "
@@ -116,13 +123,46 @@ def _engines(t: pd.DataFrame) -> list[tuple[str, str]]:
              "L = the engine's persist, until its files were complete")]
 
 
+def band_text(row: dict[str, Any], figure: str) -> str:
+    """` [low, high]`: the fit's band of one figure (shares in percent), to the significant digits it takes to tell
+    its ends apart (a goodput of 99.97–99.99%) and never a positive end printed as 0; empty where it has none."""
+    lo, hi = row.get(f"{figure}_lo", math.nan), row.get(f"{figure}_hi", math.nan)
+    if missing(lo) or missing(hi):
+        return ""
+    scale, unit = (100.0, "%") if figure in SHARES else (1.0, "")
+    low, high = float(lo) * scale, float(hi) * scale
+    digits = 3
+    while _significant(low, digits) == _significant(high, digits) and digits < MAX_DIGITS:
+        digits += 1
+    return f" [{_significant(low, digits)}{unit}, {_significant(high, digits)}{unit}]"
+
+
+def _significant(x: float, digits: int) -> str:
+    """`digits` significant digits, whole numbers as they are (4216, not 4.22e+03)."""
+    return f"{x:.0f}" if abs(x) >= 10 ** (digits - 1) else f"{x:.{digits}g}"
+
+
+def rests_on(row: dict[str, Any]) -> str:
+    """Per projected phase: the fit's largest scale and its reach, or plain scaling's factor; flagged beyond 10×."""
+    parts = []
+    for phase, figure, seconds in PROJECTED_PHASES:
+        reach, scale = row.get(f"{phase}_reach", math.nan), row.get(f"{phase}_scale_max", math.nan)
+        if missing(row.get(seconds)) or missing(reach):
+            continue
+        how = f"fit ≤ scale {float(scale):g}" if row.get(f"{phase}_fitted") else f"plain, scale {float(scale):g}"
+        flag = " (flagged)" if any(f.startswith(f"{figure}:") for f in str(row.get("flags", "")).split("; ")) else ""
+        parts.append(f"{figure} {how}, reach {float(reach):.3g}×{flag}")
+    return "; ".join(parts) or "–"
+
+
 def cost_section(tables: Tables) -> dict[str, Any]:
     """axes, rows (one per cell), rankings and assumptions; empty rows when nothing was costed."""
     cells = tables.training_cells
     if cells.empty:
         return {"axes": [], "rows": [], "rankings": [], "assumptions": [], "staged": False}
     axes = display_axes(cells) or ["model"]
-    rows = cells.sort_values(axes, key=lambda s: s.astype(str)).to_dict("records")
+    rows = [{**r, "band": {f: band_text(r, f) for f in BAND_FIGURES}, "rests_on": rests_on(r)}
+            for r in cells.sort_values(axes, key=lambda s: s.astype(str)).to_dict("records")]
     staged = "staged_s" in cells and bool(cells["staged_s"].notna().any())
     return {"axes": axes, "rows": rows, "rankings": strategy_rankings(cells, axes), "staged": staged,
             "assumptions": assumptions(tables.training[tables.training["checkpoint_cost_s"].notna()])}

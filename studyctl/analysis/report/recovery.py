@@ -24,8 +24,12 @@ def recovery_section(tables: Tables) -> dict[str, Any]:
             for r in cells.sort_values(axes, key=lambda c: c.astype(str)).to_dict("records")]
     notes = ["launch: from just before the launcher (mpiexec, or a new srun job step in the same allocation) is "
              "invoked until every rank has passed MPI init; restore: the first rank's start to the last rank's end "
-             "of the reads (and broadcasts); ready: a barrier and one simulated training step; time to first step "
-             "= their sum. Bytes per rank: what each new rank restored (read, or received by broadcast).",
+             "of the reads (and broadcasts); ready: a barrier and one simulated training step; setup: the rest of "
+             "the wall time between them that a restart does too (reading the task and the written result, mapping "
+             "nodes, allocating buffers, building the step); time to first step = their sum, from the launch to "
+             "the first completed step. Left out, and shown apart: the cold-read preparation before the restore "
+             "(page eviction), which the study adds and a real restart does not. Results from before setup was "
+             "recorded show 0 there. Bytes per rank: what each new rank restored (read, or received by broadcast).",
              "same-shape restore: the mean restore of the writing world itself (the point's restore mode, no "
              "relaunch), for comparison."]
     return {"axes": axes, "rows": rows, "notes": notes}
