@@ -9,12 +9,18 @@ checkpoint, rank 0 writing the weights and half the optimizer, rank 1 the other 
   direct    `benchmarks.engines_direct` under mpiexec: a plain PyTorch script calling torch.save / torch.load,
             dcp.save / dcp.async_save / dcp.load on the same list of tensors, one process per strategy as
             studyctl runs one per point: 3 checkpoints then 1 cold restore.
-Direct and studyctl runs alternate (direct first in even rounds, studyctl first in odd), `repeat` rounds.
+Each (engine, strategy) pair is one direct run and one studyctl point side by side, which goes first alternating
+from pair to pair and round to round, `repeat` rounds; `stream`'s two points run once a round as their own study.
+Both sides run torch with THREADS intra-op threads (the worker through OMP_NUM_THREADS in its environment, which
+mpiexec passes on; the script through torch.set_num_threads) and meet before each timed call without spinning.
 Figures (seconds, the slowest rank, per checkpoint): sync save, cold restore, async blocking, persist (async
 return to files complete). studyctl / direct: target 0.95-1.05x (studyctl adds nothing). Engine / stream on the
 same layout: the framework's overhead over raw bytes. The async points' simulated step is a sleep (accelerator
 compute, dispatch share 0, no all-reduce), so that nothing of studyctl's training competes with the persist the
-direct script runs alone. The figures depend on this machine (2 shared cores, one virtio disk, host tensors).
+direct script runs alone. Beside the wall figures, the CPU seconds of each side's whole run (os.times of the
+finished mpiexec and its ranks: start-up, allocation, every save and the restore; studyctl's worker also
+allocates the state its restore fills before the saves). The figures depend on this machine (2 shared cores, one
+virtio disk, host tensors).
 """
 
 from __future__ import annotations
@@ -32,7 +38,7 @@ from typing import Any
 from benchmarks.engines_check import Samples, cell, engine_figures, merge, result_files
 from benchmarks.worker_vs_fio import MPIEXEC
 
-MODEL, SCALE, ZERO, RANKS, WRITES = "gpt2-125m", 0.1, 1, 2, 3
+MODEL, SCALE, ZERO, RANKS, WRITES, THREADS = "gpt2-125m", 0.1, 1, 2, 3, 1
 ENGINES = ("torch_save", "dcp")
 FIGURES = (("sync", "sync save"), ("restore", "cold restore"), ("blocked", "async blocking"),
            ("persist", "persist"))
@@ -40,7 +46,7 @@ TARGET = 0.05
 SWEEP = f"""study: {{name}}
 models: [{MODEL}]
 matrix: {{{{zero_stage: {ZERO}, nodes: 1, ranks_per_node: {RANKS}, io_mode: buffered,
-          engine: [stream, {', '.join(ENGINES)}], strategy: [sync, async]}}}}
+          engine: {{engine}}, strategy: {{strategy}}}}}}
 filesystems: {{{{disk: {{{{path: {{data}}, kind: local}}}}}}}}
 checkpoint: {{{{writes: {WRITES}, reads: 1, scale: {SCALE}, buffer_mib: 64, block_mib: 16}}}}
 ceilings: off
@@ -75,40 +81,51 @@ def direct_samples(records: list[list[dict[str, float]]], saves: list[str], out:
     return out
 
 
-def run_direct(scratch: Path, engine: str) -> Samples:
-    """One process per strategy, as studyctl runs one point per strategy: its saves, then one cold load."""
-    out: Samples = {}
-    for how in ("sync", "async"):
-        run_direct_point(scratch, engine, [how] * WRITES, out)
-    return out
+def children_cpu() -> float:
+    """CPU seconds of this process's finished children (mpiexec, and its ranks once it has waited for them)."""
+    t = os.times()
+    return t.children_user + t.children_system
 
 
-def run_direct_point(scratch: Path, engine: str, saves: list[str], out: Samples) -> None:
+def run_direct(scratch: Path, engine: str, how: str, out: Samples) -> float:
+    """One process as studyctl runs one point: its saves, then one cold load; its CPU seconds."""
     root = Path(tempfile.mkdtemp(prefix="engines-direct-", dir=scratch))
+    saves = [how] * WRITES
     try:
         config = root / "config.json"
         config.write_text(json.dumps({"model": MODEL, "tp": 1, "pp": 1, "zero": ZERO, "scale": SCALE,
-                                      "root": str(root / "data"), "engine": engine, "saves": saves}))
+                                      "root": str(root / "data"), "engine": engine, "saves": saves,
+                                      "threads": THREADS}))
         result = root / "out.json"
+        cpu = children_cpu()
         proc = subprocess.run([MPIEXEC, "-n", str(RANKS), sys.executable, "-m", "benchmarks.engines_direct",
                                str(config), str(result)], capture_output=True, text=True)
+        cpu = children_cpu() - cpu
         if proc.returncode:
             raise RuntimeError(f"engines_direct ({engine}) failed: {proc.stderr[-2000:]}")
-        direct_samples(json.loads(result.read_text()), saves, out)
+        records = json.loads(result.read_text())
+        if {r[-1]["threads"] for r in records} != {THREADS}:
+            raise RuntimeError(f"engines_direct ran with {records[0][-1]['threads']} threads, not {THREADS}")
+        direct_samples(records, saves, out)
+        return cpu
     finally:
         shutil.rmtree(root, ignore_errors=True)
 
 
-def run_studyctl(scratch: Path, name: str) -> dict[str, Samples]:
+def run_studyctl(scratch: Path, name: str, engine: str, strategy: str) -> tuple[dict[str, Samples], float]:
+    """A study of the engine's points (`engine`, `strategy`: a value or a list, as the sweep says them); its
+    samples per engine and the CPU seconds of its points' processes."""
     from studyctl import api
 
     root = Path(tempfile.mkdtemp(prefix="engines-studyctl-", dir=scratch))
     try:
         (root / "data").mkdir()
         sweep = root / "sweep.yaml"
-        sweep.write_text(SWEEP.format(name=name, data=root / "data"))
+        sweep.write_text(SWEEP.format(name=name, data=root / "data", engine=engine, strategy=strategy))
+        cpu = children_cpu()
         api.submit(sweep, "local", results=root / "results")
-        return studyctl_samples(result_files(root / "results" / name))
+        cpu = children_cpu() - cpu
+        return studyctl_samples(result_files(root / "results" / name)), cpu
     finally:
         shutil.rmtree(root, ignore_errors=True)
 
@@ -155,28 +172,57 @@ def tables(rounds: list[Round]) -> list[str]:
     return lines
 
 
+Cpu = dict[str, dict[str, list[float]]]  # (engine.strategy) -> side -> CPU seconds of each run
+
+
+def cpu_table(cpu: Cpu) -> list[str]:
+    lines = ["| engine, strategy | direct run, CPU s (median, min-max, n) | studyctl point, CPU s | "
+             "studyctl / direct |", "|---|---|---|---|"]
+    for key, sides in cpu.items():
+        r = ratio(sides.get("studyctl", []), sides.get("direct", []))
+        lines.append(f"| {key} | {cell(sides.get('direct', []))} | {cell(sides.get('studyctl', []))} | "
+                     f"{f'{r:.2f}x' if r else '—'} |")
+    return lines
+
+
 def main(repeat: int = 3, scratch: Path = Path("/var/tmp")) -> list[Round]:
     import torch
 
     print(f"\n## Checkpoint engines: studyctl vs direct PyTorch calls vs stream (`python -m benchmarks engines "
           f"{repeat}`)")
     print(f"# {MODEL} scale {SCALE}, ZeRO-{ZERO}, {RANKS} ranks on this host, {WRITES} checkpoints + 1 cold restore "
-          f"per run, host tensors, torch {torch.__version__}; {repeat} alternating rounds; this machine's 2 shared "
-          "cores and disk")
+          f"per run, host tensors, torch {torch.__version__}, {THREADS} intra-op thread(s) a rank on both sides; "
+          f"{repeat} rounds, each pair alternating; this machine's 2 shared cores and disk")
+    threads = os.environ.get("OMP_NUM_THREADS")
+    os.environ["OMP_NUM_THREADS"] = str(THREADS)  # the worker's ranks inherit it through mpiexec
     rounds: list[Round] = []
-    for r in range(repeat):
-        direct: dict[str, Samples] = {}
-        ours: dict[str, Samples] = {}
-        sides = ("direct", "studyctl") if r % 2 == 0 else ("studyctl", "direct")
-        for side in sides:
-            if side == "direct":
-                for engine in ENGINES:
-                    direct[engine] = run_direct(scratch, engine)
-            else:
-                ours = run_studyctl(scratch, f"engines-bench-{r}")
-        rounds.append((direct, ours))
-        print(f"# round {r + 1}/{repeat} done (load {os.getloadavg()[0]:.1f})", flush=True)
+    cpu: Cpu = {}
+    try:
+        for r in range(repeat):
+            direct: dict[str, Samples] = {}
+            ours: dict[str, Samples] = {}
+            for j, (engine, how) in enumerate((e, h) for e in ENGINES for h in ("sync", "async")):
+                sides = ("direct", "studyctl") if (r + j) % 2 == 0 else ("studyctl", "direct")
+                spent = cpu.setdefault(f"{engine}, {how}", {})
+                for side in sides:
+                    if side == "direct":
+                        used = run_direct(scratch, engine, how, direct.setdefault(engine, {}))
+                    else:
+                        got, used = run_studyctl(scratch, f"engines-bench-{r}-{j}", engine, how)
+                        merge(ours.setdefault(engine, {}), got.get(engine, {}))
+                    spent.setdefault(side, []).append(used)
+            got, _ = run_studyctl(scratch, f"engines-bench-{r}-stream", "stream", "[sync, async]")
+            merge(ours.setdefault("stream", {}), got.get("stream", {}))
+            rounds.append((direct, ours))
+            print(f"# round {r + 1}/{repeat} done (load {os.getloadavg()[0]:.1f})", flush=True)
+    finally:
+        if threads is None:
+            os.environ.pop("OMP_NUM_THREADS", None)
+        else:
+            os.environ["OMP_NUM_THREADS"] = threads
     print("\n".join(tables(rounds)))
+    print()
+    print("\n".join(cpu_table(cpu)))
     return rounds
 
 

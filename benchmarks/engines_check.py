@@ -179,11 +179,14 @@ local: {{max_concurrent: 1, timeout_s: 900{mpiexec}}}
 
 
 def run_studyctl(scratch: Path, name: str, shape: Shape, device: str, compute_s: float, writes: int,
-                 keep: Path | None = None) -> list[dict[str, Any]]:
-    """One study of the real job's layout in a directory of its own (removed after); its points' results."""
+                 keep: Path | None = None, threads: int = 1) -> list[dict[str, Any]]:
+    """One study of the real job's layout in a directory of its own (removed after); its points' results. The
+    worker runs torch with the real job's intra-op `threads` (OMP_NUM_THREADS, passed on by mpiexec)."""
     from studyctl import api
 
     root = Path(tempfile.mkdtemp(prefix="engines-check-", dir=scratch))
+    before = os.environ.get("OMP_NUM_THREADS")
+    os.environ["OMP_NUM_THREADS"] = str(threads)
     try:
         (root / "data").mkdir()
         sweep = root / "sweep.yaml"
@@ -196,6 +199,10 @@ def run_studyctl(scratch: Path, name: str, shape: Shape, device: str, compute_s:
                 (keep / f"{name}-result-{i}.json").write_text(json.dumps(r, indent=1))
         return results
     finally:
+        if before is None:
+            os.environ.pop("OMP_NUM_THREADS", None)
+        else:
+            os.environ["OMP_NUM_THREADS"] = before
         shutil.rmtree(root, ignore_errors=True)
 
 

@@ -3,8 +3,8 @@
     mpiexec -n N python -m benchmarks.engines_direct CONFIG.json OUT.json   (in the repo root)
 
 CONFIG: {"model", "tp", "pp", "zero", "scale", "root", "engine": "torch_save"|"dcp", "saves": ["sync"|"async"],
-"fsync", "crc32", "dcp_threads"}. Nothing of studyctl runs here but the list of tensors (names, dtypes, sizes)
-each rank holds, from `studyctl.definition.engine_tensors`, so the comparison is of the same bytes. The rest is
+"fsync", "crc32", "dcp_threads", "threads"}. Nothing of studyctl runs here but the list of tensors (names, dtypes,
+sizes) each rank holds, from `studyctl.definition.engine_tensors`, so the comparison is of the same bytes. The rest is
 what a user writes: random tensors, each checkpoint into a fresh directory: `torch.save` of each file's dict
 (then an fsync of the file and the directory), or `dcp.save` / `dcp.async_save` with a `FileSystemWriter`
 (async: the stager a CPU job configures); after the saves, the first checkpoint's pages dropped with fadvise, a
@@ -12,8 +12,13 @@ barrier, then `torch.load` (copied into allocated tensors, as load_state_dict do
 timed on the rank from the call to its return. The sequence is a studyctl engine point's (its writes, then one
 cold restore of checkpoint 0, one process per point): a load between saves would free the saved tensors and leave
 the allocator memory that the next snapshot reuses without page faults, which a training run's snapshot does not
-find. Rank 0 writes every rank's seconds and bytes as JSON. mpi4py is imported in `main`: DCP's process
-executor re-imports this module.
+find. The ranks meet before each timed call the way studyctl's phases do, without spinning: MPICH busy-polls
+in a blocking barrier, so a rank done first (rank 1 holds a smaller share) would burn a core of this 2-core
+machine in the next save's barrier while the other rank still writes (measured: 0.65 s of CPU per save against
+0.09 s); the worker's ranks wait with a polled Ibarrier instead, and so does this script. Torch's intra-op
+threads are `threads` (the benchmark sets the same in the worker's environment). Rank 0 writes every rank's
+seconds, CPU seconds (the process's, every thread's) and bytes as JSON. mpi4py is imported in `main`: DCP's
+process executor re-imports this module.
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ import os
 import socket
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -75,12 +81,34 @@ def torch_save(state: dict[str, dict[str, torch.Tensor]], d: Path, do_fsync: boo
         fsync(d)
 
 
+YIELD_S = 0.001  # a waiting rank's poll interval
+
+
+def meet(comm: Any) -> None:
+    """A barrier that sleeps while it waits (module docstring: MPICH's blocking one spins)."""
+    request = comm.Ibarrier()
+    while not request.Test():
+        time.sleep(YIELD_S)
+
+
+def timed(record: Callable[[], dict[str, float]]) -> dict[str, float]:
+    """The call's figures, with the process's CPU seconds over it."""
+    cpu = time.process_time()
+    out = record()
+    return {**out, "cpu_s": time.process_time() - cpu}
+
+
 def save(comm: Any, config: dict[str, Any], state: dict[str, dict[str, torch.Tensor]], step: int,
          how: str) -> dict[str, float]:
     """One checkpoint into a fresh directory, timed on the rank from the call to its return (files durable)."""
     d = Path(config["root"]) / f"step{step}"
     writer = dcp.FileSystemWriter(d, thread_count=config["dcp_threads"], sync_files=config["fsync"])
-    comm.Barrier()
+    meet(comm)
+    return timed(lambda: _save(config, state, d, writer, how))
+
+
+def _save(config: dict[str, Any], state: dict[str, dict[str, torch.Tensor]], d: Path,
+          writer: dcp.FileSystemWriter, how: str) -> dict[str, float]:
     start = time.perf_counter()
     if config["engine"] == "torch_save" and how == "sync":
         torch_save(state, d, config["fsync"])
@@ -122,7 +150,12 @@ def load(comm: Any, config: dict[str, Any], state: dict[str, dict[str, torch.Ten
     mine = [d / n for n in state] if config["engine"] == "torch_save" else [
         p for p in d.iterdir() if p.name.startswith(f"__{rank}_") or (rank == 0 and p.name == ".metadata")]
     drop_pages([d / n for n in state] if config["engine"] == "torch_save" else list(d.iterdir()))
-    comm.Barrier()
+    meet(comm)
+    got = timed(lambda: _load(config, d, into))
+    return {**got, "nbytes": sum(p.stat().st_size for p in mine)}
+
+
+def _load(config: dict[str, Any], d: Path, into: dict[str, dict[str, torch.Tensor]]) -> dict[str, float]:
     start = time.perf_counter()
     if config["engine"] == "torch_save":
         for name, named in into.items():  # into the allocated tensors, as load_state_dict copies
@@ -130,7 +163,7 @@ def load(comm: Any, config: dict[str, Any], state: dict[str, dict[str, torch.Ten
                 named[k].copy_(t)
     else:
         dcp.load(by_kind(into), storage_reader=dcp.FileSystemReader(d))
-    return {"load_s": time.perf_counter() - start, "nbytes": sum(p.stat().st_size for p in mine)}
+    return {"load_s": time.perf_counter() - start}
 
 
 def main(config_path: str, out_path: str) -> None:
@@ -138,8 +171,9 @@ def main(config_path: str, out_path: str) -> None:
 
     comm = MPI.COMM_WORLD
     rank, world = comm.Get_rank(), comm.Get_size()
-    config = {"fsync": True, "crc32": True, "dcp_threads": 1, **json.loads(Path(config_path).read_text())}
+    config = {"fsync": True, "crc32": True, "dcp_threads": 1, "threads": 1, **json.loads(Path(config_path).read_text())}
     torch.serialization.set_crc32_options(config["crc32"])
+    torch.set_num_threads(config["threads"])
     if config["engine"] == "dcp":
         host = socket.gethostname()
         store = dist.TCPStore(host, 0, world, is_master=True, wait_for_workers=False) if rank == 0 else None
@@ -149,6 +183,7 @@ def main(config_path: str, out_path: str) -> None:
     state = tensors(config, rank, world)
     record = [save(comm, config, state, step, how) for step, how in enumerate(config["saves"])]
     record.append(load(comm, config, state))
+    record.append({"threads": torch.get_num_threads()})
     records = comm.gather(record, root=0)
     if rank == 0:
         Path(out_path).write_text(json.dumps(records))

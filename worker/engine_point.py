@@ -133,8 +133,12 @@ class EnginePoint:
         """The engine writes through the seam's streams (torch_save); dcp writes the step's directory."""
         return self.engine.name == "torch_save"
 
-    def note(self, phase: str, index: int, ph: Any, seconds: float, **extra: Any) -> None:
-        storage_s = sum(ph.split.seconds()) if ph.split is not None and self.streams else None
+    def note(self, phase: str, index: int, ph: Any, seconds: float, storage_s: float | None = None,
+             **extra: Any) -> None:
+        """The record of a checkpoint or restore; its storage time is the phase split's unless `storage_s` says
+        what of it the engine's call spent (a tiered save's: the drain adds to the same split)."""
+        if storage_s is None and ph.split is not None and self.streams:
+            storage_s = sum(ph.split.seconds())
         self.records.append(EngineRecord(phase, index, ph.bytes, ph.files, storage_s, seconds, **extra))
 
     def after_write(self, index: int) -> None:

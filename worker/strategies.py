@@ -118,6 +118,7 @@ class WriteStrategy:
     tier_target: PathTarget | None = field(init=False, default=None)  # an engine's files on the tier
     handle: AsyncWait | None = field(init=False, default=None)  # an engine's async save in flight
     tier_save_s: float = field(init=False, default=0.0)  # an engine's last save to the tier
+    tier_storage_s: float | None = field(init=False, default=None)  # of it, inside the storage calls
 
     def __post_init__(self) -> None:
         point = self.task.point
@@ -298,12 +299,16 @@ class WriteStrategy:
                 self.handle = AsyncWait(ep.engine.async_save(index))
                 return
             assert self.tier_target is not None
-            ep.engine.target, self.tier_target.split = self.tier_target, ph.split if ep.streams else None
+            split = ph.split if ep.streams else None
+            ep.engine.target, self.tier_target.split = self.tier_target, split
+            before = sum(split.seconds()) if split is not None else 0.0
             timing = ep.engine.save(index)
         except Exception as exc:  # a framework wraps OSErrors in its own exceptions
             ph.error = failure(exc, str(self.tier_dir or self.point_dir))
             return
         self.tier_save_s = timing.seconds
+        # the save's own storage time: the drain adds its copies to the phase's split later
+        self.tier_storage_s = sum(split.seconds()) - before if split is not None else None
         ph.bytes, ph.files = timing.nbytes, len(ep.engine.files(index))
 
     def _engine_drains(self, index: int, ph: Any) -> list[CheckpointFile] | None:
@@ -325,7 +330,7 @@ class WriteStrategy:
         got = self.handle.timing if self.handle is not None else None
         self.handle = None
         if got is None:  # tiered: the engine's save to the tier
-            ep.note("write", index, ph, self.tier_save_s)
+            ep.note("write", index, ph, self.tier_save_s, storage_s=self.tier_storage_s)
             return
         if ph.error is None:
             ph.bytes, ph.files = got.nbytes, len(ep.engine.files(index))
