@@ -127,20 +127,22 @@ def _finite(value: Any) -> bool:
     return True
 
 
-def _parse_chunk(task: tuple[Callable[..., Any], list[tuple[Path, tuple[Any, ...]]]]) -> list[Any]:
-    """In a worker process: parse(path, *args) for each file of one chunk."""
+def _parse_chunk(task: tuple[Callable[..., Any], list[tuple[Path, tuple[Any, ...]]]]) -> list[tuple[bytes | None, Any]]:
+    """In a worker process: parse(path, *args) for each file of one chunk, each as `_portable` sends it."""
     parse, files = task
-    return [parse(path, *args) for path, args in files]
+    return [_portable(parse(path, *args)) for path, args in files]
 
 
-def _dumps(data: dict[str, Any], exact: bool) -> bytes:
-    """orjson where that is exact; json for NaN or ±inf, and for what orjson refuses (numpy scalars)."""
-    if exact:
+def _portable(value: Any) -> tuple[bytes | None, Any]:
+    """(the value packed and written by orjson, None) where that is exact (no NaN or ±inf, JSON types only), else
+    (None, the value). The worker packs and checks what the collecting process would (beside the others, on
+    another core); its bytes cross back cheaper than the objects and go into the shard as they are."""
+    if _finite(value):
         try:
-            return orjson.dumps(data)
-        except TypeError:
+            return orjson.dumps(pack(value)), None
+        except TypeError:  # numpy scalars, non-string keys, integers beyond 64 bits
             pass
-    return json.dumps(data, separators=(",", ":")).encode()
+    return None, value
 
 
 def _loads(data: bytes) -> tuple[Any, bool]:
@@ -195,6 +197,7 @@ class ParseCache:
         self.dirty: set[int] = set()
         self.hits = self.misses = 0
         self.ahead: dict[str, list[Any]] = {}  # parsed by `parse_ahead`, not yet asked for: [mtime_ns, size, value]
+        self.packed: dict[str, bytes] = {}  # an entry's value as its worker packed it (orjson: exact), for `save`
 
     def key(self, path: Path) -> str:
         text = os.fspath(path)  # the tree is listed under the root: its prefix cut off is relpath's answer
@@ -220,8 +223,10 @@ class ParseCache:
             with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork")) as pool:
                 tasks = [(parse, [(path, args) for path, _, args in chunk]) for chunk in chunks]
                 for chunk, values in zip(chunks, pool.map(_parse_chunk, tasks), strict=True):
-                    for (path, st, _), value in zip(chunk, values, strict=True):
-                        self.ahead[self.key(path)] = [st.st_mtime_ns, st.st_size, value]
+                    for (path, st, _), (packed, value) in zip(chunk, values, strict=True):
+                        if packed is not None:
+                            value = unpack(orjson.loads(packed))
+                        self.ahead[self.key(path)] = [st.st_mtime_ns, st.st_size, value, packed]
         except (OSError, BrokenProcessPool):
             self.ahead.clear()
 
@@ -238,13 +243,16 @@ class ParseCache:
             return hit[2]
         self.misses += 1
         ahead = self.ahead.pop(key, None)
+        self.packed.pop(key, None)
         if ahead is not None and ahead[0] == st.st_mtime_ns and ahead[1] == st.st_size:
-            value = ahead[2]
+            value, packed = ahead[2], ahead[3]
         else:
-            value = parse(path, *args)
+            value, packed = parse(path, *args), None
         self.entries[key] = [st.st_mtime_ns, st.st_size, value]
         self.dirty.add(shard_of(key))
-        (self.not_finite.discard if _finite(value) else self.not_finite.add)(key)
+        if packed is not None:  # its worker found it finite and wrote it exactly
+            self.packed[key] = packed
+        (self.not_finite.discard if packed is not None or _finite(value) else self.not_finite.add)(key)
         return value
 
     def save(self) -> None:
@@ -252,18 +260,32 @@ class ParseCache:
         for key in set(self.entries) - self.used:
             del self.entries[key]
             self.not_finite.discard(key)
+            self.packed.pop(key, None)
             self.dirty.add(shard_of(key))
         if not self.dirty or self.header["study_dir"] is None:
             return
-        shards: dict[int, dict[str, list[Any]]] = {shard: {} for shard in self.dirty}
-        for key, (mtime, size, value) in self.entries.items():
+        shards: dict[int, list[str]] = {shard: [] for shard in self.dirty}
+        for key in self.entries:
             shard = shard_of(key)
             if shard in shards:  # a shard is packed whole: 1/SHARDS of the entries after one change
-                shards[shard][key] = [mtime, size, pack(value)]
-        for shard, entries in sorted(shards.items()):
-            data = {**self.header, "shard": shard, "entries": entries}
-            atomic_write_bytes(self.shard_path(shard), _dumps(data, self.not_finite.isdisjoint(entries)))
+                shards[shard].append(key)
+        for shard, keys in sorted(shards.items()):
+            atomic_write_bytes(self.shard_path(shard), self._shard_bytes(shard, keys))
         self._save_head()
+
+    def _shard_bytes(self, shard: int, keys: list[str]) -> bytes:
+        """One shard's file: orjson where that is exact (a value its worker packed goes in as its bytes), json
+        where a value holds NaN or ±inf or what orjson refuses."""
+        exact = self.not_finite.isdisjoint(keys)
+        if exact:
+            entries = {k: [*self.entries[k][:2], orjson.Fragment(self.packed[k]) if k in self.packed
+                           else pack(self.entries[k][2])] for k in keys}
+            try:
+                return orjson.dumps({**self.header, "shard": shard, "entries": entries})
+            except TypeError:
+                pass
+        entries = {k: [*self.entries[k][:2], pack(self.entries[k][2])] for k in keys}
+        return json.dumps({**self.header, "shard": shard, "entries": entries}, separators=(",", ":")).encode()
 
     def _save_head(self) -> None:
         """results.json: the layout, for a reader (the shards carry their own header); rewritten when it differs."""

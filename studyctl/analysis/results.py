@@ -22,6 +22,7 @@ from studyctl.attempt.judged import Judged
 from studyctl.attempt.paths import StudyPaths
 from studyctl.attempt.result_file import read_error, read_result
 from studyctl.attempt.tree import AttemptFiles, file_status, scan_attempts
+from studyctl.definition.configuration import ByConfiguration
 from studyctl.definition.fit_group import STUDYCTL_TOOL
 from studyctl.definition.points import Point
 from studyctl.definition.result_schema import CheckpointTiming, RankRequests, Result, mlperf_throughput_GiBps
@@ -84,36 +85,42 @@ def _info(r: Result, path: Path) -> dict[str, Any]:
             "direct_fallback_reason": r.io.direct_fallback_reason}
 
 
-# A point's configuration without its repetition (JSON) → its settings and heaviest rank (functions of that alone):
-# the layout is walked once per cell, not once per result (two thirds of turning 10,000 results into rows).
-_BY_CONFIG: dict[str, tuple[dict[str, Any], dict[str, str | None]]] = {}
+@dataclass
+class _ConfigFacts:
+    """What rows take from a point's configuration alone (its repetitions share it)."""
+
+    settings: dict[str, Any]  # point_settings
+    heaviest: dict[str, str | None]  # heaviest_rank for a measure point, else {}
+    restore: dict[str, int]  # nominal_restore
+    cells: dict[tuple[Any, ...], str] = field(default_factory=dict)  # (io_mode_used, cold_read_method) → cell_key
 
 
-def _config_facts(p: Point) -> tuple[dict[str, Any], dict[str, str | None]]:
-    """(point_settings(p), heaviest_rank(p) for a measure point, else {}), fresh dicts."""
-    key = p.model_dump_json(exclude={"repetition"})
-    hit = _BY_CONFIG.get(key)
-    if hit is None:
-        if len(_BY_CONFIG) >= 4096:  # more cells than a study has: start again rather than grow
-            _BY_CONFIG.clear()
-        hit = _BY_CONFIG[key] = (point_settings(p), heaviest_rank(p) if p.role == "measure" else {})
-    return dict(hit[0]), dict(hit[1])
+def _facts(p: Point) -> _ConfigFacts:
+    return _ConfigFacts(point_settings(p), heaviest_rank(p) if p.role == "measure" else {}, nominal_restore(p))
+
+
+# Worked out once per configuration, not once per result (most of turning 10,000 results into rows).
+_config_facts = ByConfiguration(_facts)
 
 
 def _rows_from_result(r: Result, path: Path) -> dict[str, Any]:
     """Everything the tables need from one result, as plain lists of dicts (plain data: cached as JSON)."""
     p = r.point
-    settings, heaviest = _config_facts(p)
+    facts = _config_facts(p)
     base: dict[str, Any] = {"tool": STUDYCTL_TOOL, "study": r.study, "point_id": r.point_id, "attempt": r.attempt,
-                            **settings, "io_mode_used": r.io.io_mode_used,
+                            **facts.settings, "io_mode_used": r.io.io_mode_used,
                             "cold_read_method": r.io.cold_read_method}
-    base["cell_key"] = cell_key(base)
+    measured = (r.io.io_mode_used, r.io.cold_read_method)  # the cell's identity beyond the settings (`MEASURED`)
+    cell = facts.cells.get(measured)
+    if cell is None:
+        cell = facts.cells[measured] = cell_key(base)
+    base["cell_key"] = cell
     base.update(repetition=p.repetition, world_size=p.world_size, data_parallel=p.data_parallel,
-                **heaviest,
+                **facts.heaviest,
                 nominal_checkpoint_bytes=r.sizes.nominal_checkpoint_bytes,
                 written_checkpoint_bytes=r.sizes.written_checkpoint_bytes,
                 simulated_nodes=r.provenance.simulated_nodes, fstype=r.filesystem.fstype,
-                tier_fstype=r.strategy.tier_fstype if r.strategy else None, **nominal_restore(r))
+                tier_fstype=r.strategy.tier_fstype if r.strategy else None, **facts.restore)
     checkpoints, ranks = [], []
     for c in r.checkpoints:
         checkpoints.append({**base, **_checkpoint_row(c)})

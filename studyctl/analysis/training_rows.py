@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from studyctl.definition.points import restore_bytes
+from studyctl.definition.points import Point, restore_bytes
 from studyctl.definition.restore_reads import storage_read_bytes
 from studyctl.definition.result_schema import CheckpointTiming, Result
 
@@ -81,10 +81,9 @@ def _measured(r: Result) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     return writes, reads
 
 
-def nominal_restore(r: Result) -> dict[str, int]:
-    """What one restore moves at full size (scale 1), and of it what is read from files (the restore mode's rule:
-    what arrives by MPI_Bcast is not): the bytes its projections scale with."""
-    p = r.point
+def nominal_restore(p: Point) -> dict[str, int]:
+    """What one restore of the point moves at full size (scale 1), and of it what is read from files (the restore
+    mode's rule: what arrives by MPI_Bcast is not): the bytes its projections scale with."""
     full = p.checkpoint.model_copy(update={"scale": 1.0, "rank_shift": 0})
     return {"nominal_restore_bytes": restore_bytes(p.model, p.parallelism, full),
             "nominal_restore_file_bytes": storage_read_bytes(p.model, p.parallelism, full)}

@@ -3,6 +3,6 @@ the worker reaches them too (a reused shared ceiling is held to them)."""
 
 from __future__ import annotations
 
-from studyctl.definition.plausibility import MAX_GIBPS, implausible
+from studyctl.definition.plausibility import MAX_GIBPS, bounded_validator, implausible
 
-__all__ = ["MAX_GIBPS", "implausible"]
+__all__ = ["MAX_GIBPS", "bounded_validator", "implausible"]

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from studyctl.attempt.plausibility import implausible
+from studyctl.attempt.plausibility import bounded_validator, implausible
 from studyctl.attempt.tree import read_regular
 from studyctl.definition import names
 from studyctl.definition.result_schema import Result, WorkerError
@@ -56,14 +56,21 @@ def read_result(path: Path, point_id: str, attempt: int) -> tuple[Result | None,
         return None, f"unreadable: {exc.strerror}"
     if not text.strip():
         return None, "empty file"
-    try:
-        result = Result.model_validate_json(text)
+    out_of_bounds: ValidationError | None = None
+    try:  # the schema and every number's bound at once: a file it refuses is read again, for the reason
+        result = bounded_validator().validate_json(text)
     except ValidationError as exc:
-        return None, describe_validation(exc)
+        out_of_bounds = exc
+        try:
+            result = Result.model_validate_json(text)
+        except ValidationError as schema_exc:
+            return None, describe_validation(schema_exc)
     problem = _identity_problem(result, point_id, attempt)
     if problem:
         return None, problem
-    problem = implausible(result)
+    problem = implausible(result, within_bounds=out_of_bounds is None)
+    if out_of_bounds is not None and not problem:  # the walk takes the same bounds: it names what was refused
+        problem = describe_validation(out_of_bounds).replace("does not match the result schema: ", "")
     if problem:
         return None, f"implausible figures: {problem}"
     return result, None

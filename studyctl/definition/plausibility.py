@@ -1,9 +1,12 @@
 """Plausibility of a schema-valid result: figures that cannot be true make the file unusable.
 
 Two layers, both over every section a result carries:
-- by unit: the schema tags every number with a `result_fields.Unit`; a walk over the result (its models' own
-  fields, recursively, so a new section or field is covered by construction) holds each number to its unit's
-  physical bound (`BOUNDS`). A numeric field without a unit is a schema error, raised when this module loads.
+- by unit: the schema tags every number with a `result_fields.Unit`; each number is held to its unit's physical
+  bound (`BOUNDS`), derived from the models' own fields, recursively, so a new section or field is covered by
+  construction. A file is read through `bounded_validator`: the result schema with those bounds added, checked
+  while the JSON is parsed (at no cost a Python walk would have); only a file it refuses is walked
+  (`implausible`) to name the first number out of bounds. A numeric field without a unit is a schema error,
+  raised when this module loads.
 - by plan (`plausibility_plan`): where the point's layout and plan fix a value (bytes a restore reads, the
   restart's world, a ceiling's probe size), the result must agree; where they bound one (request counts, files),
   it must stay within.
@@ -14,6 +17,7 @@ a reused ceiling with the same rules (worker.ceiling_shared); collect, compare a
 
 from __future__ import annotations
 
+import copy
 import math
 import types
 import typing
@@ -23,6 +27,7 @@ from functools import cache
 from typing import Any, Union
 
 from pydantic import BaseModel
+from pydantic_core import SchemaValidator
 
 from studyctl.definition.plausibility_plan import plan_problems
 from studyctl.definition.result_fields import Unit
@@ -194,7 +199,90 @@ def unit_problem(path: str, unit: Unit, value: float) -> str | None:
     return None
 
 
-def implausible(r: Result) -> str | None:
+def implausible(r: Result, within_bounds: bool = False) -> str | None:
     """One line naming the first figure that cannot be true, or None: every number against its unit's bound,
-    then against what the point's layout and plan fix."""
-    return _walk(r, "") or next(plan_problems(r), None)
+    then against what the point's layout and plan fix. `within_bounds`: `r` came from `bounded_validator`, which
+    held every number to its bound already (the walk is skipped)."""
+    return (None if within_bounds else _walk(r, "")) or next(plan_problems(r), None)
+
+
+@cache
+def bounded_validator() -> SchemaValidator:
+    """The result schema's validator with each number's unit bound added (`bounded_schema`): a result it accepts
+    has every figure within bounds, checked in pydantic-core as the file is parsed. Its results are `Result`
+    instances, as `Result.model_validate_json` makes them."""
+    schema, models = bounded_schema()
+    # pydantic-core reuses a complete model class's own validator for its node (the unbounded one): each bounded
+    # class is marked incomplete while this one is built from the bounded nodes, and restored at once.
+    flags = {cls: cls.__dict__["__pydantic_complete__"] for cls in models if "__pydantic_complete__" in cls.__dict__}
+    try:
+        for cls in flags:
+            cls.__pydantic_complete__ = False
+        return SchemaValidator(schema)
+    finally:
+        for cls, flag in flags.items():
+            cls.__pydantic_complete__ = flag
+
+
+def bounded_schema() -> tuple[Any, set[type[BaseModel]]]:
+    """Result's core schema with `BOUNDS` added to every number of its sections, by the same slots the walk
+    takes; and the model classes whose nodes it bounded."""
+    schema = copy.deepcopy(Result.__pydantic_core_schema__)
+    definitions = {d["ref"]: d for d in schema.get("definitions", [])} if schema["type"] == "definitions" else {}
+    models: set[type[BaseModel]] = set()
+    _bound(schema["schema"] if definitions else schema, None, definitions, models)
+    return schema, models
+
+
+# Keys of a core schema that hold no validation of the value (its serialization, its metadata, a class).
+_NOT_VALIDATION = frozenset({"serialization", "metadata", "cls", "ref", "config", "json_schema_extra"})
+
+
+def _bound(node: Any, bound: tuple[float, float] | None, definitions: dict[str, Any],
+           models: set[type[BaseModel]]) -> None:
+    """Add `bound` (low, high) to every int and float schema under `node`; a model's fields take their own
+    slots' bounds (a field that holds no number, and the result's point, are left as they are); `models`
+    gathers the classes of the model nodes bounded."""
+    if isinstance(node, list | tuple):
+        for item in node:
+            _bound(item, bound, definitions, models)
+        return
+    if not isinstance(node, dict):
+        return
+    kind = node.get("type")
+    if kind == "definition-ref":
+        target = definitions.pop(node["schema_ref"], None)  # bounded once, where first referred to
+        if target is not None:
+            _bound(target, bound, definitions, models)
+    elif kind == "model":
+        models.add(node["cls"])
+        slots = {s.name: s for s in _slots(node["cls"])}
+        for name, field in _model_fields(node)["fields"].items():
+            if name in slots:
+                slot = slots[name]
+                _bound(field["schema"], None if slot.unit is None else (slot.low, slot.high), definitions, models)
+    elif kind in ("int", "float") and bound is not None:
+        _constrain(node, *bound)
+    else:
+        for key, value in node.items():
+            if key not in _NOT_VALIDATION:
+                _bound(value, bound, definitions, models)
+
+
+def _model_fields(model: dict[str, Any]) -> dict[str, Any]:
+    """A model schema's fields, under the validators that wrap them."""
+    node = model["schema"]
+    while node["type"] != "model-fields":
+        node = node["schema"]
+    return node
+
+
+def _constrain(node: dict[str, Any], low: float, high: float) -> None:
+    """`low <= value <= high` on one number's schema, keeping a stricter constraint the schema has (`gt=0`)."""
+    whole = node["type"] == "int"
+    if node.get("ge", -math.inf) < low and node.get("gt", -math.inf) < low:
+        node["ge"] = math.ceil(low) if whole else low
+    if node.get("le", math.inf) > high and node.get("lt", math.inf) > high:
+        node["le"] = math.floor(high) if whole else high
+    if not whole:
+        node["allow_inf_nan"] = False

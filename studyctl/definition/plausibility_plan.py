@@ -10,12 +10,14 @@ from __future__ import annotations
 import math
 import statistics
 from collections.abc import Iterator
+from dataclasses import dataclass
 from functools import lru_cache
 
 from studyctl.definition.catalog import ModelSpec
 from studyctl.definition.ceilings import probe_bytes
+from studyctl.definition.configuration import ByConfiguration
 from studyctl.definition.engines import engine_framing_bytes
-from studyctl.definition.layout import Naming, Parallelism
+from studyctl.definition.layout import LayoutSummary, Naming, Parallelism
 from studyctl.definition.points import Point, restore_bytes
 from studyctl.definition.recovery import restart_layout
 from studyctl.definition.reshard_counts import ReshardSummary, reshard_summary
@@ -71,27 +73,49 @@ def plan_problems(r: Result) -> Iterator[str]:
         checks.append(_at_most("provenance.ranks_on_host", r.provenance.ranks_on_host, p.world_size,
                                "the point's world"))
     yield from filter(None, checks)
-    problems = p.problems()
-    if problems:
-        yield f"point: its layout cannot exist ({problems[0]})"
+    if _planned(p).problem:
+        yield f"point: its layout cannot exist ({_planned(p).problem})"
         return
     for section in (_sizes, _io, _sections, _checkpoints, _summary, _other):
         yield from filter(None, section(r))
 
 
+@dataclass(frozen=True)
+class _Planned:
+    """What a point's configuration fixes, worked out once per configuration (its repetitions share it: a collect
+    checks thousands of results of a few dozen configurations)."""
+
+    problem: str | None  # why its layout cannot exist (then nothing below is worked out)
+    layout: LayoutSummary | None = None
+    nominal_bytes: int = 0
+    restore_bytes: int = 0
+    files: int = 0  # `_planned_files`
+
+
+def _plan_of(p: Point) -> _Planned:
+    problems = p.problems()
+    if problems:
+        return _Planned(problems[0])
+    return _Planned(None, p.layout(), p.nominal_layout().total_bytes,
+                    restore_bytes(p.model, p.parallelism, p.checkpoint), _planned_files(p))
+
+
+_planned = ByConfiguration(_plan_of)
+
+
 def _sizes(r: Result) -> Iterator[str | None]:
-    p, s, opts = r.point, r.sizes, r.point.checkpoint
-    lay = p.layout()
+    s, opts, plan = r.sizes, r.point.checkpoint, _planned(r.point)
+    assert plan.layout is not None
+    total = plan.layout.total_bytes
     yield _fixed("sizes.scale", s.scale, opts.scale, "the point's scale")
-    yield _fixed("sizes.written_checkpoint_bytes", s.written_checkpoint_bytes, lay.total_bytes,
-                 "the point's layout")
-    yield _fixed("sizes.nominal_checkpoint_bytes", s.nominal_checkpoint_bytes, p.nominal_layout().total_bytes,
+    yield _fixed("sizes.written_checkpoint_bytes", s.written_checkpoint_bytes, total, "the point's layout")
+    yield _fixed("sizes.nominal_checkpoint_bytes", s.nominal_checkpoint_bytes, plan.nominal_bytes,
                  "the point's layout at full size")
-    yield _fixed("sizes.read_bytes_per_restore", s.read_bytes_per_restore,
-                 restore_bytes(p.model, p.parallelism, opts), f"what restore {opts.restore} reads")
-    yield _at_most("sizes.files_per_checkpoint", s.files_per_checkpoint, _planned_files(p), "the point's files")
+    yield _fixed("sizes.read_bytes_per_restore", s.read_bytes_per_restore, plan.restore_bytes,
+                 f"what restore {opts.restore} reads")
+    yield _at_most("sizes.files_per_checkpoint", s.files_per_checkpoint, plan.files, "the point's files")
     for name in ("bytes_per_rank_max", "bytes_per_rank_min"):
-        yield _at_most(f"sizes.{name}", getattr(s, name), lay.total_bytes, "the point's checkpoint")
+        yield _at_most(f"sizes.{name}", getattr(s, name), total, "the point's checkpoint")
 
 
 def _planned_files(p: Point) -> int:
@@ -186,10 +210,9 @@ def _expected_bytes(r: Result) -> dict[str, int]:
     return {"write": r.sizes.written_checkpoint_bytes, "read": r.sizes.read_bytes_per_restore}
 
 
-def _phase_bytes(r: Result, path: str, got: int, phase: str, files: int) -> str | None:
-    """A phase's bytes against the plan's; a ceiling's probe streams at most its shard (it may stop at its time
-    bound, definition.ceilings.PROBE_STREAM_S, or its byte bound)."""
-    want = _expected_bytes(r)[phase]
+def _phase_bytes(r: Result, path: str, got: int, phase: str, files: int, want: int) -> str | None:
+    """A phase's bytes against the plan's (`want`); a ceiling's probe streams at most its shard (it may stop at its
+    time bound, definition.ceilings.PROBE_STREAM_S, or its byte bound)."""
     if r.ceilings is not None:
         return _at_most(path, got, want, "the probe's largest shard on every rank")
     return _moved(path, got, want, f"what a {phase} moves by the point's sizes", _slack(r, phase, files))
@@ -202,35 +225,46 @@ def _planned_count(r: Result, phase: str) -> int:
 
 
 def _checkpoints(r: Result) -> Iterator[str | None]:
-    files = r.point.world_size if r.ceilings is not None else _planned_files(r.point)
+    expected = _expected_bytes(r)
+    files = r.point.world_size if r.ceilings is not None else _planned(r.point).files
+    last = {phase: _planned_count(r, phase) - 1 for phase in ("write", "read")}
     for i, c in enumerate(r.checkpoints):
         at = f"checkpoints.{i}"
-        yield _at_most(f"{at}.index", c.index, _planned_count(r, c.phase) - 1, f"the point's last {c.phase}")
-        yield _phase_bytes(r, f"{at}.bytes", c.bytes, c.phase, c.files)
-        yield _at_most(f"{at}.files", c.files, files, "the point's files")
+        if c.index > last[c.phase]:
+            yield _at_most(f"{at}.index", c.index, last[c.phase], f"the point's last {c.phase}")
+        yield _phase_bytes(r, f"{at}.bytes", c.bytes, c.phase, c.files, expected[c.phase])
+        if c.files > files:
+            yield _at_most(f"{at}.files", c.files, files, "the point's files")
         yield from _checkpoint(at, c, r)
 
 
-def _checkpoint(at: str, c: CheckpointTiming, r: Result) -> Iterator[str | None]:
-    world = r.point.world_size
-    yield _fixed(f"{at}.ranks", len(c.ranks), world, "the point's world (entries)")
-    if sum(x.bytes for x in c.ranks) != c.bytes:
-        yield f"{at}.ranks: their bytes add up to {sum(x.bytes for x in c.ranks)}, not {at}.bytes {c.bytes}"
-    if sum(x.files for x in c.ranks) != c.files:
-        yield f"{at}.ranks: their files add up to {sum(x.files for x in c.ranks)}, not {at}.files {c.files}"
+def _checkpoint(at: str, c: CheckpointTiming, r: Result) -> Iterator[str]:
+    """One checkpoint against its ranks (a rule is tested inline, its message made only when it fails: this
+    runs for every rank of every checkpoint of every result a collect reads)."""
+    world, ranks = r.point.world_size, c.ranks
+    if len(ranks) != world:
+        yield f"{at}.ranks = {len(ranks)}, but the point's world (entries) is {world}"
+    moved = sum(x.bytes for x in ranks)
+    if moved != c.bytes:
+        yield f"{at}.ranks: their bytes add up to {moved}, not {at}.bytes {c.bytes}"
+    opened = sum(x.files for x in ranks)
+    if opened != c.files:
+        yield f"{at}.ranks: their files add up to {opened}, not {at}.files {c.files}"
     if c.bytes and (c.span_s <= 0 or c.duration_max_s <= 0):
         yield f"{at}.span_s: {c.bytes} bytes in {min(c.span_s, c.duration_max_s)} s"
     slack = c.span_s * (1 + REL_TOL) + 1e-6
-    for j, x in enumerate(c.ranks):
-        yield _at_most(f"{at}.ranks.{j}.rank", x.rank, world - 1, "the point's last rank")
+    for j, x in enumerate(ranks):
+        if x.rank >= world:
+            yield f"{at}.ranks.{j}.rank = {x.rank:g}, above the point's last rank ({world - 1:g})"
         if x.bytes and x.duration_s <= 0:
             yield f"{at}.ranks.{j}.duration_s: rank {x.rank} moved {x.bytes} bytes in {x.duration_s} s"
-        yield _at_most(f"{at}.ranks.{j}.duration_s", x.duration_s, slack, f"{at}.span_s")
-        yield _at_most(f"{at}.ranks.{j}.end_s", x.end_s, slack, f"{at}.span_s")
+        for name, got in (("duration_s", x.duration_s), ("end_s", x.end_s)):
+            if got > slack:
+                yield f"{at}.ranks.{j}.{name} = {got:g}, above {at}.span_s ({slack:g})"
         if x.requests is not None:
-            yield from _requests(f"{at}.ranks.{j}.requests", x.requests, c, r)
-    slowest = max((x.duration_s for x in c.ranks), default=0.0)
-    if c.ranks and not _close(c.duration_max_s, slowest):
+            yield from filter(None, _requests(f"{at}.ranks.{j}.requests", x.requests, c, r))
+    slowest = max((x.duration_s for x in ranks), default=0.0)
+    if ranks and not _close(c.duration_max_s, slowest):
         yield f"{at}.duration_max_s = {c.duration_max_s:g}, but its slowest rank took {slowest:g}"
     if c.bytes and not _close(c.aggregate_GiBps, c.bytes / GIB / c.span_s):
         yield f"{at}.aggregate_GiBps = {c.aggregate_GiBps:g}, but bytes / span_s = {c.bytes / GIB / c.span_s:g}"
@@ -257,7 +291,7 @@ def _summary(r: Result) -> Iterator[str | None]:
         at = f"summary.{phase}"
         yield _fixed(f"{at}.checkpoints", s.checkpoints, len(own), f"the result's {phase} checkpoints")
         yield _phase_bytes(r, f"{at}.bytes_per_checkpoint", s.bytes_per_checkpoint, phase,
-                           max((c.files for c in own), default=0))
+                           max((c.files for c in own), default=0), _expected_bytes(r)[phase])
         if not own:
             continue
         fastest = max(c.aggregate_GiBps for c in own) * (1 + REL_TOL)
@@ -282,8 +316,8 @@ def _other(r: Result) -> Iterator[str | None]:
 
 
 def _strategy(r: Result, s: StrategyInfo) -> Iterator[str | None]:
-    p, opts = r.point, r.point.checkpoint
-    lay = p.layout()
+    p, opts, lay = r.point, r.point.checkpoint, _planned(r.point).layout
+    assert lay is not None
     yield _at_most("strategy.snapshot_bytes_per_rank_max", s.snapshot_bytes_per_rank_max, lay.bytes_per_rank_max,
                    "the point's largest shard")
     yield _at_most("strategy.replaced_nodes", s.replaced_nodes, p.nodes, "the point's nodes")

@@ -54,6 +54,7 @@ def bases(tmp_path_factory: pytest.TempPathFactory) -> list[dict[str, Any]]:
     study = tmp / "gen"
     ceiling = write_ceiling(study, make_point(nodes=2, rpn=1), 2.0, 3.0, bcast=4.0)
     made = json.loads((study / "points" / ceiling.point_id / "attempt-1" / "result.json").read_text())
+    made["ceilings"]["rounds"] = {"storage_write_GiBps": [made["ceilings"]["storage_write_GiBps"]] * 2}
     run_point(tmp / "engine", nodes=1, rpn=2, engine="torch_save", strategy="async")
     engine = json.loads((tmp / "engine" / "out" / "result.json").read_text())
     for data in (real, made, engine):
@@ -61,27 +62,29 @@ def bases(tmp_path_factory: pytest.TempPathFactory) -> list[dict[str, Any]]:
     return [real, made, engine]
 
 
-def _keys(pattern: str) -> list[str]:
-    return [{"*": "0"}.get(k, k) for k in pattern.split(".")]
-
-
-def _parent(data: dict[str, Any], pattern: str) -> tuple[Any, str | int] | None:
+def _parent(data: dict[str, Any], pattern: str) -> tuple[Any, str | int, str] | None:
+    """(the container, the key in it, the path as the result names it) of the pattern's first instance: a list's
+    first entry, a mapping's write phase or else its first key."""
     node: Any = data
-    keys = _keys(pattern)
-    for k in keys[:-1]:
+    concrete: list[str] = []
+    keys = pattern.split(".")
+    for i, k in enumerate(keys):
+        key: str | int = k
         if isinstance(node, list):
-            node = node[int(k)] if node else None
-        elif isinstance(node, dict):
-            node = node.get("write" if k == "0" and "write" in node else k)
+            if not node:
+                return None
+            key = 0 if k == "*" else int(k)
+        elif isinstance(node, dict) and k == "*":
+            if not node:
+                return None
+            key = "write" if "write" in node else next(iter(node))
+        concrete.append(str(key))
+        if i == len(keys) - 1:
+            return node, key, ".".join(concrete)
+        node = node[key] if isinstance(node, list) else node.get(key)
         if node is None:
             return None
-    last = keys[-1]
-    return (node, int(last)) if isinstance(node, list) else (node, last)
-
-
-def _concrete(pattern: str) -> str:
-    """The path as the result names it: the first list entry, the write phase's summary."""
-    return ".".join(_keys(pattern)).replace("summary.0.", "summary.write.")
+    return None
 
 
 def _hostile(field: Any) -> list[Any]:
@@ -108,7 +111,7 @@ def test_every_numeric_field_of_every_section_is_checked(tmp_path: Path, bases: 
         assert base is not None, f"no base result carries {field.pattern}: add one that does"
         for value in _hostile(field):
             data = copy.deepcopy(base)
-            parent, key = _parent(data, field.pattern)  # type: ignore[misc]
+            parent, key, concrete = _parent(data, field.pattern)  # type: ignore[misc]
             parent[key] = value
             rep += 1
             point = Point.model_validate(data["point"]).model_copy(update={"repetition": rep})
@@ -116,7 +119,7 @@ def test_every_numeric_field_of_every_section_is_checked(tmp_path: Path, bases: 
             path = study / "points" / point.point_id / "attempt-1" / "result.json"
             path.parent.mkdir(parents=True)
             path.write_text(json.dumps(data))
-            cases[point.point_id] = _concrete(field.pattern)
+            cases[point.point_id] = concrete
     controls = []
     for i, base in enumerate(bases):  # the untouched results stay usable
         point = Point.model_validate(base["point"]).model_copy(update={"repetition": i + 1})

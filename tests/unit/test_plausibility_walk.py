@@ -1,13 +1,26 @@
 """The plausibility walk is derived from the result schema: every number in it, and a field added to any section
-later, is checked without being listed; a number without a unit cannot be added at all."""
+later, is checked without being listed; a number without a unit cannot be added at all. The bounded validator a
+collect reads files with holds every one of those numbers to the same bound."""
 
 from __future__ import annotations
 
+import json
+import math
 from typing import Any
 
 import pytest
+from pydantic import ValidationError
 
-from studyctl.definition.plausibility import BOUNDS, CHECKED, NOT_FIGURES, implausible, numeric_fields
+from studyctl.definition.plausibility import (
+    BOUNDS,
+    CHECKED,
+    MAX_SECONDS,
+    NOT_FIGURES,
+    bounded_schema,
+    bounded_validator,
+    implausible,
+    numeric_fields,
+)
 from studyctl.definition.result_fields import Bytes, RecoveryTiming
 from studyctl.definition.result_schema import Result
 from tests.resultgen import make_point, result_dict
@@ -72,3 +85,51 @@ def test_a_number_without_a_unit_cannot_join_the_schema() -> None:
 
     with pytest.raises(TypeError, match=r"recovery\.spare"):
         numeric_fields(WithUnitless)
+
+
+def _bounded_numbers(node: Any, path: str, out: dict[str, dict[str, Any]]) -> None:
+    """Path → constraints of every int and float in a core schema (model fields by name, list and dict items "*")."""
+    if isinstance(node, list | tuple):
+        for item in node:
+            _bounded_numbers(item, path, out)
+        return
+    if not isinstance(node, dict):
+        return
+    kind = node.get("type")
+    if kind in ("int", "float"):
+        out[path] = node
+    elif kind == "model-fields":
+        for name, field in node["fields"].items():
+            if not (path == "" and name in NOT_FIGURES):
+                _bounded_numbers(field["schema"], f"{path}.{name}" if path else name, out)
+    elif kind in ("list", "dict"):
+        _bounded_numbers(node["items_schema" if kind == "list" else "values_schema"], f"{path}.*", out)
+    else:
+        for key, value in node.items():
+            if key not in ("serialization", "metadata", "cls", "config"):
+                _bounded_numbers(value, path, out)
+
+
+def test_the_bounded_validator_holds_every_checked_number_to_its_unit() -> None:
+    schema, _ = bounded_schema()
+    found: dict[str, dict[str, Any]] = {}
+    _bounded_numbers(schema, "", found)
+    assert set(found) == {f.pattern for f in CHECKED}
+    for field in CHECKED:
+        node, (low, high, _) = found[field.pattern], BOUNDS[field.unit.name]
+        assert node["le"] <= high < node["le"] + 1, field.pattern
+        assert max(node.get("ge", -math.inf), node.get("gt", -math.inf)) >= low, field.pattern
+        assert node["type"] == "int" or node["allow_inf_nan"] is False, field.pattern
+
+
+def test_a_result_within_bounds_is_the_same_result_and_one_beyond_is_refused_by_the_validator_alone() -> None:
+    data = result_dict(make_point(), [2.0], [3.0])
+    text = json.dumps(data)
+    assert bounded_validator().validate_json(text) == Result.model_validate_json(text)
+    data["checkpoints"][0]["ranks"][1]["duration_s"] = MAX_SECONDS * 1.001
+    text = json.dumps(data)
+    with pytest.raises(ValidationError, match=r"checkpoints\.0\.ranks\.1\.duration_s"):
+        bounded_validator().validate_json(text)
+    lenient = Result.model_validate_json(text)  # the schema's own validator is left as it was: the walk names it
+    assert "checkpoints.0.ranks.1.duration_s" in (implausible(lenient) or "")
+    assert all(cls.__pydantic_complete__ for cls in bounded_schema()[1])
