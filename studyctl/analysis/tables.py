@@ -279,7 +279,9 @@ def _atomic_frame(frame: pd.DataFrame, paths: list[Path], memo: OutputMemo | Non
     import pyarrow.parquet as pq
 
     strings = {c: "string" for c in frame.columns if frame[c].dtype == object}
-    table = pa.Table.from_pandas(frame.astype(strings) if strings else frame, preserve_index=False)
+    # one chunk per column: a frame spliced from kept and new rows (`frame_cache`) gives the same file and digest as
+    # one built whole
+    table = pa.Table.from_pandas(frame.astype(strings) if strings else frame, preserve_index=False).combine_chunks()
     if memo is not None:
         key = table_digest(paths[0].stem, table)
         if all([memo.kept(path, key) for path in paths]):  # a list: each path is asked (and remembered)
