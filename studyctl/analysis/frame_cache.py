@@ -29,6 +29,7 @@ from typing import Any
 import pandas as pd
 
 from studyctl.analysis.output_memo import code_digest
+from studyctl.analysis.result_cache import _identity  # a study directory's identity: the parse cache's, one rule
 from studyctl.fsutil import atomic_open
 
 FRAME_FORMAT = "studyctl-point-frame"
@@ -51,14 +52,6 @@ class FrameSpec:
     # the column names each of a point's frame rows comes with, in order (frames built from row dicts, whose column
     # order is the order names first appear); None where the builder fixes the columns
     keys: Callable[[dict[str, Any]], list[list[str]]] | None = None
-
-
-def _identity(study_dir: Path) -> list[int] | None:
-    try:
-        st = os.stat(study_dir)
-    except OSError:
-        return None
-    return [st.st_dev, st.st_ino]
 
 
 def _header(study_dir: Path) -> dict[str, Any] | None:
