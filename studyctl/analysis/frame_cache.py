@@ -108,13 +108,16 @@ def _read(path: Path, header: dict[str, Any]) -> tuple[pd.DataFrame, list[tuple[
 
 
 def _write(path: Path, frame: pd.DataFrame, header: dict[str, Any], points: list[tuple[Stamp, int]]) -> None:
-    """Kept only if Arrow gives this very frame back; otherwise the stale file goes (the next collect rebuilds)."""
+    """Kept only if Arrow gives this very frame back (checked where it might not: object columns, whose values may
+    be of any type); otherwise the stale file goes (the next collect rebuilds)."""
     import pyarrow as pa
     import pyarrow.ipc as ipc
 
-    try:
+    objects = [c for c in frame.columns if frame[c].dtype == object]  # numbers, booleans and strings come back
+    try:  # as they were (NaN is null and null NaN again); read, the dtypes are checked against the header's
         table = pa.Table.from_pandas(frame, preserve_index=False)
-        exact = frame.index.equals(pd.RangeIndex(len(frame))) and same_frame(table.to_pandas(), frame)
+        exact = frame.index.equals(pd.RangeIndex(len(frame))) and (
+            not objects or same_frame(table.select(objects).to_pandas(), frame[objects]))
     except (pa.ArrowException, ValueError, TypeError):
         exact = False
     if not exact:
