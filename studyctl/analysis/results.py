@@ -44,6 +44,9 @@ class LoadedRows:
     files_read: int
     files_cached: int
     left_out: list[str] = field(default_factory=list)  # points not judged (excluded) that left a result file
+    # per row, its result file as the parse cache keys it (relative path, mtime_ns, size): the kept per-point frames
+    # (`frame_cache`) reuse a point's rows while its stamp is the same
+    stamps: list[tuple[str, int, int]] = field(default_factory=list)
 
 
 # An object store's requests per checkpoint, summed over ranks (definition.result_schema.RankRequests): one column
@@ -146,8 +149,9 @@ def _one_result(paths: StudyPaths, cache: ParseCache, out: LoadedRows, a: Attemp
     rows = None
     if st is not None:
         rows, error = cache.get_or_parse(path, st, parse_result, a.point_id, a.attempt)
-    if rows is not None:
+    if rows is not None and st is not None:
         out.rows.append(rows)
+        out.stamps.append((cache.key(path), st.st_mtime_ns, st.st_size))
         return True
     out.problems.append(Problem(a.point_id, a.attempt, str(path), error or "invalid"))
     return False
@@ -195,6 +199,7 @@ def load_rows(paths: StudyPaths, cache_dir: Path | None = None, excluded: frozen
             info = out.rows[-1]["info"]
             if info["role"] != "measure" and not judged.added_judged(info["shape"]):
                 out.rows.pop()
+                out.stamps.pop()
                 out.left_out.append(point_id)
             continue
         if attempts[0].error is not None:

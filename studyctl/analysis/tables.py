@@ -27,6 +27,7 @@ import pandas as pd
 
 from studyctl.analysis.adequacy import cell_flags
 from studyctl.analysis.cells import DERIVED, HEADLINE, identity_columns
+from studyctl.analysis.frame_cache import FrameSpec, point_frame
 from studyctl.analysis.hardware import add_hardware, ceilings_table, stated_peaks
 from studyctl.analysis.output_memo import OutputMemo, table_digest
 from studyctl.analysis.projection_table import add_projections, fit_all, measured, point_factors
@@ -191,7 +192,7 @@ def _column(values: Sequence[Any], none_is_nan: bool = False) -> Any:
     return list(values)
 
 
-def _ranks_frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
+def _ranks_frame(rows: Sequence[dict[str, Any]]) -> pd.DataFrame:
     """One row per rank that moved bytes, built by column: each point's context once, repeated for its ranks
     (a tuple per rank of 500,000 was a second of a collect at 10,000 points)."""
     having = [r for r in rows if r["ranks"]]
@@ -207,6 +208,16 @@ def _ranks_frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
     return pd.DataFrame(columns)
 
 
+def _checkpoints_frame(rows: Sequence[dict[str, Any]]) -> pd.DataFrame:
+    return pd.DataFrame.from_records([c for r in rows for c in r["checkpoints"]])
+
+
+# The per-point frames, kept between collects under tables/.cache and patched by point (`frame_cache`).
+CHECKPOINTS = FrameSpec("checkpoints", _checkpoints_frame, lambda r: len(r["checkpoints"]),
+                        lambda r: [list(c) for c in r["checkpoints"]])
+RANKS = FrameSpec("ranks", _ranks_frame, lambda r: len(r["ranks"]))
+
+
 def build_tables(study_dir: Path, extra_checkpoints: pd.DataFrame | None = None,
                  cache_dir: Path | None = None, excluded: frozenset[str] = frozenset(),
                  found: dict[str, list[AttemptFiles]] | None = None) -> Tables:
@@ -216,11 +227,12 @@ def build_tables(study_dir: Path, extra_checkpoints: pd.DataFrame | None = None,
     not cells: a result they left from before is named in `left_out`. `found`: the attempt tree, if scanned.
     """
     paths = StudyPaths(Path(study_dir))
-    owned_dir(paths.root, paths.tables_cache if cache_dir is None else cache_dir)  # the parse cache's home
+    cache_dir = paths.tables_cache if cache_dir is None else cache_dir
+    owned_dir(paths.root, cache_dir)  # the parse cache's home, and the kept frames'
     with cycles_unchecked():
         verdict = judged(paths)
         return _tables(paths, load_rows(paths, cache_dir, excluded | verdict.excluded, found, verdict),
-                       extra_checkpoints)
+                       extra_checkpoints, cache_dir)
 
 
 @contextmanager
@@ -237,8 +249,8 @@ def cycles_unchecked() -> Iterator[None]:
             gc.enable()
 
 
-def _tables(paths: StudyPaths, loaded: LoadedRows, extra_checkpoints: pd.DataFrame | None) -> Tables:
-    checkpoints = pd.DataFrame.from_records([c for r in loaded.rows for c in r["checkpoints"]])
+def _tables(paths: StudyPaths, loaded: LoadedRows, extra_checkpoints: pd.DataFrame | None, cache_dir: Path) -> Tables:
+    checkpoints = point_frame(CHECKPOINTS, loaded.rows, loaded.stamps, cache_dir, paths.root)
     if extra_checkpoints is not None and not extra_checkpoints.empty:
         parts = [checkpoints, extra_checkpoints] if not checkpoints.empty else [extra_checkpoints]
         checkpoints = pd.concat(parts, ignore_index=True)
@@ -248,7 +260,7 @@ def _tables(paths: StudyPaths, loaded: LoadedRows, extra_checkpoints: pd.DataFra
     points = summarize_points(checkpoints[measured(checkpoints)].reset_index(drop=True))
     training = training_table([r["training"] for r in loaded.rows if r.get("training")],
                               load_training(paths.sweep_copy), point_factors(checkpoints, phase_nominal_bytes, fits))
-    ranks = _ranks_frame(loaded.rows)
+    ranks = point_frame(RANKS, loaded.rows, loaded.stamps, cache_dir, paths.root)
     ceilings = ceilings_table([r["ceiling"] for r in loaded.rows if r.get("ceiling")])
     summary = add_hardware(add_projections(summarize_cells(points), checkpoints, phase_nominal_bytes, fits), ranks,
                            checkpoints[measured(checkpoints)], training, ceilings, stated_peaks(paths.sweep_copy))
@@ -267,7 +279,9 @@ def _atomic_frame(frame: pd.DataFrame, paths: list[Path], memo: OutputMemo | Non
     import pyarrow.parquet as pq
 
     strings = {c: "string" for c in frame.columns if frame[c].dtype == object}
-    table = pa.Table.from_pandas(frame.astype(strings) if strings else frame, preserve_index=False)
+    # one chunk per column: a frame spliced from kept and new rows (`frame_cache`) gives the same file and digest as
+    # one built whole
+    table = pa.Table.from_pandas(frame.astype(strings) if strings else frame, preserve_index=False).combine_chunks()
     if memo is not None:
         key = table_digest(paths[0].stem, table)
         if all([memo.kept(path, key) for path in paths]):  # a list: each path is asked (and remembered)
