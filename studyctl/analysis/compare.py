@@ -29,8 +29,9 @@ from studyctl.attempt.paths import StudyPaths
 from studyctl.errors import UserError
 from studyctl.fsutil import atomic_write_text, owned_dir
 
-# how close to its own hardware each study came, with the share's 95% interval (`hardware`)
-HARDWARE = ["ceiling_share", "ceiling_share_low", "ceiling_share_high", "limit"]
+# how close to its own hardware each study came: its ceiling and its share, each with its 95% interval (`hardware`)
+HARDWARE = ["ceiling_GiBps", "ceiling_GiBps_low", "ceiling_GiBps_high", "ceiling_share", "ceiling_share_low",
+            "ceiling_share_high", "limit"]
 MEASURES = ["n", HEADLINE, f"{HEADLINE}_se", f"{HEADLINE}_ci95", "flags", *HARDWARE]
 
 

@@ -25,6 +25,7 @@ from studyctl.analysis.ceiling_gaps import gap_lines, no_ceiling_line
 from studyctl.analysis.ceiling_match import count, like_ceiling, phase_ceiling, residency, shape_key
 from studyctl.analysis.cells import DERIVED, HEADLINE, describe_cell, independent, varying
 from studyctl.analysis.engines import TWIN_COLUMNS, engine_of, framework_share, stream_twins
+from studyctl.analysis.limit_facts import pct_ci, rate_ci
 from studyctl.analysis.limits import CellFacts, name_limit
 from studyctl.analysis.rank_load import SPLIT_FIELDS
 from studyctl.analysis.status import PointStatus
@@ -244,8 +245,10 @@ def share_lines(summary: pd.DataFrame, ceilings: pd.DataFrame, statuses: Sequenc
     axes = independent(summary, varying(summary, ("phase", *DERIVED)))
     lines = head
     for r in sorted(summary.to_dict("records"), key=lambda r: r["phase"] != "write"):
-        share = "no ceiling" if missing(r["ceiling_share"]) else f"{r['ceiling_share']:.0%} of the ceiling"
+        share = "no ceiling" if missing(r["ceiling_share"]) else \
+            f"{pct_ci(r['ceiling_share'], _get(r, 'ceiling_share_low'), _get(r, 'ceiling_share_high'))} of the ceiling"
         where = f"{describe_cell(r, axes)}, " if axes else ""
-        lines.append(f"{where}{r['phase']}: {r['bytes_over_time_GiBps']:.3f} GiB/s, {share} — "
+        cell = rate_ci(r[HEADLINE], _get(r, f"{HEADLINE}_ci95_low"), _get(r, f"{HEADLINE}_ci95_high"))
+        lines.append(f"{where}{r['phase']}: {cell}, {share} — "
                      f"{r['limit']}: {r['limit_evidence']}")
     return lines
