@@ -139,9 +139,13 @@ def what_would_tell(c: CellFacts) -> str:
             f"more repetitions of the cell (n = {c.n}, ±{_half(c.GiBps, c.GiBps_low, c.GiBps_high)})")
     probe = ("the ceiling records no rounds (a result from before they were recorded): no CI; measure the ceiling "
              "again" if c.ceiling_rounds < 2 else
-             f"more rounds of the ceiling probe ({c.ceiling_rounds} rounds, "
-             f"±{_half(c.ceiling_GiBps or NAN, c.ceiling_low, c.ceiling_high)})")
+             f"more rounds of the ceiling probe ({c.ceiling_rounds} rounds, {_factor(c.ceiling_low, c.ceiling_high)})")
     return f"{cell}; {probe}"
+
+
+def _factor(low: float, high: float) -> str:
+    """A log-scale interval's width: "×/÷ 1.25" (as wide below the figure as a factor as above it)."""
+    return f"×/÷ {math.sqrt(high / low):.2f}" if has_ci(low, high) and low > 0 else "no CI"
 
 
 def _half(value: float, low: float, high: float) -> str:

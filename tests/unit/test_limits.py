@@ -181,7 +181,7 @@ def test_storage_named_only_where_the_shares_interval_lies_above_its_bound() -> 
     assert straddles.limit == UNDECIDED
     assert straddles.evidence.startswith("the 95% CIs do not allow a verdict: storage: its share of the ceiling 91% "
                                          "[73%, 109%] straddles 85%")
-    assert "more repetitions of the cell (n = 3, ±10%); more rounds of the ceiling probe (3 rounds, ±10%)" \
+    assert "more repetitions of the cell (n = 3, ±10%); more rounds of the ceiling probe (3 rounds, ×/÷ 1.11)" \
         in straddles.evidence
 
 
