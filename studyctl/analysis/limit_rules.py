@@ -348,6 +348,8 @@ RULES: tuple[Rule, ...] = (
         f"{format_bytes(SMALL_FILE_BYTES, 0)}) fsync", _metadata),), _metadata_evidence),
     Rule("per_file", "per-file cost", (
         Condition(f"files of {format_bytes(SMALL_FILE_BYTES, 0)} or less on average", _small_files),
+        Condition("stream, or an engine whose framework's share is known (else the time may be the framework's)",
+                  lambda c: c.engine == "stream" or not math.isnan(c.framework_share)),
         Condition(f"a quarter or more of the time beyond its bytes at the ceiling: its share of the ceiling at or "
                   f"below {1 - METADATA_SHARE:.0%} over the share's whole 95% interval (per-request latency counted "
                   "as a cost per file, not as transfer)", _gap_unexplained, _share_straddles(1 - METADATA_SHARE))),
