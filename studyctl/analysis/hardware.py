@@ -35,7 +35,7 @@ from studyctl.errors import UserError
 from studyctl.units import GIB
 
 # What a ceiling point says about how its probe ran, beside its rates (`rank_load.ceiling_row`).
-PROBE_FACTS = ("cold_read_method", "io_mode_used", "largest_shard_bytes")
+PROBE_FACTS = ("cold_read_method", "io_mode_used", "largest_shard_bytes", "streamed_bytes_per_rank")
 CEILING_RATES = ("storage_write_GiBps", "storage_read_GiBps", "even_write_GiBps", "even_read_GiBps",
                  "network_p2p_GiBps", "network_bcast_GiBps", "memcpy_GiBps_per_rank", "memcpy_GiBps")
 PARTS = tuple(f.removesuffix("_s") for f in SPLIT_FIELDS if f != "other_s")  # open, transfer, fsync, close
@@ -158,7 +158,7 @@ def cell_facts(row: dict[str, Any], ceiling: dict[str, Any], strategy: dict[str,
         ceiling_note=None if missing(row.get("ceiling_note")) else str(row["ceiling_note"]),
         even_ceiling_GiBps=_opt(row, "even_ceiling_GiBps"), even_share_low=_get(row, "even_ceiling_share_low"),
         even_share_high=_get(row, "even_ceiling_share_high"),
-        probe_bytes_per_rank=_get(ceiling, "largest_shard_bytes"), world_size=count(row.get("world_size")),
+        probe_bytes_per_rank=_probe_bytes(ceiling), world_size=count(row.get("world_size")),
         resident_pages_before=_get(row, "resident_pages_before"), pages_sampled=_get(row, "pages_sampled"),
         io_mode_used=str(row.get("io_mode_used") or row.get("io_mode")), fsync=row.get("fsync") is not False,
         cold_read_method=str(row.get("cold_read_method")), strategy=str(row.get("strategy") or "sync"),
@@ -175,6 +175,12 @@ def cell_facts(row: dict[str, Any], ceiling: dict[str, Any], strategy: dict[str,
         bcast_ceiling_GiBps=ceiling.get("network_bcast_GiBps"),
         snapshot_GiBps_per_rank=_ratio(bytes_max / GIB, _get(strategy, "blocking_s")),
         memcpy_ceiling_GiBps_per_rank=ceiling.get("memcpy_GiBps_per_rank"))
+
+
+def _probe_bytes(ceiling: dict[str, Any]) -> float:
+    """What each rank's probe file held: as far as the probe streamed, else (older results) the largest shard."""
+    streamed = _get(ceiling, "streamed_bytes_per_rank")
+    return streamed if streamed > 0 else _get(ceiling, "largest_shard_bytes")
 
 
 def _opt(d: dict[str, Any], key: str) -> float | None:

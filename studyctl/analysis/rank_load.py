@@ -72,8 +72,15 @@ def ceiling_row(r: Result) -> dict[str, Any] | None:
             "ranks_per_node": shape.ranks_per_node, "filesystem": shape.filesystem, "io_mode": shape.io_mode,
             "block_mib": shape.block_mib, "simulated_nodes": r.provenance.simulated_nodes,
             "repetition": r.point.repetition, "cold_read_method": r.io.cold_read_method,
-            "io_mode_used": r.io.io_mode_used, **r.ceilings.model_dump(exclude={"shape"}),
+            "io_mode_used": r.io.io_mode_used, "streamed_bytes_per_rank": _streamed(r),
+            **r.ceilings.model_dump(exclude={"shape"}),
             "rounds": r.ceilings.rounds or probe_rounds(r)}
+
+
+def _streamed(r: Result) -> int | None:
+    """The bytes each rank's probe file took (the probe streams as far as its bound: not always the whole shard)."""
+    writes = [c.bytes for c in r.checkpoints if c.phase == "write"]
+    return max(writes) // r.point.world_size if writes else None
 
 
 def probe_rounds(r: Result) -> dict[str, list[float]]:
