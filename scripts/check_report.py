@@ -1,5 +1,6 @@
 """Checks what the main job promises in every cell of each study's report: a 95% CI over its repetitions, a share
-of its shape's measured ceiling and a projection to full size fitted from two or more scales (not plain scaling).
+of its shape's measured ceiling with its 95% CI and a projection to full size fitted from two or more scales (not
+plain scaling).
 
     python scripts/check_report.py RESULTS_ROOT STUDY...
 
@@ -20,6 +21,7 @@ import pandas as pd
 SHOWN = (
     ("bytes_over_time_GiBps_ci95", "95% CI", lambda v: _number(v) is not None),
     ("ceiling_share", "ceiling share", lambda v: _number(v) is not None),
+    ("ceiling_share_low", "ceiling share's 95% CI", lambda v: _number(v) is not None),
     ("projection_basis", "fitted projection", lambda v: isinstance(v, str) and v.startswith("fit ")),
 )
 KEYS = ("nodes", "ranks_per_node", "io_mode", "strategy", "phase")  # how a cell is named in the lines

@@ -101,9 +101,10 @@ def result_dict(point: Point, write_gibps: list[float], read_gibps: list[float] 
                 fstype: str = "ext4", writers: int | None = None, simulated: bool = True,
                 strategy: dict[str, Any] | None = None, tier_fstype: str | None = None,
                 split: dict[str, float] | None = None, by_layout: bool = False,
-                ceilings: dict[str, Any] | None = None) -> dict[str, Any]:
+                ceilings: dict[str, Any] | None = None, resident: tuple[int, int] | None = None) -> dict[str, Any]:
     """A result as the worker would write it; one checkpoint per listed bandwidth.
 
+    `resident`: every restore's residency sample, (pages resident before the read, pages sampled); None: none.
     `io_mode_used` other than the point's: the worker fell back (direct_fallback); `fstype` "tmpfs": memory.
     `nbytes`: bytes per checkpoint; default the point's layout (collect refuses sizes that disagree with it).
     `strategy`: the result's StrategyInfo (`strategy_info` builds one); None: for an async/tiered point a strategy
@@ -117,6 +118,10 @@ def result_dict(point: Point, write_gibps: list[float], read_gibps: list[float] 
            for i, g in enumerate(write_gibps)]
     cps += [_checkpoint(point, "read", i, g, read, spread, writers, split, by_layout)
             for i, g in enumerate(read_gibps or [])]
+    if resident is not None:
+        for c in cps:
+            if c["phase"] == "read":
+                c["resident_pages_before"], c["pages_sampled"] = resident
     used = io_mode_used or point.io_mode
     opts = point.checkpoint
     cold = opts.cold_read if opts.cold_read != "auto" else ("fadvise" if used == "buffered" else "direct")
@@ -252,28 +257,42 @@ def strategy_info(point: Point, blocking_s: float, background_s: float = 0.0, in
 
 
 def ceiling_info(point: Point, write: float, read: float, even_write: float | None = None,
-                 even_read: float | None = None, bcast: float | None = None, memcpy_per_rank: float = 8.0
-                 ) -> dict[str, Any]:
-    """A CeilingInfo for `point`'s shape: storage ceilings as given (even ones default to the same)."""
+                 even_read: float | None = None, bcast: float | None = None, memcpy_per_rank: float = 8.0,
+                 rounds: dict[str, list[float]] | None = None) -> dict[str, Any]:
+    """A CeilingInfo for `point`'s shape: storage ceilings as given (even ones default to the same); `rounds`: every
+    round's rate per field, as the probe records them (None: none recorded, as in older results)."""
     largest, even = probe_bytes(point)
     return {"shape": shape_of(point).key, "largest_shard_bytes": largest, "even_bytes": even, "repeats": 3,
             "storage_write_GiBps": write,
             "storage_read_GiBps": read, "even_write_GiBps": even_write or write, "even_read_GiBps": even_read or read,
             "network_p2p_GiBps": bcast, "network_bcast_GiBps": bcast, "memcpy_GiBps_per_rank": memcpy_per_rank,
-            "memcpy_GiBps": memcpy_per_rank * point.world_size}
+            "memcpy_GiBps": memcpy_per_rank * point.world_size, "rounds": rounds or {}}
+
+
+def spread_rounds(rate: float, spread: float) -> list[float]:
+    """Three rounds whose median is `rate`, ±`spread` of it apart (a probe's rounds on a noisy disk)."""
+    return [rate * (1 - spread), rate, rate * (1 + spread)]
 
 
 def write_ceiling(study_dir: Path, point: Point, write: float, read: float, streamed: int | None = None,
-                  **kw: Any) -> Point:
+                  round_spread: float | None = None, **kw: Any) -> Point:
     """The ceiling point of `point`'s shape (role "ceiling", repetition 0) with a result carrying these ceilings;
-    its checkpoints are the largest-shard probe's write and read, as a ceiling point's are, each rank streaming
-    `streamed` bytes (None: its whole largest shard)."""
+    its checkpoints are the largest-shard probe's write and read, as a ceiling point's are, one per round, each rank
+    streaming `streamed` bytes (None: its whole largest shard).
+
+    `round_spread`: the storage probes' three rounds spread ±that share around the figure, recorded in `rounds`
+    (every storage rate); None: every round at the figure and no `rounds` recorded (a result from before they
+    were)."""
     ceiling = ceiling_of(point)
     info = ceiling_info(ceiling, write, read, **kw)
+    per_phase = {phase: spread_rounds(rate, round_spread or 0.0) for phase, rate in (("write", write), ("read", read))}
+    if round_spread is not None:
+        info["rounds"] = {f: spread_rounds(info[f], round_spread) for f in
+                          ("storage_write_GiBps", "storage_read_GiBps", "even_write_GiBps", "even_read_GiBps")}
     data = result_dict(ceiling, [write], [read], study=study_dir.name, ceilings=info)
     probe = (streamed or info["largest_shard_bytes"]) * ceiling.world_size  # every rank one file of its shard
     data["checkpoints"] = [_checkpoint(ceiling, phase, i, gibps, probe, 0.0)  # one per round of the probe
-                           for phase, gibps in (("write", write), ("read", read)) for i in range(info["repeats"])]
+                           for phase, rates in per_phase.items() for i, gibps in enumerate(rates)]
     for c in data["checkpoints"]:  # one file per rank
         c["files"] = len(c["ranks"])
         for r in c["ranks"]:

@@ -21,6 +21,7 @@ from typing import Any
 import pandas as pd
 
 from studyctl.analysis.cells import IDENTITY, MEASURED, describe_cell, independent, varying
+from studyctl.analysis.limit_facts import pct_ci
 from studyctl.analysis.stats import ratio_ci
 from studyctl.analysis.tables import HEADLINE, build_tables
 from studyctl.analysis.values import missing
@@ -28,7 +29,9 @@ from studyctl.attempt.paths import StudyPaths
 from studyctl.errors import UserError
 from studyctl.fsutil import atomic_write_text, owned_dir
 
-HARDWARE = ["ceiling_share", "limit"]  # how close to its own hardware each study came (`hardware`)
+# how close to its own hardware each study came: its ceiling and its share, each with its 95% interval (`hardware`)
+HARDWARE = ["ceiling_GiBps", "ceiling_GiBps_low", "ceiling_GiBps_high", "ceiling_share", "ceiling_share_low",
+            "ceiling_share_high", "limit"]
 MEASURES = ["n", HEADLINE, f"{HEADLINE}_se", f"{HEADLINE}_ci95", "flags", *HARDWARE]
 
 
@@ -86,14 +89,20 @@ def _verdict(r: Any) -> str:
 
 
 def _hardware(r: Any) -> str:
-    """"; of the hardware 62% → 90% (limit imbalance → storage)": each study's share of its own shape's ceiling,
-    so a move across machines reads as a move toward (or away from) the hardware; empty where neither has one."""
+    """"; of the hardware 62% [50%, 75%] → 90% [80%, 101%] (limit imbalance → storage)": each study's share of its
+    own shape's ceiling with its 95% interval, so a move across machines reads as a move toward (or away from) the
+    hardware; empty where neither has one."""
     a, b = r.ceiling_share_a, r.ceiling_share_b
     if missing(a) and missing(b):
         return ""
-    shares = " → ".join("–" if missing(x) else f"{x:.0%}" for x in (a, b))
+    shares = " → ".join("–" if missing(x) else pct_ci(float(x), _f(low), _f(high)) for x, low, high in (
+        (a, r.ceiling_share_low_a, r.ceiling_share_high_a), (b, r.ceiling_share_low_b, r.ceiling_share_high_b)))
     limits = f"limit {r.limit_a}" if r.limit_a == r.limit_b else f"limit {r.limit_a} → {r.limit_b}"
     return f"; of the hardware {shares} ({limits})"
+
+
+def _f(x: Any) -> float:
+    return float("nan") if missing(x) else float(x)
 
 
 def _values(frame: pd.DataFrame, col: str) -> set[str]:

@@ -20,18 +20,22 @@ from typing import Any
 
 import pandas as pd
 
+from studyctl.analysis.ceiling_ci import pooled, round_columns
 from studyctl.analysis.ceiling_gaps import gap_lines, no_ceiling_line
-from studyctl.analysis.cells import DERIVED, describe_cell, independent, varying
+from studyctl.analysis.ceiling_match import count, like_ceiling, phase_ceiling, residency, shape_key
+from studyctl.analysis.cells import DERIVED, HEADLINE, describe_cell, independent, varying
 from studyctl.analysis.engines import TWIN_COLUMNS, engine_of, framework_share, stream_twins
+from studyctl.analysis.limit_facts import pct_ci, rate_ci
 from studyctl.analysis.limits import CellFacts, name_limit
 from studyctl.analysis.rank_load import SPLIT_FIELDS
 from studyctl.analysis.status import PointStatus
 from studyctl.analysis.values import missing
-from studyctl.definition.shapes import Shape
 from studyctl.definition.yamlpos import load_yaml_bounded
 from studyctl.errors import UserError
 from studyctl.units import GIB
 
+# What a ceiling point says about how its probe ran, beside its rates (`rank_load.ceiling_row`).
+PROBE_FACTS = ("cold_read_method", "io_mode_used", "largest_shard_bytes", "streamed_bytes_per_rank")
 CEILING_RATES = ("storage_write_GiBps", "storage_read_GiBps", "even_write_GiBps", "even_read_GiBps",
                  "network_p2p_GiBps", "network_bcast_GiBps", "memcpy_GiBps_per_rank", "memcpy_GiBps")
 PARTS = tuple(f.removesuffix("_s") for f in SPLIT_FIELDS if f != "other_s")  # open, transfer, fsync, close
@@ -60,25 +64,25 @@ def stated_peaks(sweep_copy: Path) -> dict[str, float]:
 
 
 def ceilings_table(rows: list[dict[str, Any]]) -> pd.DataFrame:
-    """One row per ceiling point's result, sorted by shape."""
-    frame = pd.DataFrame.from_records(rows)
+    """One row per ceiling point's result, sorted by shape; each rate with its 95% interval from its rounds
+    (`ceiling_ci`: <rate>_low, _high, _rounds, _se_log) and every round as JSON text (`rounds`)."""
+    frame = pd.DataFrame.from_records([{**r, **round_columns(r, CEILING_RATES)} for r in rows])
     return frame.sort_values(["shape", "point_id"], ignore_index=True) if not frame.empty else frame
 
 
-def by_shape(ceilings: pd.DataFrame) -> dict[str, dict[str, float]]:
-    """shape key → the median of each ceiling rate over that shape's ceiling points."""
+def by_shape(ceilings: pd.DataFrame) -> dict[str, dict[str, Any]]:
+    """shape key → the median of each ceiling rate over that shape's ceiling points, its 95% interval from all
+    their rounds (`ceiling_ci.pooled`), the probe's cold-read method and I/O mode, its bytes per rank."""
     if ceilings.empty:
         return {}
     rates = [c for c in CEILING_RATES if c in ceilings]
-    medians = ceilings.groupby("shape")[rates].median()
-    return {str(k): {c: float(v) for c, v in row.items()} for k, row in medians.iterrows()}
-
-
-def shape_key(row: dict[str, Any]) -> str | None:
-    values: list[Any] = [row.get(c) for c in ("nodes", "ranks_per_node", "filesystem", "io_mode", "block_mib")]
-    if any(missing(v) for v in values):
-        return None  # an imported DLIO row: no shape of ours
-    return Shape(int(values[0]), int(values[1]), str(values[2]), str(values[3]), int(values[4])).key
+    out: dict[str, dict[str, Any]] = {}
+    for key, g in ceilings.groupby("shape", sort=False):
+        rows = g.to_dict("records")
+        first = rows[0]
+        out[str(key)] = {**{c: float(g[c].median()) for c in rates}, **pooled(rows, rates),
+                         **{c: first.get(c) for c in PROBE_FACTS}}
+    return out
 
 
 def _heaviest(r: pd.DataFrame, by_checkpoint: Any) -> pd.DataFrame:
@@ -133,10 +137,10 @@ def _ratio(a: float, b: float) -> float:
     return a / b if b == b and b > 0 else float("nan")
 
 
-def cell_facts(row: dict[str, Any], ceiling: dict[str, float], direct: dict[str, float],
-               strategy: dict[str, Any], engine: dict[str, Any] | None = None) -> CellFacts:
-    """The rules' view of one summary row, its shape's ceilings (and its direct twin's), its strategy figures and
-    its engine's (`engine_facts`)."""
+def cell_facts(row: dict[str, Any], ceiling: dict[str, Any], strategy: dict[str, Any],
+               engine: dict[str, Any] | None = None) -> CellFacts:
+    """The rules' view of one summary row (with `phase_ceiling`'s columns and its residency sample), its like
+    ceiling (`ceiling_match.like_ceiling`), its strategy figures and its engine's (`engine_facts`)."""
     phase = str(row["phase"])
     bytes_max = _get(row, "bytes_per_rank_max")
     eng = engine or {}
@@ -145,9 +149,17 @@ def cell_facts(row: dict[str, Any], ceiling: dict[str, float], direct: dict[str,
         framework_share=_get(eng, "framework_share"), framework_share_low=_get(eng, "framework_share_low"),
         framework_share_high=_get(eng, "framework_share_high"), framework_basis=eng.get("framework_basis"),
         framework_note=eng.get("framework_note"), stream_GiBps=_get(eng, "stream_GiBps"),
-        phase=phase, GiBps=_get(row, "bytes_over_time_GiBps"),
-        ceiling_GiBps=ceiling.get(f"storage_{phase}_GiBps"), even_ceiling_GiBps=ceiling.get(f"even_{phase}_GiBps"),
-        direct_ceiling_GiBps=direct.get(f"storage_{phase}_GiBps"),
+        phase=phase, GiBps=_get(row, HEADLINE), GiBps_low=_get(row, f"{HEADLINE}_ci95_low"),
+        GiBps_high=_get(row, f"{HEADLINE}_ci95_high"), n=count(row.get("n")),
+        ceiling_GiBps=_opt(row, "ceiling_GiBps"), ceiling_low=_get(row, "ceiling_GiBps_low"),
+        ceiling_high=_get(row, "ceiling_GiBps_high"), ceiling_rounds=count(row.get("ceiling_rounds")),
+        share_low=_get(row, "ceiling_share_low"), share_high=_get(row, "ceiling_share_high"),
+        ceiling_method=None if missing(row.get("ceiling_method")) else str(row["ceiling_method"]),
+        ceiling_note=None if missing(row.get("ceiling_note")) else str(row["ceiling_note"]),
+        even_ceiling_GiBps=_opt(row, "even_ceiling_GiBps"), even_share_low=_get(row, "even_ceiling_share_low"),
+        even_share_high=_get(row, "even_ceiling_share_high"),
+        probe_bytes_per_rank=_probe_bytes(ceiling), world_size=count(row.get("world_size")),
+        resident_pages_before=_get(row, "resident_pages_before"), pages_sampled=_get(row, "pages_sampled"),
         io_mode_used=str(row.get("io_mode_used") or row.get("io_mode")), fsync=row.get("fsync") is not False,
         cold_read_method=str(row.get("cold_read_method")), strategy=str(row.get("strategy") or "sync"),
         restore=str(row.get("restore") or "rank"), bytes_max_over_mean=_get(row, "bytes_max_over_mean"),
@@ -165,6 +177,17 @@ def cell_facts(row: dict[str, Any], ceiling: dict[str, float], direct: dict[str,
         memcpy_ceiling_GiBps_per_rank=ceiling.get("memcpy_GiBps_per_rank"))
 
 
+def _probe_bytes(ceiling: dict[str, Any]) -> float:
+    """What each rank's probe file held: as far as the probe streamed, else (older results) the largest shard."""
+    streamed = _get(ceiling, "streamed_bytes_per_rank")
+    return streamed if streamed > 0 else _get(ceiling, "largest_shard_bytes")
+
+
+def _opt(d: dict[str, Any], key: str) -> float | None:
+    v: Any = d.get(key)
+    return None if missing(v) else float(v)
+
+
 def engine_facts(row: dict[str, Any], twins: dict[tuple[str, str], dict[str, Any]], strategy: dict[str, Any]
                  ) -> dict[str, Any]:
     """An engine cell's stream twin (TWIN_COLUMNS) and its framework's share (`analysis.engines`): from the twin,
@@ -175,21 +198,17 @@ def engine_facts(row: dict[str, Any], twins: dict[tuple[str, str], dict[str, Any
     return {**{c: twin.get(c, float("nan")) for c in TWIN_COLUMNS}, **framework_share(engine_of(row), twin, inside)}
 
 
-def _hardware_row(row: dict[str, Any], shapes: dict[str, dict[str, float]], strategy: pd.DataFrame,
+def _hardware_row(row: dict[str, Any], shapes: dict[str, dict[str, Any]], strategy: pd.DataFrame,
                   peaks: dict[str, float], twins: dict[tuple[str, str], dict[str, Any]]) -> dict[str, Any]:
-    key = shape_key(row)
-    ceiling = shapes.get(key or "", {})
-    direct = shapes.get(shape_key({**row, "io_mode": "direct"}) or "", {})
+    ceiling, note = like_ceiling(row, shapes)
+    measured = {**phase_ceiling(row, ceiling), "ceiling_note": note}
     strat = strategy.loc[row["cell_key"]].to_dict() if row.get("cell_key") in strategy.index else {}
     engine = engine_facts(row, twins, strat)
-    facts = cell_facts(row, ceiling, direct, strat, engine)
+    facts = cell_facts({**row, **measured}, ceiling, strat, engine)
     verdict = name_limit(facts)
     peak = peaks.get(str(row.get("filesystem")))
     on_one_machine = bool(row.get("simulated_nodes")) and int(row.get("nodes") or 1) > 1 and bool(ceiling)
-    return {"shape": key, "ceiling_GiBps": facts.ceiling_GiBps,
-            "ceiling_share": _ratio(facts.GiBps, facts.ceiling_GiBps or float("nan")),
-            "even_ceiling_GiBps": facts.even_ceiling_GiBps,
-            "even_ceiling_share": _ratio(facts.GiBps, facts.even_ceiling_GiBps or float("nan")),
+    return {"shape": shape_key(row), **measured, "ceiling_share": facts.share, "even_ceiling_share": facts.even_share,
             "peak_GiBps": peak, "peak_share": _ratio(facts.GiBps, peak or float("nan")),
             "limit": verdict.limit, "limit_evidence": verdict.evidence,
             "limit_caveat": SIMULATED_CEILING if on_one_machine else None, **engine}
@@ -202,6 +221,7 @@ def add_hardware(summary: pd.DataFrame, ranks: pd.DataFrame, checkpoints: pd.Dat
         return summary
     split = split_summary(ranks, checkpoints)
     out = summary.merge(split, on=["cell_key", "phase"], how="left") if not split.empty else summary.copy()
+    out = out.merge(residency(checkpoints), on=["cell_key", "phase"], how="left")
     shapes, strategy = by_shape(ceilings), _strategy_facts(training)
     twins = {(str(r["cell_key"]), str(r["phase"])): r for r in stream_twins(summary).to_dict("records")}
     added = [_hardware_row(r, shapes, strategy, peaks, twins) for r in out.to_dict("records")]
@@ -231,8 +251,10 @@ def share_lines(summary: pd.DataFrame, ceilings: pd.DataFrame, statuses: Sequenc
     axes = independent(summary, varying(summary, ("phase", *DERIVED)))
     lines = head
     for r in sorted(summary.to_dict("records"), key=lambda r: r["phase"] != "write"):
-        share = "no ceiling" if missing(r["ceiling_share"]) else f"{r['ceiling_share']:.0%} of the ceiling"
+        share = "no ceiling" if missing(r["ceiling_share"]) else \
+            f"{pct_ci(r['ceiling_share'], _get(r, 'ceiling_share_low'), _get(r, 'ceiling_share_high'))} of the ceiling"
         where = f"{describe_cell(r, axes)}, " if axes else ""
-        lines.append(f"{where}{r['phase']}: {r['bytes_over_time_GiBps']:.3f} GiB/s, {share} — "
+        cell = rate_ci(r[HEADLINE], _get(r, f"{HEADLINE}_ci95_low"), _get(r, f"{HEADLINE}_ci95_high"))
+        lines.append(f"{where}{r['phase']}: {cell}, {share} — "
                      f"{r['limit']}: {r['limit_evidence']}")
     return lines

@@ -62,12 +62,29 @@ def heaviest_rank(point: Point) -> dict[str, str | None]:
 
 
 def ceiling_row(r: Result) -> dict[str, Any] | None:
-    """A ceiling point's measured ceilings, with its shape's settings (a row of the `ceilings` table); None for a
-    ceiling point's result that carries none (nothing to join)."""
+    """A ceiling point's measured ceilings, with its shape's settings and how its probe read and wrote (a row of the
+    `ceilings` table; `rounds` as recorded, else from its checkpoints); None for a ceiling point's result that
+    carries none (nothing to join)."""
     if r.ceilings is None:
         return None
     shape = shape_of(r.point)
     return {"shape": shape.key, "point_id": r.point_id, "study": r.study, "nodes": shape.nodes,
             "ranks_per_node": shape.ranks_per_node, "filesystem": shape.filesystem, "io_mode": shape.io_mode,
             "block_mib": shape.block_mib, "simulated_nodes": r.provenance.simulated_nodes,
-            "repetition": r.point.repetition, **r.ceilings.model_dump(exclude={"shape"})}
+            "repetition": r.point.repetition, "cold_read_method": r.io.cold_read_method,
+            "io_mode_used": r.io.io_mode_used, "streamed_bytes_per_rank": _streamed(r),
+            **r.ceilings.model_dump(exclude={"shape"}),
+            "rounds": r.ceilings.rounds or probe_rounds(r)}
+
+
+def _streamed(r: Result) -> int | None:
+    """The bytes each rank's probe file took (the probe streams as far as its bound: not always the whole shard)."""
+    writes = [c.bytes for c in r.checkpoints if c.phase == "write"]
+    return max(writes) // r.point.world_size if writes else None
+
+
+def probe_rounds(r: Result) -> dict[str, list[float]]:
+    """A ceiling result without recorded rounds: its checkpoints are the largest-shard probe's write and read, one
+    per round (`worker.ceiling`), so they are those two rates' rounds; the others have none."""
+    return {f"storage_{phase}_GiBps": rates for phase in ("write", "read")
+            if (rates := [c.aggregate_GiBps for c in r.checkpoints if c.phase == phase])}

@@ -64,8 +64,14 @@ def request_columns(c: CheckpointTiming) -> dict[str, Any]:
             "first_byte_s_max": max(firsts) if firsts else None}
 
 
+# A restore's residency sample (mincore, right before the read): pages already in the page cache, of those sampled;
+# None where not sampled.
+RESIDENCY_COLUMNS = ("resident_pages_before", "pages_sampled")
+
+
 def _checkpoint_row(c: CheckpointTiming) -> dict[str, Any]:
-    return {**request_columns(c), "phase": c.phase, "index": c.index, "bytes": c.bytes, "files": c.files,
+    return {**request_columns(c), **{k: getattr(c, k) for k in RESIDENCY_COLUMNS},
+            "phase": c.phase, "index": c.index, "bytes": c.bytes, "files": c.files,
             "duration_s": c.duration_max_s, "span_s": c.span_s, "aggregate_GiBps": c.aggregate_GiBps,
             "mlperf_throughput_GiBps": mlperf_throughput_GiBps(c),
             "rank_bandwidth_min_GiBps": c.rank_bandwidth_min_GiBps,

@@ -37,6 +37,7 @@ from studyctl.analysis.results import (
     RANK_CONTEXT,
     RANK_FIELDS,
     REQUEST_COLUMNS,
+    RESIDENCY_COLUMNS,
     Failure,
     LoadedRows,
     Problem,
@@ -53,7 +54,8 @@ from studyctl.fsutil import atomic_open, atomic_write_json, owned_dir
 from studyctl.units import GIB
 
 MEASURES = ("index", "bytes", "files", "duration_s", "span_s", "aggregate_GiBps", "mlperf_throughput_GiBps",
-            "rank_bandwidth_min_GiBps", "rank_bandwidth_max_GiBps", "active_ranks", *REQUEST_COLUMNS)
+            "rank_bandwidth_min_GiBps", "rank_bandwidth_max_GiBps", "active_ranks", *REQUEST_COLUMNS,
+            *RESIDENCY_COLUMNS)
 TABLE_NAMES = ("checkpoints", "points", "summary", "ranks", "training", "ceilings", "recovery")
 
 

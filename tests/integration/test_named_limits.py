@@ -6,7 +6,9 @@ Imbalance needs ranks each bound by its own resource: on one shared disk the hea
 the disk's rate and storage is what binds (the rules say so). On a memory filesystem with a rank per core each
 rank's copy is its own limit, so the ZeRO-1 rank 0's model states cost their full time. Weights in fp64 beside
 an fp8 optimizer make rank 0 1.73× the mean at two data-parallel ranks (bf16/fp32: 1.14×, too little to tell;
-fp32/fp8's 1.57× left too small a margin against this loaded machine's noise in the ceiling probe).
+fp32/fp8's 1.57× left too small a margin against this loaded machine's noise in the ceiling probe). Three
+repetitions each: a limit is named only where the cell's CI and the ceiling's allow it; where they do not, the
+verdict must say so with the true limit among those that could hold.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ models:
 matrix: {{zero_stage: 1, nodes: 1, ranks_per_node: 2, io_mode: buffered}}
 filesystems:
   shm: {{path: {path}, kind: memory}}
+repetitions: 3
 checkpoint: {{scale: 0.01, writes: 1, reads: 1, buffer_mib: 16, block_mib: 16}}
 calibration: off
 """
@@ -38,6 +41,7 @@ models: [llama3-70b]
 matrix: {{zero_stage: 1, nodes: 1, ranks_per_node: 2, pipeline_parallel: 2, io_mode: direct}}
 filesystems:
   scratch: {{path: {path}}}
+repetitions: 3
 checkpoint: {{scale: 0.00002, writes: 1, reads: 1, buffer_mib: 4, block_mib: 4}}
 calibration: off
 """
@@ -58,7 +62,7 @@ def run(tmp_path: Path, text: str, name: str) -> pd.DataFrame:
     sweep.write_text(text)
     api.submit(sweep, "local", tmp_path / "results")
     out = api.collect(name, tmp_path / "results")
-    assert out.failed == 0 and out.points == 1
+    assert out.failed == 0 and out.points == 3  # three repetitions: a verdict needs the cell's CI
     assert any(p.kind == "roofline" for p in out.plots)
     assert "## How close to the hardware" in out.report_md.read_text()  # type: ignore[union-attr]
     return pd.read_csv(tmp_path / "results" / name / "tables" / "summary.csv").set_index("phase")
@@ -67,8 +71,13 @@ def run(tmp_path: Path, text: str, name: str) -> pd.DataFrame:
 def test_zero1_over_data_parallel_ranks_names_imbalance(tmp_path: Path, shm_dir: Path) -> None:
     summary = run(tmp_path, IMBALANCED.format(path=shm_dir), "imbalanced")
     write = summary.loc["write"]
-    assert write["limit"] == "imbalance", write["limit_evidence"]
-    assert "ZeRO-1 model states on data-parallel rank 0" in write["limit_evidence"]
+    # imbalance, or (this loaded machine's probe rounds spread by factors) no verdict with imbalance among what
+    # could hold: never another limit
+    assert write["limit"] in ("imbalance", "undecided"), write["limit_evidence"]
+    if write["limit"] == "imbalance":
+        assert "ZeRO-1 model states on data-parallel rank 0" in write["limit_evidence"]
+    else:
+        assert "imbalance" in write["limit_evidence"], write["limit_evidence"]
 
 
 def test_many_small_files_names_metadata(tmp_path: Path) -> None:

@@ -166,10 +166,85 @@ def test_compare_carries_the_share_of_the_hardware(tmp_path: Path) -> None:
     lines = [line for line in res.summary_lines() if " → " in line and "GiB/s" in line]
     assert lines and all("of the hardware" in line for line in lines)
     first = m.iloc[0]
-    assert f"{first['ceiling_share_a']:.0%} → {first['ceiling_share_b']:.0%}" in "\n".join(lines)
+    assert {"ceiling_share_low_a", "ceiling_share_high_b"} <= set(m.columns)
+    assert (f"{first['ceiling_share_a']:.0%} [{first['ceiling_share_low_a']:.0%}, "
+            f"{first['ceiling_share_high_a']:.0%}] → {first['ceiling_share_b']:.0%} [") in "\n".join(lines)
 
 
 def test_compare_with_a_study_without_ceilings_still_works(tmp_path: Path) -> None:
     res = compare(study(tmp_path, "a", ceilings=False), study(tmp_path, "b"))
     assert not res.matched.empty and res.matched["ceiling_share_a"].isna().all()
     assert pd.notna(res.matched["ceiling_share_b"]).all()
+
+
+def like_study(root: Path, resident: tuple[int, int] | None, read_factor: float = 0.9) -> Path:
+    """Buffered and O_DIRECT cells of one node: the buffered shape's probe reads cold through the page cache
+    (fadvise) at 3 GiB/s, the direct one's at 1; the buffered restores run at `read_factor` of their own probe,
+    far above the direct one (readahead); every probe's rounds ±3%."""
+    path = root / "like"
+    for io_mode, read in (("buffered", 3.0), ("direct", 1.0)):
+        point = make_point(zero=3, nodes=1, rpn=2, scale=0.1, io_mode=io_mode)
+        for rep in range(3):
+            bw = 1.0 + 0.01 * rep
+            rd = read_factor * read * (1 + 0.01 * rep)
+            write_result(path, point.model_copy(update={"repetition": rep}), [bw, bw], [rd, rd], split=SPLIT,
+                         resident=resident if io_mode == "buffered" else None)
+        write_ceiling(path, point, 1.0, read, round_spread=0.03)
+    (path / "sweep.yaml").write_text("filesystems:\n  scratch: {path: /tmp}\n")
+    return path
+
+
+def test_a_buffered_restore_is_judged_against_the_buffered_cold_probe(tmp_path: Path) -> None:
+    """At 90% of its own cold buffered probe and 2.7× the O_DIRECT one, proven cold (0 of 16,384 pages): storage
+    or no verdict, never page cache."""
+    t = build_tables(like_study(tmp_path, resident=(0, 16384)))
+    reads = t.summary[t.summary["phase"] == "read"].set_index("io_mode")
+    buffered = reads.loc["buffered"]
+    assert buffered["ceiling_GiBps"] == pytest.approx(3.0) and buffered["ceiling_method"] == "fadvise"
+    assert buffered["limit"] != "page cache", buffered["limit_evidence"]
+    assert buffered["resident_pages_before"] == 0 and buffered["pages_sampled"] == 16384 * 2 * 3
+    assert buffered["ceiling_share_low"] < buffered["ceiling_share"] < buffered["ceiling_share_high"]
+    assert reads.loc["direct", "ceiling_method"] == "direct"
+
+
+def test_resident_pages_before_the_read_name_the_page_cache(tmp_path: Path) -> None:
+    t = build_tables(like_study(tmp_path, resident=(8192, 16384)))
+    buffered = t.summary[(t.summary["phase"] == "read") & (t.summary["io_mode"] == "buffered")].iloc[0]
+    assert buffered["limit"] == "page cache"
+    assert "49,152 of 98,304 sampled pages (50.0%)" in buffered["limit_evidence"]
+
+
+def test_a_cold_restore_above_its_probe_beyond_both_cis_says_the_probe_fell_short(tmp_path: Path) -> None:
+    t = build_tables(like_study(tmp_path, resident=(0, 16384), read_factor=1.6))
+    buffered = t.summary[(t.summary["phase"] == "read") & (t.summary["io_mode"] == "buffered")].iloc[0]
+    assert buffered["limit"] == "storage"
+    assert "the probe did not reach this shape's ceiling" in buffered["limit_evidence"]
+    assert "the probe reads back one file of" in buffered["limit_evidence"]
+
+
+def test_the_ceilings_table_carries_each_rates_interval_and_rounds(tmp_path: Path) -> None:
+    t = build_tables(like_study(tmp_path, resident=None))
+    c = t.ceilings.set_index("io_mode")
+    assert c.loc["buffered", "storage_read_GiBps_rounds"] == 3
+    assert c.loc["buffered", "storage_read_GiBps_low"] < 3.0 < c.loc["buffered", "storage_read_GiBps_high"]
+    assert '"storage_read_GiBps": [2.91, 3.0, 3.09]' in c.loc["buffered", "rounds"]
+    assert c.loc["buffered", "cold_read_method"] == "fadvise"
+
+
+def test_a_ceiling_without_rounds_takes_its_probes_checkpoints_and_none_beyond(tmp_path: Path) -> None:
+    """Older results: the largest-shard probe's checkpoints are its rounds; the memory copy's have none."""
+    t = build_tables(study(tmp_path, nodes=(1,)))
+    row = t.ceilings.iloc[0]
+    assert row["storage_write_GiBps_rounds"] == 3 and row["memcpy_GiBps_per_rank_rounds"] == 0
+    assert pd.isna(row["memcpy_GiBps_per_rank_low"])
+
+
+def test_report_shows_the_intervals_of_cells_ceilings_and_shares(tmp_path: Path) -> None:
+    s = like_study(tmp_path, resident=(0, 16384))
+    collect(s)
+    md = (s / "report.md").read_text()
+    section = md[md.index("## How close to the hardware"):]
+    assert "share of ceiling [95% CI]" in section and "| rounds | read |" in section
+    assert "| 3.00 \\[2.78, 3.23\\] |" in section  # the buffered probe's read with its interval (Markdown-escaped)
+    assert "its time follows its bytes" in section  # the printed rules are the rule objects'
+    assert "**undecided**" in section or "**storage**" in section

@@ -1,7 +1,8 @@
 """Roofline-style plot, one per filesystem: each cell's bandwidth vs nodes under its shape's measured ceilings
 (largest shard per rank, and the bytes spread evenly) and the filesystem's stated peak, so the gap is seen.
 
-Cells are styled by `style.encode` like the scaling plots; a ceiling takes a cell series' colour only where the
+Each ceiling is drawn in a band of its 95% CI (from its probe's rounds). Cells are styled by `style.encode` like
+the scaling plots; a ceiling takes a cell series' colour only where the
 colour channel carries a shape setting (io_mode, ranks per node, block), else it is grey. Each point is labelled
 with its share of its own shape's ceiling when a panel holds few series.
 """
@@ -13,6 +14,7 @@ from typing import Any
 
 import pandas as pd
 from matplotlib.lines import Line2D
+from matplotlib.patches import Patch
 
 from studyctl.analysis.cells import DERIVED, independent, varying
 from studyctl.analysis.hardware import SIMULATED_CEILING
@@ -41,6 +43,7 @@ LARGEST: dict[str, Any] = {"linestyle": "-", "linewidth": 6, "alpha": 0.3}
 ROOF = 1.25  # a roof spans a node count ×/÷ this on the log₂ axis
 EVEN: dict[str, Any] = {"linestyle": (0, (5, 3)), "linewidth": 1.4, "alpha": 0.8}
 PEAK: dict[str, Any] = {"color": "#222222", "linestyle": "-.", "linewidth": 1.4}
+BAND: dict[str, Any] = {"alpha": 0.15, "linewidth": 0}
 MAX_LABELLED_SERIES = 4  # more share labels in one panel than this overlap
 
 
@@ -52,14 +55,20 @@ def _ceiling_colour(enc: Encoding, key: dict[str, Any]) -> str:
 
 
 def _ceilings(ax: Any, cells: pd.DataFrame, enc: Encoding) -> None:
-    """Per shape series, a roof over each node count (thick: largest shard; dashed: even), joined across node counts
-    by a faint line: one node count still shows its roof."""
+    """Per shape series, a roof over each node count (thick: largest shard; dashed: even) in a band of its 95% CI
+    (from the probe's rounds; none without), joined across node counts by a faint line: one node count still shows
+    its roof."""
     have = cells.dropna(subset=["ceiling_GiBps"])
     series = [a for a in SHAPE_AXES if a in have]
+    bounds = [c for c in ("ceiling_GiBps_low", "ceiling_GiBps_high") if c in have]
     for key, g in have.groupby(series, dropna=False, sort=True) if series else [((), have)]:
         values = dict(zip(series, key if isinstance(key, tuple) else (key,), strict=True))
-        per_node = g.groupby("nodes")[["ceiling_GiBps", "even_ceiling_GiBps"]].first().sort_index()
+        per_node = g.groupby("nodes")[["ceiling_GiBps", "even_ceiling_GiBps", *bounds]].first().sort_index()
         colour = _ceiling_colour(enc, values)
+        for nodes, r in per_node.iterrows() if len(bounds) == 2 else ():
+            if not (missing(r["ceiling_GiBps_low"]) or missing(r["ceiling_GiBps_high"])):
+                ax.fill_between([nodes / ROOF, nodes * ROOF], r["ceiling_GiBps_low"], r["ceiling_GiBps_high"],
+                                color=colour, **BAND)
         for column, style in (("ceiling_GiBps", LARGEST), ("even_ceiling_GiBps", EVEN)):
             ax.hlines(per_node[column], per_node.index / ROOF, per_node.index * ROOF, color=colour, **style)
             if len(per_node) > 1:
@@ -92,9 +101,13 @@ def _panel(ax: Any, data: pd.DataFrame, enc: Encoding, phase: str, peak: float |
 
 
 def _legend(enc: Encoding, peak: float | None) -> tuple[list[Any], list[str]]:
-    handles, labels = enc.legend()
+    legend = enc.legend()
+    handles: list[Any] = list(legend[0])
+    labels: list[str] = list(legend[1])
     handles += [Line2D([], [], color=GREY, **LARGEST), Line2D([], [], color=GREY, **EVEN)]
     labels += ["ceiling: every rank streams\nthe largest shard", "ceiling: the bytes spread\nevenly over ranks"]
+    handles.append(Patch(color=GREY, **BAND))
+    labels.append("the ceiling's 95% CI\n(the probe's rounds)")
     if peak:
         handles.append(Line2D([], [], **PEAK))
         labels.append(f"stated peak {peak:g} GiB/s")

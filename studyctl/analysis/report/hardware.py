@@ -7,19 +7,11 @@ from typing import Any
 
 import pandas as pd
 
-from studyctl.analysis.hardware import PARTS, SIMULATED_CEILING
-from studyctl.analysis.limits import (
-    FRAMEWORK_SHARE,
-    IMBALANCE_CLOSES,
-    IMBALANCE_RATIO,
-    MEMORY_BOUND,
-    METADATA_SHARE,
-    NETWORK_BOUND,
-    PAGE_CACHE_MARGIN,
-    RULES,
-    SMALL_FILE_BYTES,
-    STORAGE_BOUND,
-)
+from studyctl.analysis.ceiling_match import count
+from studyctl.analysis.cells import HEADLINE
+from studyctl.analysis.hardware import PARTS, SIMULATED_CEILING, by_shape
+from studyctl.analysis.limit_facts import has_ci
+from studyctl.analysis.limits import rules_text
 from studyctl.analysis.tables import Tables
 from studyctl.analysis.values import missing
 from studyctl.units import format_bytes
@@ -28,41 +20,43 @@ SHAPE_RATES = ("storage_write_GiBps", "storage_read_GiBps", "even_write_GiBps", 
                "network_bcast_GiBps", "memcpy_GiBps_per_rank")
 
 
-def rules_text() -> list[str]:
-    """How the limit is chosen, with the thresholds in force, in RULES' own order (the first that holds names the
-    limit); a rule without a text here fails every report test."""
-    text = {
-        "page_cache": f"page cache: a buffered write without fsync, or a figure above {PAGE_CACHE_MARGIN:g}× the "
-                      "durable/cold ceiling (a warm restore too; never an O_DIRECT read)",
-        "framework": f"framework: an engine (torch.save, DCP) whose own work (serialization, copies, planning) takes "
-                     f"{FRAMEWORK_SHARE:.0%} or more of its time — 1 − the time of stream on the same shape and "
-                     "bytes / the engine's, or where the study has no such stream cell the time outside its "
-                     "storage calls — with the share's 95% CI above 0 where there is one; named before storage, "
-                     "since the ceiling is a stream probe",
-        "storage": f"storage: at least {STORAGE_BOUND:.0%} of the shape's streaming ceiling",
-        "tier_and_drain": "tier and drain: a tiered write, durable only once written to the tier, read back and "
-                          "written to shared storage",
-        "imbalance": f"imbalance: the heaviest rank at {IMBALANCE_RATIO:g}× the mean bytes or more, and even ranks "
-                     f"(the bandwidth × max / mean bytes) would close {IMBALANCE_CLOSES:.0%} or more of the gap to "
-                     "the even ceiling",
-        "metadata": f"metadata: {METADATA_SHARE:.0%} or more of the slowest rank's time in create/open, close and "
-                    f"(direct, or files under {format_bytes(SMALL_FILE_BYTES, 0)}) fsync",
-        "network": f"network: a broadcast restore whose broadcast runs at {NETWORK_BOUND:.0%} of MPI's broadcast "
-                   "ceiling",
-        "memory": f"memory: an async snapshot at {MEMORY_BOUND:.0%} of the per-rank memory-copy ceiling",
-    }
-    return [text[rule.__name__] for rule in RULES] + [
-        "otherwise: nothing measured explains the gap (the figures checked are given)"]
-
-
 def _shape_rows(ceilings: pd.DataFrame) -> list[dict[str, Any]]:
+    """Per shape: each rate (median over its ceiling points) as "1.23 [1.10, 1.31]" from its rounds, or with "(no
+    CI)" where fewer than two rounds are recorded; the rounds per probe; the probe's read method."""
     if ceilings.empty:
         return []
     rates = [c for c in SHAPE_RATES if c in ceilings]
+    shapes = by_shape(ceilings)
     grouped = ceilings.groupby("shape", sort=True)
-    table = grouped[rates].median().join(grouped.size().rename("points"))
+    table = grouped.size().rename("points").to_frame()
     table = table.join(grouped[["largest_shard_bytes", "even_bytes", "simulated_nodes"]].first())
-    return table.reset_index().to_dict("records")
+    rows = []
+    for r in table.reset_index().to_dict("records"):
+        got = shapes[str(r["shape"])]
+        texts = {f"{rate}_text": interval_text(got.get(rate), got.get(f"{rate}_low"), got.get(f"{rate}_high"))
+                 for rate in rates}
+        rounds = count(got.get("storage_read_GiBps_rounds"))
+        rows.append({**r, **got, **texts, "rounds": rounds or "none recorded",
+                     "read_method": got.get("cold_read_method") or "–"})
+    return rows
+
+
+def interval_text(value: Any, low: Any, high: Any, digits: int = 2) -> str:
+    """"1.23 [1.10, 1.31]", "1.23 (no CI)", or "–"."""
+    if missing(value):
+        return "–"
+    if missing(low) or missing(high) or not has_ci(float(low), float(high)):
+        return f"{float(value):.{digits}f} (no CI)"
+    return f"{float(value):.{digits}f} [{float(low):.{digits}f}, {float(high):.{digits}f}]"
+
+
+def share_text(value: Any, low: Any, high: Any) -> str:
+    """"91% [70%, 118%]", "91% (no CI)", or "–"."""
+    if missing(value):
+        return "–"
+    if missing(low) or missing(high):
+        return f"{float(value):.0%} (no CI)"
+    return f"{float(value):.0%} [{float(low):.0%}, {float(high):.0%}]"
 
 
 def _split_text(r: dict[str, Any], who: str) -> str:
@@ -85,7 +79,16 @@ def hardware_section(tables: Tables, records: list[dict[str, Any]]) -> dict[str,
     if all(r.get("limit") == "unknown" and missing(r.get("peak_GiBps")) for r in records):
         records = []  # no ceiling and no stated peak anywhere (`ceilings: off`): nothing to be close to
     rows = [{**r, "slowest_split": _split_text(r, "slowest"), "mean_split": _split_text(r, "mean"),
-             "bytes_text": _bytes_text(r)} for r in records if r.get("limit")]
+             "bytes_text": _bytes_text(r),
+             "GiBps_text": interval_text(r.get(HEADLINE), r.get(f"{HEADLINE}_ci95_low"), r.get(f"{HEADLINE}_ci95_high"),
+                                         3),
+             "ceiling_text": interval_text(r.get("ceiling_GiBps"), r.get("ceiling_GiBps_low"),
+                                           r.get("ceiling_GiBps_high")),
+             "ceiling_share_text": share_text(r.get("ceiling_share"), r.get("ceiling_share_low"),
+                                              r.get("ceiling_share_high")),
+             "even_share_text": share_text(r.get("even_ceiling_share"), r.get("even_ceiling_share_low"),
+                                           r.get("even_ceiling_share_high"))}
+            for r in records if r.get("limit")]
     if not rows:
         return {"rows": [], "shapes": [], "rules": [], "caveat": None, "peaks": False}
     caveat = SIMULATED_CEILING if any(isinstance(r.get("limit_caveat"), str) for r in rows) else None
