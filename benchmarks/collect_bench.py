@@ -23,8 +23,8 @@ from typing import Any
 
 from studyctl.analysis.collect import collect
 from studyctl.analysis.results import load_rows
-from studyctl.analysis.training_cells import cost_cells
-from studyctl.analysis.training_cost import load_training, training_table
+from studyctl.analysis.training.cells import cost_cells
+from studyctl.analysis.training.cost import load_training, training_table
 from studyctl.attempt.paths import StudyPaths
 from tests.resultgen import make_point, write_result
 

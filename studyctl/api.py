@@ -36,7 +36,7 @@ from studyctl.study.submit import SubmitReport, submit
 if TYPE_CHECKING:
     from studyctl.analysis.collect import CollectResult
     from studyctl.analysis.compare import CompareResult
-    from studyctl.analysis.mlperf import ModelVerdict
+    from studyctl.analysis.mlperf.view import ModelVerdict
     from studyctl.analysis.status import PointStatus
     from studyctl.definition.expand import PlannedPoint
 
@@ -87,7 +87,7 @@ class Plan:
     def projection_lines(self, results: Path = Path("results")) -> list[str]:
         """Per resource shape: the full-size time an earlier run of this study predicts (its fit, band and scale),
         else what calibration will measure (the analysis stack loads only where an earlier collect left tables)."""
-        from studyctl.analysis.projection_plan import projection_lines
+        from studyctl.analysis.projection.plan import projection_lines
         from studyctl.definition.calibration import shape_calibrations
 
         table = StudyPaths((results / self.sweep.study).resolve()).tables / "checkpoints.parquet"
@@ -189,8 +189,8 @@ def mlperf_report(study_ref: str | Path, results: Path = Path("results"), rules:
                   out: Path | None = None) -> tuple[list[ModelVerdict], Path, Path]:
     """The MLPerf Storage view of a study under `rules` (v2.0 or v3.0; anything else: UserError, exit 2):
     (per-model verdicts, html path, markdown path); with `out`, the v3.0-shaped results tree there too."""
-    from studyctl.analysis.mlperf_report import mlperf_for_study
-    from studyctl.analysis.mlperf_rules import rule_set
+    from studyctl.analysis.mlperf.rules import rule_set
+    from studyctl.analysis.report.mlperf import mlperf_for_study
 
     rule_set(rules)  # a bad --rules is refused before the study is looked up
     study = find_study(study_ref, results)

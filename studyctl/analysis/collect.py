@@ -31,7 +31,7 @@ from studyctl.attempt.tree import ERROR_NAME, RESULT_NAME, AttemptFiles, scan_at
 from studyctl.fsutil import atomic_write_json, owned_dir
 
 if TYPE_CHECKING:
-    from studyctl.analysis.dlio_import import DlioRun
+    from studyctl.analysis.dlio.importer import DlioRun
     from studyctl.analysis.tables import Tables, build_tables
 
 __all__ = ["CollectResult", "DlioRun", "Failure", "PointStatus", "Problem", "Tables", "build_tables", "collect"]
@@ -41,7 +41,7 @@ MANIFEST_VERSION = 5  # 4: filesystem and object store request plots; 5: why cei
 def __getattr__(name: str) -> Any:
     """`DlioRun`, `Tables` and `build_tables`, imported when first asked for (they load the analysis stack)."""
     if name == "DlioRun":
-        from studyctl.analysis.dlio_import import DlioRun
+        from studyctl.analysis.dlio.importer import DlioRun
         return DlioRun
     if name in ("Tables", "build_tables"):
         from studyctl.analysis import tables

@@ -13,20 +13,20 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from studyctl.analysis.ceiling_gaps import ceilings_setting
 from studyctl.analysis.collect_result import CollectResult, state_counts
-from studyctl.analysis.dlio_import import import_runs
+from studyctl.analysis.dlio.importer import import_runs
+from studyctl.analysis.figures import make_plots
 from studyctl.analysis.findings import Problem
-from studyctl.analysis.hardware import share_lines
+from studyctl.analysis.hardware.ceiling_gaps import ceilings_setting
+from studyctl.analysis.hardware.table import share_lines
 from studyctl.analysis.output_memo import OutputMemo, recording
 from studyctl.analysis.plots import Plot
-from studyctl.analysis.plots.figures import make_plots
-from studyctl.analysis.plots.recovery import recovery_plots
-from studyctl.analysis.plots.training import training_plots
 from studyctl.analysis.ratios import RatioSpec, parse_ratio, ratio_table
+from studyctl.analysis.recovery.plots import recovery_plots
 from studyctl.analysis.report import render_report
 from studyctl.analysis.status import PointStatus
 from studyctl.analysis.tables import Tables, build_tables, write_frame, write_tables
+from studyctl.analysis.training.plots import training_plots
 from studyctl.attempt.paths import StudyPaths
 from studyctl.attempt.tree import AttemptFiles
 from studyctl.definition.yamlpos import load_yaml_bounded

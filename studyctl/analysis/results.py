@@ -13,11 +13,12 @@ from pathlib import Path
 from typing import Any
 
 from studyctl.analysis.cells import cell_key, point_settings
+from studyctl.analysis.columns import REQUEST_KINDS, RESIDENCY_COLUMNS
 from studyctl.analysis.findings import Failure, Problem
-from studyctl.analysis.rank_load import SPLIT_FIELDS, ceiling_row, heaviest_rank, rank_split
-from studyctl.analysis.recovery_rows import recovery_row
+from studyctl.analysis.hardware.rank_load import SPLIT_FIELDS, ceiling_row, heaviest_rank, rank_split
+from studyctl.analysis.recovery.rows import recovery_row
 from studyctl.analysis.result_cache import ParseCache
-from studyctl.analysis.training_rows import nominal_restore, point_cost_row
+from studyctl.analysis.training.rows import nominal_restore, point_cost_row
 from studyctl.attempt.judged import Judged
 from studyctl.attempt.paths import StudyPaths
 from studyctl.attempt.result_file import read_error, read_result
@@ -25,7 +26,7 @@ from studyctl.attempt.tree import AttemptFiles, file_status, scan_attempts
 from studyctl.definition.configuration import ByConfiguration
 from studyctl.definition.fit_group import STUDYCTL_TOOL
 from studyctl.definition.points import Point
-from studyctl.definition.result_schema import CheckpointTiming, RankRequests, Result, mlperf_throughput_GiBps
+from studyctl.definition.result_schema import CheckpointTiming, Result, mlperf_throughput_GiBps
 from studyctl.definition.shapes import shape_of
 
 ALL_JUDGED = Judged()  # no sweep copy to judge by
@@ -49,9 +50,7 @@ class LoadedRows:
     stamps: list[tuple[str, int, int]] = field(default_factory=list)
 
 
-# An object store's requests per checkpoint, summed over ranks (definition.result_schema.RankRequests): one column
-# per kind, named requests_<kind>; first_byte_s_max is the slowest rank's time to first byte. Absent on POSIX.
-REQUEST_KINDS = tuple(k for k in RankRequests.model_fields if k != "first_byte_s")
+# One column per request kind (`columns.REQUEST_KINDS`), and the slowest rank's time to first byte.
 REQUEST_COLUMNS = (*(f"requests_{k}" for k in REQUEST_KINDS), "first_byte_s_max")
 
 
@@ -62,11 +61,6 @@ def request_columns(c: CheckpointTiming) -> dict[str, Any]:
     firsts = [r.first_byte_s for r in got if r.first_byte_s is not None]
     return {**{f"requests_{k}": sum(getattr(r, k) for r in got) for k in REQUEST_KINDS},
             "first_byte_s_max": max(firsts) if firsts else None}
-
-
-# A restore's residency sample (mincore, right before the read): pages already in the page cache, of those sampled;
-# None where not sampled.
-RESIDENCY_COLUMNS = ("resident_pages_before", "pages_sampled")
 
 
 def _checkpoint_row(c: CheckpointTiming) -> dict[str, Any]:

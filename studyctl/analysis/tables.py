@@ -27,25 +27,25 @@ import pandas as pd
 
 from studyctl.analysis.adequacy import cell_flags
 from studyctl.analysis.cells import DERIVED, HEADLINE, identity_columns
+from studyctl.analysis.columns import RESIDENCY_COLUMNS
 from studyctl.analysis.frame_cache import FrameSpec, point_frame
-from studyctl.analysis.hardware import add_hardware, ceilings_table, stated_peaks
+from studyctl.analysis.hardware.rank_load import SPLIT_FIELDS
+from studyctl.analysis.hardware.table import add_hardware, ceilings_table, stated_peaks
 from studyctl.analysis.output_memo import OutputMemo, table_digest
-from studyctl.analysis.projection_table import add_projections, fit_all, measured, point_factors
-from studyctl.analysis.rank_load import SPLIT_FIELDS
-from studyctl.analysis.recovery import recovery_cells, recovery_table
+from studyctl.analysis.projection.table import add_projections, fit_all, measured, point_factors
+from studyctl.analysis.recovery.table import recovery_cells, recovery_table
 from studyctl.analysis.results import (
     RANK_CONTEXT,
     RANK_FIELDS,
     REQUEST_COLUMNS,
-    RESIDENCY_COLUMNS,
     Failure,
     LoadedRows,
     Problem,
     load_rows,
 )
 from studyctl.analysis.stats import describe, total_over_total
-from studyctl.analysis.training_cells import cost_cells, summary_flags
-from studyctl.analysis.training_cost import load_training, training_table
+from studyctl.analysis.training.cells import cost_cells, summary_flags
+from studyctl.analysis.training.cost import load_training, training_table
 from studyctl.analysis.values import missing
 from studyctl.attempt.judged import judged
 from studyctl.attempt.paths import StudyPaths

@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 
 from studyctl.analysis.collect import build_tables
-from studyctl.analysis.dlio_import import import_dlio
+from studyctl.analysis.dlio.importer import import_dlio
 from studyctl.api import collect as collect_study
 from studyctl.errors import UserError
 from studyctl.units import GIB

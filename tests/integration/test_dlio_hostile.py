@@ -14,7 +14,7 @@ import pandas as pd
 import pytest
 
 from studyctl.analysis.collect import collect
-from studyctl.analysis.dlio_import import import_dlio, import_runs
+from studyctl.analysis.dlio.importer import import_dlio, import_runs
 from studyctl.errors import UserError
 from tests.cli import run_cli
 from tests.resultgen import make_point, write_result

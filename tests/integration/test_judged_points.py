@@ -13,7 +13,7 @@ import pytest
 
 from studyctl.analysis.collect import collect
 from studyctl.analysis.compare import compare
-from studyctl.analysis.mlperf_report import load_results, mlperf_for_study
+from studyctl.analysis.report.mlperf import load_results, mlperf_for_study
 from studyctl.attempt.judged import excluded_points
 from studyctl.attempt.paths import StudyPaths
 from studyctl.errors import UserError

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from studyctl import api
-from studyctl.analysis.mlperf import PointVerdict
+from studyctl.analysis.mlperf.view import PointVerdict
 from tests.cli import run_cli
 from tests.integration.test_report import colour_fraction, screenshot
 

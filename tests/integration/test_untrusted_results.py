@@ -122,7 +122,7 @@ def test_dangling_symlink_fifo_and_device_are_reasons_never_opened(tmp_path: Pat
 
 
 def test_the_mlperf_view_skips_fifos_and_implausible_results(tmp_path: Path) -> None:
-    from studyctl.analysis.mlperf_report import load_results
+    from studyctl.analysis.report.mlperf import load_results
 
     study = tmp_path / "mlperf"
     good, fifo, bad = (make_point(rep=r) for r in range(3))

@@ -224,3 +224,87 @@ def test_the_seam_check_finds_a_branch_on_the_target() -> None:
     for source in refused:
         assert target_questions("worker.run", ast.parse(source)), source
     assert not target_questions("worker.run", ast.parse("from worker.storage import open_storage"))
+
+
+# analysis/ in three tiers: the base (its top-level modules that import no topic: cells, stats, values, the caches),
+# the topic packages over it with `plots/` (shared drawing), and the assembly that joins them (results, tables,
+# figures, compare, collect*, report/). Topics are derived: every sub-package but the shared drawing and the report.
+ANALYSIS = "studyctl.analysis"
+SHARED_DRAWING = "plots"
+REPORT = "report"
+NEVER_FROM_A_TOPIC = ("results", "tables", "report", "collect")  # a module named so, or starting so
+# The one declared exception, topic → topic it may import: the training table flags a projection reaching past the
+# fit's limit (`projection.fit.MAX_REACH`).
+TOPIC_EXCEPTIONS = {("training", "projection")}
+
+
+def analysis_part(name: str) -> str | None:
+    """The part of analysis/ a module is in: its sub-package, or its own name at the top level."""
+    parts = name.split(".")
+    return parts[2] if parts[:2] == ANALYSIS.split(".") and len(parts) > 2 else None
+
+
+def topics() -> set[str]:
+    packages = {p.parent.name for p in (REPO / "studyctl" / "analysis").glob("*/__init__.py")}
+    return packages - {SHARED_DRAWING, REPORT}
+
+
+@cache
+def analysis_base() -> frozenset[str]:
+    """Top-level analysis modules that reach no topic, no report and no plot, directly or through others."""
+    top = {m for m in modules() if analysis_part(m) and m.count(".") == 2 and modules()[m].name != "__init__.py"}
+    high = topics() | {SHARED_DRAWING, REPORT}
+    reached: dict[str, set[str]] = {}
+
+    def reach(m: str) -> set[str]:
+        if m not in reached:
+            reached[m] = set()
+            for i in imports(m) - {m}:
+                reached[m] |= {i} | reach(i)
+        return reached[m]
+
+    return frozenset(m for m in top if not {analysis_part(i) for i in reach(m)} & high)
+
+
+def topic_breaches(name: str, source: ast.Module | None = None) -> list[str]:
+    """What a topic or `plots/` module imports beyond its own package, the base and (topics only) `plots/`."""
+    own = analysis_part(name)
+    may = {own} | ({SHARED_DRAWING} if own != SHARED_DRAWING else set())
+    may |= {other for topic, other in TOPIC_EXCEPTIONS if topic == own}
+    found = []
+    for i in sorted(imports(name, source)):
+        part = analysis_part(i)
+        if part is None or i == ANALYSIS:
+            continue
+        if part.startswith(NEVER_FROM_A_TOPIC) or not (part in may or i in analysis_base()):
+            found.append(f"{name} ({own}) imports {i}")
+    return found
+
+
+def test_topics_import_only_the_base_and_the_shared_drawing() -> None:
+    assert {"mlperf", "dlio", "hardware", "training", "recovery", "projection"} <= topics()
+    assert not {f"{ANALYSIS}.{n}" for n in NEVER_FROM_A_TOPIC} & analysis_base()
+    breaches = [line for m in modules() if analysis_part(m) in topics() | {SHARED_DRAWING}
+                for line in topic_breaches(m)]
+    assert not breaches, "\n".join(breaches)
+
+
+def test_the_topic_check_finds_a_topic_reaching_sideways_or_up() -> None:
+    """A topic importing another topic, the assembly (results, tables, report, collect) or, for `plots/`, a topic,
+    is reported; the base, `plots/` from a topic, its own package and the declared exception are not."""
+    refused = {"studyctl.analysis.recovery.table": ["from studyctl.analysis.training.cells import FIGURES",
+                                                    "from studyctl.analysis.results import load_rows",
+                                                    "def f():\n    from studyctl.analysis.tables import Tables",
+                                                    "from studyctl.analysis.report.markdown import template_env",
+                                                    "import studyctl.analysis.collect"],
+               "studyctl.analysis.plots.bars": ["from studyctl.analysis.hardware.table import SIMULATED_CEILING"]}
+    for name, sources in refused.items():
+        for source in sources:
+            assert topic_breaches(name, ast.parse(source)), source
+    allowed = {"studyctl.analysis.recovery.table": ["from studyctl.analysis.cells import SETTINGS",
+                                                    "from studyctl.analysis.plots.style import save",
+                                                    "from studyctl.analysis.recovery.rows import LAYOUT"],
+               "studyctl.analysis.training.cells": ["from studyctl.analysis.projection.fit import MAX_REACH"]}
+    for name, sources in allowed.items():
+        for source in sources:
+            assert not topic_breaches(name, ast.parse(source)), source

@@ -10,7 +10,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from studyctl.analysis.mlperf_report import load_results
+from studyctl.analysis.report.mlperf import load_results
 from studyctl.analysis.results import load_rows
 from studyctl.analysis.tables import build_tables
 from studyctl.attempt.outcome import read_outcome

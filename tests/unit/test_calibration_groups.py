@@ -7,7 +7,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from studyctl.analysis import projection_table
+from studyctl.analysis.projection import table as projection_table
 from studyctl.analysis.tables import build_tables
 from studyctl.definition.calibration import CalibrationSources, shape_calibrations
 from studyctl.definition.expand import expand

@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from studyctl.analysis.training_cost import BAND_FIGURES, training_table
+from studyctl.analysis.training.cost import BAND_FIGURES, training_table
 from studyctl.definition.training import TrainingSpec
 
 SPEC = TrainingSpec.model_validate({"step_s": 0.5, "interval_steps": 120, "node_mtbf_h": 1000, "nodes": 16})
@@ -73,7 +73,7 @@ def test_without_a_fit_there_is_no_band_but_the_plain_reach_is_said() -> None:
 
 
 def test_a_cell_says_how_far_each_phase_reaches_and_flags_beyond_ten_times() -> None:
-    from studyctl.analysis.training_cells import cost_cells
+    from studyctl.analysis.training.cells import cost_cells
 
     far = factors().assign(projection_reach=50.0, projection_scale_max=0.002)
     made = [{**r, "cell_key": "c"} for r in rows()]

@@ -9,7 +9,7 @@ from pathlib import Path
 import pandas as pd
 
 from studyctl.analysis.collect import collect
-from studyctl.analysis.dlio_import import import_runs
+from studyctl.analysis.dlio.importer import import_runs
 from studyctl.study.ledger import Ledger
 from tests.cli import run_cli
 from tests.resultgen import make_point, write_result

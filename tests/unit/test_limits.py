@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from studyctl.analysis.limits import (
+from studyctl.analysis.hardware.limits import (
     IMBALANCE_RATIO,
     METADATA_SHARE,
     RULES,
@@ -19,7 +19,7 @@ from studyctl.analysis.limits import (
     name_limit,
     rules_text,
 )
-from studyctl.analysis.rank_load import heaviest_rank
+from studyctl.analysis.hardware.rank_load import heaviest_rank
 from tests.resultgen import layout_bytes, make_point
 
 CEILING = 2.0
@@ -251,8 +251,8 @@ def test_the_printed_rules_are_the_rule_objects_every_condition_included() -> No
 
 def test_the_readme_prints_the_rules_of_the_code() -> None:
     """The README's list between its markers is `rules_text()`, line for line (regenerate: python -m
-    studyctl.analysis.limit_rules)."""
-    from studyctl.analysis.limit_rules import README_BEGIN, README_END, readme_block
+    studyctl.analysis.hardware.limit_rules)."""
+    from studyctl.analysis.hardware.limit_rules import README_BEGIN, README_END, readme_block
 
     readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
     start, end = readme.index(README_BEGIN), readme.index(README_END)
@@ -278,7 +278,7 @@ def test_framework_named_from_the_stream_twin_with_its_ci() -> None:
 
 
 def test_framework_needs_its_share_and_a_ci_above_zero() -> None:
-    from studyctl.analysis.limits import FRAMEWORK_SHARE
+    from studyctl.analysis.hardware.limits import FRAMEWORK_SHARE
 
     below = engine_facts(framework_share=FRAMEWORK_SHARE - 0.01, framework_share_low=0.1)
     assert name_limit(below).limit == "none"

@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from studyctl.analysis.mlperf import Where, figures, judge, mlperf_view
-from studyctl.analysis.mlperf_checks import CHECKS
-from studyctl.analysis.mlperf_rules import RULE_SETS, rule_set
+from studyctl.analysis.mlperf.checks import CHECKS
+from studyctl.analysis.mlperf.rules import RULE_SETS, rule_set
+from studyctl.analysis.mlperf.view import Where, figures, judge, mlperf_view
 from studyctl.definition.catalog import lookup
 from studyctl.definition.points import CheckpointOptions, Point
 from studyctl.definition.result_schema import Result

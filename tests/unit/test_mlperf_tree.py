@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from studyctl.analysis.mlperf import figures
-from studyctl.analysis.mlperf_report import load_results, mlperf_for_study
-from studyctl.analysis.mlperf_tree import MARKER, SUBMITTER
+from studyctl.analysis.mlperf.tree import MARKER, SUBMITTER
+from studyctl.analysis.mlperf.view import figures
+from studyctl.analysis.report.mlperf import load_results, mlperf_for_study
 from studyctl.attempt.paths import StudyPaths
 from studyctl.errors import UserError
 from tests.cli import run_cli

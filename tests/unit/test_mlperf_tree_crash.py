@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from studyctl.analysis.mlperf_report import mlperf_for_study
+from studyctl.analysis.report.mlperf import mlperf_for_study
 from studyctl.errors import UserError
 from tests.unit.test_mlperf_tree import study
 
@@ -22,7 +22,7 @@ KILLED_AT = """\
 import os, signal, sys
 from pathlib import Path
 from studyctl.analysis import linked_tree
-from studyctl.analysis.mlperf_report import mlperf_for_study
+from studyctl.analysis.report.mlperf import mlperf_for_study
 from studyctl.errors import UserError
 root, out, rules, at = sys.argv[1:]
 linked_tree.step = lambda name: os.kill(os.getpid(), signal.SIGKILL) if name == at else None

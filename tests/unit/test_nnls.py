@@ -8,7 +8,7 @@ import itertools
 import numpy as np
 import pytest
 
-from studyctl.analysis.nnls import MAX_TERMS, nnls
+from studyctl.analysis.projection.nnls import MAX_TERMS, nnls
 
 
 def test_a_non_negative_unconstrained_answer_is_returned_as_it_is() -> None:

@@ -8,7 +8,7 @@ import matplotlib.image as mpimg
 import pandas as pd
 from matplotlib import pyplot as plt
 
-from studyctl.analysis.plots import make_plots
+from studyctl.analysis.figures import make_plots
 from studyctl.analysis.plots.scaling import BANDWIDTH, _panel
 from studyctl.analysis.plots.style import MAX_SERIES_PER_PANEL, encode
 from studyctl.analysis.tables import build_tables
@@ -108,8 +108,8 @@ def _sync_points(study: Path, **vary: tuple) -> None:
 
 
 def test_restore_time_keeps_every_varying_setting_apart(tmp_path: Path) -> None:
-    from studyctl.analysis.plots.training import restore_time
-    from studyctl.analysis.training_cells import display_axes
+    from studyctl.analysis.training.cells import display_axes
+    from studyctl.analysis.training.plots import restore_time
 
     _sync_points(tmp_path / "s", zero=(1, 3), io_mode=("buffered", "direct"), restore=("rank", "full"))
     cells = build_tables(tmp_path / "s").training_cells

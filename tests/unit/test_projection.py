@@ -7,7 +7,7 @@ import random
 
 import pytest
 
-from studyctl.analysis.projection import MAX_REACH, Observation, fit, plain_projection
+from studyctl.analysis.projection.fit import MAX_REACH, Observation, fit, plain_projection
 from studyctl.units import GIB
 
 FIXED, PER_FILE, S_PER_GIB = 0.030, 0.004, 0.5  # 30 ms, 4 ms a file, 2 GiB/s per rank
@@ -93,7 +93,7 @@ def test_a_projection_far_beyond_the_largest_measured_size_is_flagged() -> None:
 def test_layouts_of_one_scale_are_one_size_not_a_fit() -> None:
     """ZeRO-1 and ZeRO-3 of one model at one scale (a real Slurm study): mean bytes per rank 0.25 B apart are
     one size; no fit is made from them (it was a singular system)."""
-    from studyctl.analysis.projection import Observation, fit
+    from studyctl.analysis.projection.fit import Observation, fit
 
     runs = [(2.0, 43558540.0, 0.194477), (1.25, 43558540.25, 0.129538), (2.0, 43558540.0, 0.204629),
             (1.25, 43558540.25, 0.132575)]

@@ -14,8 +14,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from studyctl.analysis.projection import Fit, Observation, fit
-from studyctl.analysis.projection_table import (
+from studyctl.analysis.projection.fit import Fit, Observation, fit
+from studyctl.analysis.projection.table import (
     SHAPE_COLUMNS,
     FitKey,
     _files_per_rank,

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from studyctl.analysis.projection import MAX_REACH
+from studyctl.analysis.projection.fit import MAX_REACH
 from studyctl.analysis.tables import build_tables
 from studyctl.definition.points import Point
 from tests.resultgen import make_point, write_result
@@ -92,7 +92,7 @@ def test_without_a_second_scale_the_plain_figure_stays_labelled_and_flagged(tmp_
 
 
 def test_plan_predicts_full_size_from_an_earlier_run_else_says_what_calibration_will_measure(tmp_path: Path) -> None:
-    from studyctl.analysis.projection_plan import projection_lines
+    from studyctl.analysis.projection.plan import projection_lines
     from studyctl.analysis.tables import write_tables
     from studyctl.attempt.paths import StudyPaths
     from studyctl.definition.calibration import shape_calibrations

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from studyctl.analysis.projection import TERMS
+from studyctl.analysis.projection.fit import TERMS
 from studyctl.definition.calibration import MIN_SPREAD
 from studyctl.definition.expand import expand
 from studyctl.definition.shapes import shape_of

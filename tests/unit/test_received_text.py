@@ -15,8 +15,8 @@ from markdown_it import MarkdownIt
 from markdown_it.token import Token
 
 from studyctl.analysis.collect import collect
-from studyctl.analysis.mlperf_report import mlperf_for_study
 from studyctl.analysis.report.markdown import md, md_code
+from studyctl.analysis.report.mlperf import mlperf_for_study
 from studyctl.definition.catalog import lookup
 from studyctl.definition.names import name_problem
 from studyctl.definition.points import Point

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from studyctl.analysis.recovery import ONE_CLOCK
+from studyctl.analysis.recovery.table import ONE_CLOCK
 from studyctl.analysis.stats import t_quantile_975
 from studyctl.analysis.tables import build_tables
 from studyctl.definition.points import Point

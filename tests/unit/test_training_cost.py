@@ -12,8 +12,8 @@ import pytest
 from studyctl.analysis.results import load_rows
 from studyctl.analysis.stats import t_quantile_975
 from studyctl.analysis.tables import Tables, build_tables
-from studyctl.analysis.training_cells import cost_cells, display_axes, strategy_rankings, summary_flags
-from studyctl.analysis.training_cost import training_table
+from studyctl.analysis.training.cells import cost_cells, display_axes, strategy_rankings, summary_flags
+from studyctl.analysis.training.cost import training_table
 from studyctl.attempt.paths import StudyPaths
 from studyctl.definition import training as tc
 from studyctl.definition.points import Point
@@ -183,7 +183,7 @@ def test_given_restart_and_contention_from_newer_results(tmp_path: Path) -> None
     rows = [r["training"] for r in load_rows(StudyPaths(study)).rows]
     for r in rows:  # what a newer worker records about its host
         r.update(host_cores=2, ranks_on_host=2, background_threads_on_host=2, launch_s=4.0)
-    from studyctl.analysis.training_cost import load_training
+    from studyctl.analysis.training.cost import load_training
 
     t = training_table(rows, load_training(StudyPaths(study).sweep_copy))
     assert (t["relaunch_s"] == 30.0).all() and (t["restart_s"] == 30.0 + t["restore_s"]).all()

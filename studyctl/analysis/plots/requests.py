@@ -13,9 +13,9 @@ import pandas as pd
 from matplotlib import pyplot as plt
 
 from studyctl.analysis.cells import DERIVED, MEASURED, describe_cell, independent, varying
+from studyctl.analysis.columns import REQUEST_KINDS
 from studyctl.analysis.output_memo import kept
 from studyctl.analysis.plots.style import COLOURS, PHASE_TITLE, phases, save
-from studyctl.analysis.results import REQUEST_KINDS
 
 
 def request_bars(summary: pd.DataFrame, path: Path, limit: int = 16) -> tuple[Path | None, str | None]:

@@ -13,7 +13,7 @@ from typing import Any
 import pandas as pd
 from matplotlib.lines import Line2D
 
-from studyctl.analysis.cells import DERIVED, independent, varying
+from studyctl.analysis.cells import DERIVED, HEADLINE, independent, varying
 from studyctl.analysis.output_memo import kept
 from studyctl.analysis.plots.style import (
     IDEAL,
@@ -27,7 +27,6 @@ from studyctl.analysis.plots.style import (
     phases,
     save,
 )
-from studyctl.analysis.tables import HEADLINE
 from studyctl.units import GIB, format_bytes
 
 

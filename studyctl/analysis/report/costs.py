@@ -12,8 +12,8 @@ from typing import Any
 import pandas as pd
 
 from studyctl.analysis.tables import Tables
-from studyctl.analysis.training_cells import PROJECTED_PHASES, display_axes, strategy_rankings
-from studyctl.analysis.training_cost import BAND_FIGURES, PLAIN
+from studyctl.analysis.training.cells import PROJECTED_PHASES, display_axes, strategy_rankings
+from studyctl.analysis.training.cost import BAND_FIGURES, PLAIN
 from studyctl.analysis.values import missing
 from studyctl.units import format_bytes
 

@@ -1,5 +1,5 @@
 """The report's "How close to the hardware" section: per cell its share of the shape's measured ceiling, the
-limit that binds with its evidence, where each rank's time went, and the ceilings themselves (`hardware`)."""
+limit that binds with its evidence, where each rank's time went, and the ceilings themselves (`hardware.table`)."""
 
 from __future__ import annotations
 
@@ -7,11 +7,11 @@ from typing import Any
 
 import pandas as pd
 
-from studyctl.analysis.ceiling_match import count
 from studyctl.analysis.cells import HEADLINE
-from studyctl.analysis.hardware import PARTS, SIMULATED_CEILING, by_shape
-from studyctl.analysis.limit_facts import has_ci
-from studyctl.analysis.limits import rules_text
+from studyctl.analysis.hardware.ceiling_match import count
+from studyctl.analysis.hardware.limit_facts import has_ci
+from studyctl.analysis.hardware.limits import rules_text
+from studyctl.analysis.hardware.table import PARTS, SIMULATED_CEILING, by_shape
 from studyctl.analysis.tables import Tables
 from studyctl.analysis.values import missing
 from studyctl.units import format_bytes

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from studyctl.analysis.plots.recovery import recovery_axes
+from studyctl.analysis.recovery.plots import recovery_axes
 from studyctl.analysis.tables import Tables
 
 

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from studyctl.analysis.nnls import nnls
+from studyctl.analysis.projection.nnls import nnls
 from studyctl.definition.tdist import t_quantile_975
 from studyctl.units import GIB
 

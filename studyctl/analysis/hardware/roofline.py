@@ -16,8 +16,8 @@ import pandas as pd
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 
-from studyctl.analysis.cells import DERIVED, independent, varying
-from studyctl.analysis.hardware import SIMULATED_CEILING
+from studyctl.analysis.cells import DERIVED, HEADLINE, independent, varying
+from studyctl.analysis.hardware.table import SIMULATED_CEILING
 from studyctl.analysis.output_memo import kept
 from studyctl.analysis.plots.plot import Plot
 from studyctl.analysis.plots.scaling import simulated
@@ -33,7 +33,6 @@ from studyctl.analysis.plots.style import (
     save,
     style_key,
 )
-from studyctl.analysis.tables import HEADLINE
 from studyctl.analysis.values import file_stem, missing
 
 SHAPE_AXES = ("io_mode", "ranks_per_node", "block_mib")  # besides nodes and the filesystem

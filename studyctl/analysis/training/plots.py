@@ -1,6 +1,6 @@
 """What checkpoints cost training, as PNG plots of the `training` table alone (matplotlib Agg).
 
-Both plots draw cells (`training_cells.cost_cells`): the mean over repetitions with its 95% CI as an error bar,
+Both plots draw cells (`training.cells.cost_cells`): the mean over repetitions with its 95% CI as an error bar,
 one series per combination of the settings that vary (nothing pooled), styled through `style.encode`.
 overhead_<model>.png: total waste at the sweep's interval vs nodes (solid), and at Daly's interval (dotted)
 when a failure rate is given. restore_time.png: the restore a failure needs per cell, the broadcast share
@@ -21,7 +21,7 @@ from studyctl.analysis.cells import describe_cell
 from studyctl.analysis.output_memo import kept
 from studyctl.analysis.plots.plot import Plot
 from studyctl.analysis.plots.style import encode, facet_title, nodes_axis, panel_grid, plt, save
-from studyctl.analysis.training_cells import display_axes
+from studyctl.analysis.training.cells import display_axes
 from studyctl.analysis.values import file_stem, missing
 
 MAX_BARS = 24
@@ -97,7 +97,7 @@ def restore_time(cells: pd.DataFrame, path: Path, axes: list[str]) -> Path:
 
 
 def training_plots(cells: pd.DataFrame, out_dir: Path) -> tuple[list[Plot], list[str]]:
-    """The plots the cells (`training_cells.cost_cells`) support; the second list says which were skipped and why."""
+    """The plots the cells (`training.cells.cost_cells`) support; the second list says which were skipped and why."""
     if cells.empty:
         return [], ["training cost plots: no measured checkpoint writes"]
     axes = display_axes(cells)

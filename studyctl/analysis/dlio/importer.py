@@ -15,7 +15,7 @@ after writing, from the page cache) unless the user states `--dlio-reads cold`. 
 side by side; runs with the same settings are repetitions of one cell, differently configured ones are
 separate cells, and the report lists each folder with its label and DLIO's own rank-0 figures beside ours.
 
-Every file is validated first (`dlio_files`), and every row meets the rules our own results meet
+Every file is validated first (`dlio.files`), and every row meets the rules our own results meet
 (`attempt.plausibility`): bytes moved in no time, or faster than 1 PiB/s, are not figures. A damaged or
 implausible folder is left out with a reason naming the file (`import_runs`' problems); the rest is kept.
 """
@@ -34,7 +34,7 @@ import pandas as pd
 
 from studyctl.analysis.adequacy import STATED_COLD, dlio_label
 from studyctl.analysis.cells import cell_key
-from studyctl.analysis.dlio_files import (
+from studyctl.analysis.dlio.files import (
     DlioDamaged,
     HydraConfig,
     Metric,
@@ -45,7 +45,7 @@ from studyctl.analysis.dlio_files import (
     load_summary,
     validated,
 )
-from studyctl.analysis.results import Problem
+from studyctl.analysis.findings import Problem
 from studyctl.attempt.plausibility import MAX_GIBPS
 from studyctl.attempt.result_file import name_problem
 from studyctl.definition.names import is_plain_name

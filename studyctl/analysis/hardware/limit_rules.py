@@ -1,7 +1,7 @@
 """The named-limit rules as declared objects: each `Rule` names a limit, lists its conditions (each a printed
 clause and the test it stands for) and says its evidence. A condition on a measured figure decides on its 95%
 interval: it holds where the whole interval is on its side, fails where none of it is, and otherwise the CIs do
-not tell (None). `RULES` is the one order of precedence (`limits.name_limit` applies it); the printed rules
+not tell (None). `RULES` is the one order of precedence (`hardware.limits.name_limit` applies it); the printed rules
 (report, README) are `rules_text()`, made from these objects, so every condition is stated. Thresholds are named
 constants, each with its reason.
 """
@@ -12,11 +12,21 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from studyctl.analysis.limit_facts import NAN, CellFacts, Tri, at_least, beyond_both, known, pct_ci, rate_ci, share
+from studyctl.analysis.hardware.limit_facts import (
+    NAN,
+    CellFacts,
+    Tri,
+    at_least,
+    beyond_both,
+    known,
+    pct_ci,
+    rate_ci,
+    share,
+)
 from studyctl.units import GIB, format_bytes
 
 # At or above this share of its shape's ceiling (over the share's whole 95% interval) a cell is at the hardware:
-# single runs on a shared disk swing 20% and medians of three ~15% (notes/io-limits.md), so a smaller gap is not
+# single runs on a shared disk swing 20% and medians of three ~15%, so a smaller gap is not
 # evidence of anything else.
 STORAGE_BOUND = 0.85
 # The heaviest rank this much above the mean bytes: more than the few percent of rounding in even layouts.
@@ -374,7 +384,7 @@ def rules_text() -> list[str]:
     return [rule.text for rule in RULES] + [OTHERWISE, PROBE_SHORT]
 
 
-README_BEGIN = "<!-- rules: printed by python -m studyctl.analysis.limit_rules from RULES -->"
+README_BEGIN = "<!-- rules: printed by python -m studyctl.analysis.hardware.limit_rules from RULES -->"
 README_END = "<!-- end of rules -->"
 
 

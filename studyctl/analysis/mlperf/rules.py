@@ -1,5 +1,5 @@
 """MLPerf Storage checkpointing rule sets as data: one row per rule, the check that judges it, its parameters and
-the section of the rules it comes from. `mlperf.judge` runs any set; no edition has code of its own.
+the section of the rules it comes from. `mlperf.view.judge` runs any set; no edition has code of its own.
 
 Sources (read November 2026; quoted by section in each row):
 - v2.0: mlcommons/storage v2.0-branch `Submission_guidelines.md` ("Submission guidelines" below) and

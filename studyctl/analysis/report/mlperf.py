@@ -1,5 +1,5 @@
 """The MLPerf Storage view on disk: results/<study>/mlperf.html and mlperf.md from the verdicts of one rule set,
-and on request the v3.0-shaped results tree (`mlperf_tree`)."""
+and on request the v3.0-shaped results tree (`mlperf.tree`)."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ from typing import Any
 
 import jinja2
 
-from studyctl.analysis.mlperf import ModelVerdict, Where, mlperf_view
-from studyctl.analysis.mlperf_rules import DEFAULT_RULES, RuleSet, rule_set
-from studyctl.analysis.mlperf_tree import write_tree
+from studyctl.analysis.mlperf.rules import DEFAULT_RULES, RuleSet, rule_set
+from studyctl.analysis.mlperf.tree import write_tree
+from studyctl.analysis.mlperf.view import ModelVerdict, Where, mlperf_view
 from studyctl.analysis.report.markdown import template_env
 from studyctl.attempt.judged import excluded_points
 from studyctl.attempt.paths import StudyPaths

@@ -1,4 +1,4 @@
-"""Time to the first training step after a failure (issue 20), per recovery scenario: the `recovery` table (one
+"""Time to the first training step after a failure, per recovery scenario: the `recovery.table` table (one
 row per point that restarted) and its cells, each phase's mean over repetitions with a 95% CI, beside the cell's
 own same-shape restore (its restore mode's, measured in the writing world), with flags.
 """
@@ -10,9 +10,9 @@ from typing import Any
 import pandas as pd
 
 from studyctl.analysis.adequacy import MAX_RELATIVE_CI, MIN_REPETITIONS
+from studyctl.analysis.cell_ci import ci_columns
 from studyctl.analysis.cells import SETTINGS
-from studyctl.analysis.recovery_rows import LAYOUT, PHASES
-from studyctl.analysis.training_cells import ci_columns
+from studyctl.analysis.recovery.rows import LAYOUT, PHASES
 
 FIGURES = (*PHASES, "same_shape_restore_s", "bytes_per_rank_max", "bytes_per_rank_mean", "files_opened",
            "files_per_rank_max")
@@ -22,7 +22,7 @@ NODE_CLOCKS = "launch read on the nodes' clocks (includes their sync error)"
 
 
 def recovery_table(rows: list[dict[str, Any]]) -> pd.DataFrame:
-    """One row per point that restarted (`recovery_rows.recovery_row`)."""
+    """One row per point that restarted (`recovery.rows.recovery_row`)."""
     if not rows:
         return pd.DataFrame()
     return pd.DataFrame.from_records(rows).sort_values("point_id", kind="stable", ignore_index=True)

@@ -1,8 +1,8 @@
 """The MLPerf Storage view: how far a study is from MLPerf checkpointing's CLOSED rules, and its figures in
-MLPerf's units. One engine judges any rule set (`mlperf_rules.RULE_SETS`, data); the checks are in
-`mlperf_checks`.
+MLPerf's units. One engine judges any rule set (`mlperf.rules.RULE_SETS`, data); the checks are in
+`mlperf.checks`.
 
-Pure: functions of result records and the facts handed in (`mlperf_checks.Where`). Figures: GB = 10^9 B; a
+Pure: functions of result records and the facts handed in (`mlperf.checks.Where`). Figures: GB = 10^9 B; a
 checkpoint's duration is the maximum over processes; its throughput the minimum over processes of
 (checkpoint size / that process's duration), which is checkpoint size / duration.
 """
@@ -13,8 +13,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from statistics import mean
 
-from studyctl.analysis.mlperf_checks import CHECKS, Verdict, Where, mlperf_name
-from studyctl.analysis.mlperf_rules import RuleSet
+from studyctl.analysis.mlperf.checks import CHECKS, Verdict, Where, mlperf_name
+from studyctl.analysis.mlperf.rules import RuleSet
 from studyctl.definition.result_schema import Result
 from studyctl.units import GB
 

@@ -1,4 +1,4 @@
-"""The checks the MLPerf rule sets name (`mlperf_rules.Rule.check`): pure functions of one result, where the
+"""The checks the MLPerf rule sets name (`mlperf.rules.Rule.check`): pure functions of one result, where the
 study's files live, and the rule's parameters, each returning a verdict (pass, fail or unknown) and why.
 
 An object-storage point is one whose filesystem the study's sweep copy declares `kind: s3`, or whose result

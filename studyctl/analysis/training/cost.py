@@ -1,6 +1,6 @@
 """What each point's checkpoints cost training: the `training` table (one row per point), column-wise.
 
-Rows come from `training_rows` (one per result, cached with the parse); here whole columns go through the pure
+Rows come from `training.rows` (one per result, cached with the parse); here whole columns go through the pure
 cost model in `studyctl.definition.training` (Daly's complete model):
   C  checkpoint cost = blocking + interference (signed mean, not clamped) + any wait for a persist that outlasts
      the interval;
@@ -34,7 +34,7 @@ import pandas as pd
 
 from studyctl.analysis.adequacy import NO_FAILURE_RESTORE
 from studyctl.analysis.cells import identity_columns
-from studyctl.analysis.recovery_cost import measured_restart, share_writes
+from studyctl.analysis.training.recovery_cost import measured_restart, share_writes
 from studyctl.definition import training as model
 from studyctl.definition.training import HOUR_S, TrainingSpec
 from studyctl.definition.yamlpos import load_yaml_bounded
@@ -217,7 +217,7 @@ def _add_costs(t: pd.DataFrame, spec: TrainingSpec) -> None:
     mtbf = job_mtbf(spec, _col(t, "nodes"))
     relaunch, t["relaunch_source"] = _relaunch(t, spec)
     restore, t["restore_source"] = failure_restore(t)
-    relaunch, restore = measured_restart(t, spec, relaunch, restore)  # a measured time to first step (issue 20)
+    relaunch, restore = measured_restart(t, spec, relaunch, restore)  # a measured time to first step (recovery)
     restart = relaunch + _zero_nan(restore)
     cost = blocking + interference + np.maximum(lag - interval, 0.0)
     daly = model.daly_interval_s(cost, mtbf)
@@ -243,7 +243,7 @@ def _add_costs(t: pd.DataFrame, spec: TrainingSpec) -> None:
 def training_table(rows: list[dict[str, Any]], spec: TrainingSpec, factors: pd.DataFrame | None = None
                    ) -> pd.DataFrame:
     """One row per point: measured means, their projection to full size (`factors`: the fit's per point and
-    phase, `projection_table.point_factors`), and the cost model's columns with the fit's band."""
+    phase, `projection.table.point_factors`), and the cost model's columns with the fit's band."""
     if not rows:
         return pd.DataFrame()
     table = pd.DataFrame.from_records(rows).sort_values("point_id", kind="stable", ignore_index=True)

@@ -1,4 +1,4 @@
-"""One recovery result → one plain row: the restart's phases (issue 20), beside the point's own same-shape restore.
+"""One recovery result → one plain row: the restart's phases, beside the point's own same-shape restore.
 
 Built with the other rows of a result when it is parsed (cached as plain JSON). Seconds are the whole job's
 (`definition.result_fields.RecoveryTiming`); bytes per rank are what each new rank restored.

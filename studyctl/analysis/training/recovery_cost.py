@@ -1,12 +1,12 @@
-"""The cost model's restart R from a measured time to first step (issue 20), where the study measured one.
+"""The cost model's restart R from a measured time to first step (the recovery scenarios), where the study measured one.
 
 A point that restarted uses its own restart: R = launch + setup + restore + ready (the restore projected to full
 size by the point's restore factor, as its own restore is). A point that did not takes the mean restart of the
-cell equal to it in every setting but `recovery` that restarted in the same shape (a node lost before `same`: a
+cell equal to it in every setting but `recovery.table` that restarted in the same shape (a node lost before `same`: a
 failure replaces a node). `training.restart_s`, when given, replaces the measured launch (a relaunch at full
 scale). Each row says where its R came from (`relaunch_source`, `restore_source`).
 
-Points equal in every setting but `recovery` write the same checkpoint: each repetition's write is costed as the
+Points equal in every setting but `recovery.table` write the same checkpoint: each repetition's write is costed as the
 mean of theirs (`share_writes`), so the scenarios of one cell differ by their restarts and not by the noise of
 identical writes. The repetitions stay apart, so a cell's CI over them still carries the write's spread.
 """
@@ -46,7 +46,7 @@ def _keys_without_recovery(t: pd.DataFrame) -> pd.Series:
 
 
 def share_writes(t: pd.DataFrame, columns: tuple[str, ...]) -> None:
-    """In place: where points equal in every setting but `recovery` (one of them restarted) share a repetition,
+    """In place: where points equal in every setting but `recovery.table` (one of them restarted) share a repetition,
     each gets their mean of `columns` (the write's measured figures, NaN skipped); `write_source` says which."""
     labels = np.array(scenario_labels(t), dtype=object)
     t["write_source"] = "own"
@@ -67,7 +67,7 @@ def share_writes(t: pd.DataFrame, columns: tuple[str, ...]) -> None:
 
 
 def _donors(t: pd.DataFrame) -> tuple[pd.Series, dict[object, tuple[float, float, float, str]]]:
-    """(each row's key without `recovery`, key → mean (launch, restore, ready, scenario) of its preferred
+    """(each row's key without `recovery.table`, key → mean (launch, restore, ready, scenario) of its preferred
     same-shape restart)."""
     keys = _keys_without_recovery(t)
     labels = np.array(scenario_labels(t), dtype=object)

@@ -11,8 +11,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from studyctl.analysis.limit_facts import CellFacts, beyond_both, known, no_ci, pct_ci, what_would_tell
-from studyctl.analysis.limit_rules import (
+from studyctl.analysis.hardware.limit_facts import CellFacts, beyond_both, known, no_ci, pct_ci, what_would_tell
+from studyctl.analysis.hardware.limit_rules import (
     FRAMEWORK_SHARE,
     IMBALANCE_CLOSES,
     IMBALANCE_RATIO,

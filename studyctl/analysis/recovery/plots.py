@@ -1,4 +1,4 @@
-"""Time to the first training step after a failure, per recovery scenario (issue 20), as one PNG of the
+"""Time to the first training step after a failure, per recovery scenario, as one PNG of the
 recovery cells alone: a stacked bar per cell (launch, restore, ready), the 95% CI of the whole on top, and the
 cell's own same-shape restore (its restore mode's, measured in the writing world) as a marker beside it."""
 
@@ -22,7 +22,7 @@ PARTS = (("launch_s", "launch", "#4c72b0"), ("setup_s", "setup (between the phas
 
 
 def recovery_axes(cells: pd.DataFrame) -> list[str]:
-    """The settings that vary between recovery cells, `recovery` first (the scenario is the plot's subject)."""
+    """The settings that vary between recovery cells, `recovery.table` first (the scenario is the plot's subject)."""
     moving = varying(cells, exclude=("tool",))
     axes = independent(cells, moving) if moving else []
     return ["recovery", *[a for a in axes if a != "recovery"]] if "recovery" in cells else axes

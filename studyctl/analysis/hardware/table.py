@@ -20,27 +20,27 @@ from typing import Any
 
 import pandas as pd
 
-from studyctl.analysis.ceiling_ci import pooled, round_columns
-from studyctl.analysis.ceiling_gaps import gap_lines, no_ceiling_line
-from studyctl.analysis.ceiling_match import count, like_ceiling, phase_ceiling, residency, shape_key
 from studyctl.analysis.cells import DERIVED, HEADLINE, describe_cell, independent, varying
 from studyctl.analysis.engines import TWIN_COLUMNS, engine_of, framework_share, stream_twins
-from studyctl.analysis.limit_facts import pct_ci, rate_ci
-from studyctl.analysis.limits import CellFacts, name_limit
-from studyctl.analysis.rank_load import SPLIT_FIELDS
+from studyctl.analysis.hardware.ceiling_ci import pooled, round_columns
+from studyctl.analysis.hardware.ceiling_gaps import gap_lines, no_ceiling_line
+from studyctl.analysis.hardware.ceiling_match import count, like_ceiling, phase_ceiling, residency, shape_key
+from studyctl.analysis.hardware.limit_facts import pct_ci, rate_ci
+from studyctl.analysis.hardware.limits import CellFacts, name_limit
+from studyctl.analysis.hardware.rank_load import SPLIT_FIELDS
 from studyctl.analysis.status import PointStatus
 from studyctl.analysis.values import missing
 from studyctl.definition.yamlpos import load_yaml_bounded
 from studyctl.errors import UserError
 from studyctl.units import GIB
 
-# What a ceiling point says about how its probe ran, beside its rates (`rank_load.ceiling_row`).
+# What a ceiling point says about how its probe ran, beside its rates (`hardware.rank_load.ceiling_row`).
 PROBE_FACTS = ("cold_read_method", "io_mode_used", "largest_shard_bytes", "streamed_bytes_per_rank")
 CEILING_RATES = ("storage_write_GiBps", "storage_read_GiBps", "even_write_GiBps", "even_read_GiBps",
                  "network_p2p_GiBps", "network_bcast_GiBps", "memcpy_GiBps_per_rank", "memcpy_GiBps")
 PARTS = tuple(f.removesuffix("_s") for f in SPLIT_FIELDS if f != "other_s")  # open, transfer, fsync, close
 CHECKPOINT = ["point_id", "phase", "index"]
-# An engine point's seconds per phase in the training table (`training_rows.engine_row`): the framework's share
+# An engine point's seconds per phase in the training table (`training.rows.engine_row`): the framework's share
 # where the shape has no stream cell.
 ENGINE_SPLIT = tuple(f"engine_{phase}{part}_s" for phase in ("write", "read") for part in ("", "_storage"))
 # What a figure measured on simulated nodes means (one machine's disk and memory shared by every "node").
@@ -65,14 +65,14 @@ def stated_peaks(sweep_copy: Path) -> dict[str, float]:
 
 def ceilings_table(rows: list[dict[str, Any]]) -> pd.DataFrame:
     """One row per ceiling point's result, sorted by shape; each rate with its 95% interval from its rounds
-    (`ceiling_ci`: <rate>_low, _high, _rounds, _se_log) and every round as JSON text (`rounds`)."""
+    (`hardware.ceiling_ci`: <rate>_low, _high, _rounds, _se_log) and every round as JSON text (`rounds`)."""
     frame = pd.DataFrame.from_records([{**r, **round_columns(r, CEILING_RATES)} for r in rows])
     return frame.sort_values(["shape", "point_id"], ignore_index=True) if not frame.empty else frame
 
 
 def by_shape(ceilings: pd.DataFrame) -> dict[str, dict[str, Any]]:
     """shape key → the median of each ceiling rate over that shape's ceiling points, its 95% interval from all
-    their rounds (`ceiling_ci.pooled`), the probe's cold-read method and I/O mode, its bytes per rank."""
+    their rounds (`hardware.ceiling_ci.pooled`), the probe's cold-read method and I/O mode, its bytes per rank."""
     if ceilings.empty:
         return {}
     rates = [c for c in CEILING_RATES if c in ceilings]
@@ -140,7 +140,7 @@ def _ratio(a: float, b: float) -> float:
 def cell_facts(row: dict[str, Any], ceiling: dict[str, Any], strategy: dict[str, Any],
                engine: dict[str, Any] | None = None) -> CellFacts:
     """The rules' view of one summary row (with `phase_ceiling`'s columns and its residency sample), its like
-    ceiling (`ceiling_match.like_ceiling`), its strategy figures and its engine's (`engine_facts`)."""
+    ceiling (`hardware.ceiling_match.like_ceiling`), its strategy figures and its engine's (`engine_facts`)."""
     phase = str(row["phase"])
     bytes_max = _get(row, "bytes_per_rank_max")
     eng = engine or {}

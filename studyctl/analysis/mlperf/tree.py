@@ -12,7 +12,7 @@ view judged nearest CLOSED):
                                                   chosen; the blank description fields; what a submission has
                                                   that studyctl cannot make
           <YYYYMMDD_HHmmss>/                      one invocation (studyctl writes, then reads, in one)
-            summary.json                          MLPerf's metric names, GB = 10^9 B (`mlperf_summary`)
+            summary.json                          MLPerf's metric names, GB = 10^9 B (`mlperf.summary`)
             <rank>_per_epoch_stats.json           per rank: save_ckptN / load_ckptN duration and throughput
             checkpointing_<YYYYMMDD_HHmmss>_metadata.json
             provenance.json                       rules edition, tool, storage library ("unknown" where unknown)
@@ -32,10 +32,10 @@ from pathlib import Path
 from typing import Any
 
 from studyctl.analysis.linked_tree import current_tree, replaced
-from studyctl.analysis.mlperf import ModelVerdict, PointVerdict, Where
-from studyctl.analysis.mlperf_rules import RuleSet
-from studyctl.analysis.mlperf_summary import metadata_json, provenance_json, rank_stats, run_datetime, summary_json
-from studyctl.analysis.mlperf_sysdesc import blanks, system_description, to_yaml
+from studyctl.analysis.mlperf.rules import RuleSet
+from studyctl.analysis.mlperf.summary import metadata_json, provenance_json, rank_stats, run_datetime, summary_json
+from studyctl.analysis.mlperf.sysdesc import blanks, system_description, to_yaml
+from studyctl.analysis.mlperf.view import ModelVerdict, PointVerdict, Where
 from studyctl.definition.result_schema import Result
 from studyctl.errors import UserError
 from studyctl.fsutil import atomic_write_json, atomic_write_text

@@ -14,8 +14,8 @@ from studyctl.definition.calibration import ShapeCalibration
 from studyctl.definition.fit_group import STUDYCTL_TOOL, FitGroup
 
 if TYPE_CHECKING:
-    from studyctl.analysis.projection import Fit
-    from studyctl.analysis.projection_table import FitKey
+    from studyctl.analysis.projection.fit import Fit
+    from studyctl.analysis.projection.table import FitKey
 
 
 def projection_lines(shapes: list[ShapeCalibration], checkpoints_table: Path | None) -> list[str]:
@@ -52,6 +52,6 @@ def _earlier_fits(path: Path | None) -> dict[FitKey, Fit]:
         return {}
     import pandas as pd
 
-    from studyctl.analysis.projection_table import fit_all
+    from studyctl.analysis.projection.table import fit_all
 
     return fit_all(pd.read_parquet(path))

@@ -17,7 +17,7 @@ from typing import Any
 import pandas as pd
 
 from studyctl.analysis.cells import HEADLINE
-from studyctl.analysis.results import RESIDENCY_COLUMNS
+from studyctl.analysis.columns import RESIDENCY_COLUMNS
 from studyctl.analysis.stats import ratio_ci
 from studyctl.analysis.values import missing
 from studyctl.definition.points import IoMode

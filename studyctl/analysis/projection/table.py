@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from studyctl.analysis.projection import MAX_REACH, Fit, Observation, Projection, fit, plain_projection
+from studyctl.analysis.projection.fit import MAX_REACH, Fit, Observation, Projection, fit, plain_projection
 from studyctl.analysis.values import missing
 from studyctl.definition.fit_group import FIT_KEYS
 from studyctl.definition.shapes import Shape

@@ -16,10 +16,10 @@ import numpy as np
 import pandas as pd
 
 from studyctl.analysis.adequacy import MEMORY_TIER, NO_FAILURE_RESTORE, cost_flags
+from studyctl.analysis.cell_ci import ci_columns
 from studyctl.analysis.cells import SETTINGS, describe_cell, independent, varying
-from studyctl.analysis.projection import MAX_REACH
-from studyctl.analysis.stats import t_quantile_975
-from studyctl.analysis.training_cost import BAND_FIGURES
+from studyctl.analysis.projection.fit import MAX_REACH
+from studyctl.analysis.training.cost import BAND_FIGURES
 from studyctl.analysis.values import missing
 from studyctl.definition.engine_options import ENGINE_SETTINGS
 
@@ -42,14 +42,6 @@ ASYNC_ENGINE_ONLY = tuple(dict.fromkeys(
 STRATEGY_ONLY = ("replaced_nodes", "drain", "tier_keep", "tier", "step_s", "compute", "allreduce_mib",
                  *ASYNC_ENGINE_ONLY)
 JOINED = ("restore_source", "relaunch_source", "projection_basis", "write_source")
-
-
-def ci_columns(grouped: Any, names: list[str]) -> pd.DataFrame:
-    """Mean and 95% half-width (Student t over the repetitions that have the figure) per cell."""
-    mean, std, count = grouped[names].mean(), grouped[names].std(ddof=1), grouped[names].count()
-    t = count.apply(lambda col: col.map(lambda n: t_quantile_975(int(n) - 1) if n > 1 else np.nan))
-    half = t * std / np.sqrt(count.where(count > 0))
-    return mean.join(half.add_suffix("_ci95"))
 
 
 def cost_cells(training: pd.DataFrame, summary_flags: dict[str, str] | None = None) -> pd.DataFrame:

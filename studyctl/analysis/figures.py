@@ -7,11 +7,11 @@ from pathlib import Path
 import pandas as pd
 
 from studyctl.analysis.cells import with_fallbacks_shown
+from studyctl.analysis.hardware.roofline import roofline_plots
 from studyctl.analysis.plots.bars import axis_bars
 from studyctl.analysis.plots.plot import Plot
 from studyctl.analysis.plots.ranks import rank_spread
 from studyctl.analysis.plots.requests import request_bars
-from studyctl.analysis.plots.roofline import roofline_plots
 from studyctl.analysis.plots.scaling import (
     BANDWIDTH,
     DURATION,
