@@ -1,10 +1,10 @@
-"""The ceiling point's storage probe against fio on the same bytes, ranks and block (issue 18: >= 0.95x).
+"""The ceiling point's storage probe against fio on the same bytes, ranks and block (its target: >= 0.95x fio).
 
 A ceiling point (worker.ceiling) writes and fsyncs one file per rank of the largest shard, then reads it back cold,
 and the same with the checkpoint's bytes spread evenly, each up to definition.ceilings.PROBE_MAX_BYTES per rank
 (`probes_run`; a phase also stops at PROBE_STREAM_S: keep --gib-per-rank within what the disk moves in that time);
 each the median of its rounds (definition.ceilings.another_round). fio runs the same
-pattern (shared notes io-limits.md: one job per rank, `bs` = the block, end_fsync=1, the read job on the same
+pattern (docs/io-limits.md: one job per rank, `bs` = the block, end_fsync=1, the read job on the same
 files with the page cache invalidated; direct=1 for the direct mode) right before and right after the worker,
 for both sizes; the ratio is the worker's / the mean of fio's two; a run whose two fio figures differ by more
 than 15% is discarded. The point is a ZeRO-1 layout (data-parallel rank 0 holds the model states, so its shard

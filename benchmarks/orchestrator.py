@@ -1,6 +1,6 @@
 """Orchestrator at scale: planning a 100,000-point study, and a 100,000-point ledger.
 
-Targets (issue "Benchmarks"): expand + plan 100k points < 2 s; record 100k state updates and
+Targets (the orchestrator's scale targets): expand + plan 100k points < 2 s; record 100k state updates and
 answer `status` on a 100k-point study < 2 s. Prints median/min/max over repetitions.
 """
 

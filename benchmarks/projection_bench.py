@@ -1,4 +1,4 @@
-"""Projections to full size against a full-size run (issue 21), the way a study makes them: library API, local backend.
+"""Projections to full size against a full-size run, the way a study makes them: library API, local backend.
 
 The checkpoint: gpt2-1.5b (20.3 GiB at scale 1.0), ZeRO-3, direct I/O, 1 node × 2 ranks, 2 writes + 2 reads, block
 16 MiB. Per run, three studies back to back on one scratch disk:
@@ -8,8 +8,8 @@ The checkpoint: gpt2-1.5b (20.3 GiB at scale 1.0), ZeRO-3, direct I/O, 1 node ×
      first rank's start to last rank's end) with its 95% band, and plain scaling (nominal bytes over the cell's own
      bandwidth) for comparison;
   3. the reference after: scale 1.0 again.
-This disk swings 20–100% from one minute to the next (shared/notes/io-limits.md), so the reference is taken the way
-the notes prescribe for fio: the mean of the runs right before and right after, the run discarded where those two
+This disk swings 20–100% from one minute to the next (docs/io-limits.md), so the reference is taken the way
+those notes prescribe for fio: the mean of the runs right before and right after, the run discarded where those two
 differ by more than 15%, and the verdict the median over at least 3 valid runs. Target: the fit within ±10%.
 The band's coverage: a 95% prediction band is for one run at full size, so every reference run (before and after,
 valid or not: the disk's swings are what a band must hold) is checked against it; printed as "k of n", with the
@@ -33,7 +33,7 @@ from typing import Any
 
 MODEL = "gpt2-1.5b"
 SMALL_SCALE = 0.002
-MAX_REFERENCE_SPREAD = 0.15  # the notes' rule for a fair reference on this disk (shared/notes/io-limits.md)
+MAX_REFERENCE_SPREAD = 0.15  # a fair reference here: runs before and after within 15% (docs/io-limits.md)
 TARGET = 0.10
 PHASES = ("write", "read")
 SWEEP = """study: {name}

@@ -1,6 +1,6 @@
 """`studyctl sweep status` on a 1,000-point study: the real command in a fresh process, as a user runs it.
 
-Target (issue 16): under 0.5 s, for `sweep cancel`, `sweep resubmit` and `plan` too. The study is built with
+Target: under 0.5 s, for `sweep cancel`, `sweep resubmit` and `plan` too. The study is built with
 the library's own ledger and task files (tests/studygen.py: 950 COMPLETED, 30 FAILED, 20 never run; one attempt
 directory each), so each command opens, checks and reconciles a real ledger and prints its answer. Printed
 beside them, measured back to back: `--help` (the CLI's own start-up), a bare interpreter, and which heavy

@@ -1,14 +1,14 @@
 """The worker against fio on the same bytes, ranks and block size: write and cold read, buffered and direct,
 on a quiet machine and under a load the benchmark makes itself.
 
-Design (shared notes io-limits.md): for each pattern run fio, then the worker, then fio again; the
+Design (docs/io-limits.md): for each pattern run fio, then the worker, then fio again; the
 ratio is worker / mean(fio before, fio after); a run whose two fio figures differ by more than 15%
 is discarded and repeated. fio: one job per rank, `bs` = the worker's block, end_fsync=1, the read
 job on the same files (fio invalidates the page cache first; direct=1 for the direct pattern).
 The worker writes one checkpoint of a ZeRO-3 layout (two files per rank, model + optimizer shard)
 scaled so each rank writes `--gib-per-rank` GiB, then restores it cold (fadvise or O_DIRECT).
 
-Like for like on this VM (issue 18): memory freed is handed back to the host bit by bit from ~2 s on
+Like for like on this VM (the worker at fio's rate): memory freed is handed back to the host bit by bit from ~2 s on
 (virtio-balloon free page reporting), and a buffered write into memory the host must back again runs at a third
 of the rate or less, the longer the memory sat free the slower (benchmarks/page_gap.py). fio used to start
 within milliseconds of the last files' deletion, the worker 1-3 s later (MPI launch, imports, its buffer): fio
@@ -16,7 +16,7 @@ wrote into memory the host still backed, the worker into memory it had to take b
 its write as long after the last deletion as the worker's did (the worker's gap, from the deletion to its
 write's step directory appearing, measured on every run; a first unmeasured worker run calibrates it), so all
 three write into the same state. `--loads 0,2`: each pattern quiet, then beside N busy processes the benchmark
-starts and ends. The worker's slowest write rank's split (issue 18) is printed beside.
+starts and ends. The worker's slowest write rank's per-rank time split is printed beside.
 """
 
 from __future__ import annotations

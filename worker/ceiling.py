@@ -1,4 +1,4 @@
-"""A ceiling point (issue 18): what its resource shape's storage, network and host memory reach.
+"""A ceiling point: what its resource shape's storage, network and host memory reach.
 
 Storage is the fio pattern, measured as the point's own phases are (worker.clock: barrier, per-rank stamps, the
 vote) with the point's I/O mode, block and cold-read method (worker.io): every rank writes and fsyncs one file of

@@ -1,4 +1,4 @@
-"""A ceiling point's network and host-memory probes (issue 18), on the rank's one buffer, and the rounds every
+"""A ceiling point's network and host-memory probes, on the rank's one buffer, and the rounds every
 probe runs (`repeat`: definition.ceilings.another_round, the rule plan estimates with).
 
 Each moves `nbytes` per rank per round: the ceiling passes the largest shard up to

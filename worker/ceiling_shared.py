@@ -1,4 +1,4 @@
-"""`ceilings: shared` (issue 18): a ceiling is a property of its shape, so a study reuses one another study of the
+"""`ceilings: shared`: a ceiling is a property of its shape, so a study reuses one another study of the
 same results root measured on the same shape, filesystem path and nodes, instead of measuring its own.
 
 A study that measures a shared ceiling leaves a record beside its points (definition.ceilings.shared_record):

@@ -7,7 +7,7 @@ bytes of each of its 4 KiB pages get a serial number (one strided copy, ~0.03 ms
 no two written pages are equal: deduplicating or compressing storage sees a real checkpoint, not
 the buffer repeated (fio's scramble_buffers does the same). O_DIRECT needs aligned buffer,
 offsets and lengths: the tail is padded to the alignment and the file truncated to its true size.
-Every call that opens a file adds its open, transfer, fsync and close time to a `Split` (issue 18).
+Every call that opens a file adds its open, transfer, fsync and close time to a `Split` (the per-rank time split).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""A recovery point's two launches: the writing world, then a new launch of the restart world (issue 20).
+"""A recovery point's two launches: the writing world, then a new launch of the restart world after a failure.
 
 `python -m worker.relaunch TASK.json mpiexec MPIEXEC [ARGS...]` (the local backend) runs
 `MPIEXEC ARGS -n OLD python -m worker TASK` and then `MPIEXEC ARGS -n NEW python -m worker.restart TASK`;

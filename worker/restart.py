@@ -1,4 +1,4 @@
-"""`python -m worker.restart TASK.json`: the restart world of a recovery point (issue 20), a new launch after
+"""`python -m worker.restart TASK.json`: the restart world of a recovery point, a new launch after
 the writing world (`worker.relaunch`).
 
 Phases, each the whole job's: launch (from STUDYCTL_LAUNCH_T0, stamped by the launcher, until every rank has

@@ -117,7 +117,7 @@ def _run(task: WorkerTask, comm: Any, launch_s: float | None) -> dict[str, Any]:
     run = Run(task, comm)
     run.engine = open_engine(task, comm, run.storage)  # a device or target it cannot have: refused, nothing written
     setup = _set_up(run)
-    if task.point.role == "ceiling":  # probes of its resource shape instead of checkpoints (issue 18)
+    if task.point.role == "ceiling":  # probes of its resource shape instead of checkpoints (ceiling points)
         return run_ceiling(run, setup, partial(_gather, run, 0, launch_s), started_at)
     timings, ck = _measure(run, setup)
     idle_steps = run.comm.gather(ck.idle_step_s(), root=0)
@@ -126,7 +126,7 @@ def _run(task: WorkerTask, comm: Any, launch_s: float | None) -> dict[str, Any]:
     result: dict[str, Any] = {"point_id": task.point_id, "attempt": task.attempt, "rank": run.rank}
     strategy = ck.info(idle_steps, run.written.bytes_per_rank_max) if run.rank == 0 else None
     summary = _record(run, setup, timings, got, started_at, strategy, engine) if run.rank == 0 else {}
-    keep_files, keep_tier = handoff.keeps(task.point)  # a recovery point's restart reads them (issue 20)
+    keep_files, keep_tier = handoff.keeps(task.point)  # a recovery point's restart after a failure reads them
     handoff.lose_tiers(task.point, ck)
     ck.close(keep=keep_tier)
     _remove_files(run, keep_files)

@@ -67,7 +67,7 @@ def resolve_mpiexec(options: LocalOptions) -> str:
 
 
 def worker_command(launch: Launch, options: LocalOptions, mpiexec: str | None = None) -> list[str]:
-    """mpiexec of the worker; a recovery point's two worlds one after the other (worker.relaunch, issue 20)."""
+    """mpiexec of the worker; a recovery point's two worlds one after the other (worker.relaunch)."""
     world = launch.point.world_size
     mpiexec = mpiexec or resolve_mpiexec(options)
     if launch.point.recovery is not None:

@@ -30,7 +30,7 @@ class Machine:
 
 def misfit(point: Point, machine: Machine, ranks_per_core: int) -> str | None:
     """Why `point` cannot run on `machine` (all its simulated nodes at once), or None if it fits."""
-    ranks = running_ranks(point)  # a recovery point's larger world (issue 20)
+    ranks = running_ranks(point)  # a recovery point's larger world (recovery after a failure)
     limit = machine.cores * ranks_per_core
     if ranks > limit:
         return (f"{ranks} ranks ({ranks // point.ranks_per_node} nodes × {point.ranks_per_node}) exceed this machine's "

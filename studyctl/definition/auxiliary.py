@@ -1,4 +1,4 @@
-"""Points a study adds beside the ones its matrix asks for: a ceiling per resource shape (issue 18,
+"""Points a study adds beside the ones its matrix asks for: a ceiling per resource shape (ceiling points,
 `definition.ceilings`) and calibration runs at larger scales (`definition.calibration`).
 
 Each kind sees every planned point as it streams past (plan streams a million points without holding them),

@@ -1,7 +1,7 @@
 """The model catalog: the single source of truth for model dimensions.
 
 Dimensions and default parallelism follow DLIO's LLM-checkpointing workloads
-(see shared notes `checkpoint-model.md`).
+(docs/checkpoint-model.md, with its source).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Ceiling points (issue 18): one per resource shape, measuring what that shape's storage, network and memory
+"""Ceiling points: one per resource shape, measuring what that shape's storage, network and memory
 reach, through the same backend, nodes, ranks, filesystem, I/O mode and block as the study's own points.
 
 A ceiling point is a copy of the shape's point whose largest rank writes the most bytes, with role "ceiling" and

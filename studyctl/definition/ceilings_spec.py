@@ -1,4 +1,4 @@
-"""The sweep's `ceilings:` setting (issue 18; what it adds: `studyctl.definition.ceilings`)."""
+"""The sweep's `ceilings:` setting (ceiling points; what it adds: `studyctl.definition.ceilings`)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """Checkpoint layout: which rank writes which files, of what size (pure, DLIO-exact).
 
-Rules (shared notes `checkpoint-model.md`): rank r has tp = r mod TP, pp = (r // TP) mod PP,
+Rules (docs/checkpoint-model.md): rank r has tp = r mod TP, pp = (r // TP) mod PP,
 dp = r // (TP·PP). TP splits every matrix and the embedding/output layer by integer
 division; norm vectors are replicated on each TP rank. ZeRO-3 further splits every tensor
 by DP. The optimizer holds 3 groups of n elements (master, Adam m, Adam v) plus 3·5h small

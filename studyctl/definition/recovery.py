@@ -1,4 +1,4 @@
-"""Recovery after a failure (issue 20): the `recovery:` axis, and what a restart of a point looks like.
+"""Recovery after a failure: the `recovery:` axis, and what a restart of a point looks like.
 
 A recovery point writes its checkpoints in its own layout, then a NEW launch of the restart world (a new
 `mpiexec` locally, a new job step under Slurm) restores the last checkpoint its restores read and runs one

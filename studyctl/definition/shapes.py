@@ -1,4 +1,4 @@
-"""A resource shape: what a ceiling is a property of (issue 18).
+"""A resource shape: what a ceiling is a property of (ceiling points).
 
 Two points of one shape run on the same nodes, ranks per node, filesystem, I/O mode and block size, so the
 storage, network and memory they could reach are the same, whatever model, ZeRO stage or strategy they

@@ -228,7 +228,7 @@ class SweepFile(_Strict):
     checkpoint: CheckpointOptions = CheckpointOptions()
     estimate: Estimate = Estimate()
     training: TrainingSpec = TrainingSpec()
-    ceilings: CeilingsSetting = "auto"  # a ceiling point per resource shape (issue 18): definition.ceilings
+    ceilings: CeilingsSetting = "auto"  # a ceiling point per resource shape: definition.ceilings
     calibration: CalibrationSetting = CalibrationSpec()  # larger-scale runs projections are fitted from
     local: LocalOptions = LocalOptions()
     slurm: SlurmOptions = SlurmOptions()

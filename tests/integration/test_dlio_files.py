@@ -1,6 +1,6 @@
 """A kept checkpoint on disk has DLIO's file and folder names and sizes, rank for rank.
 
-The expected listing is generated here from the rules in shared notes `checkpoint-model.md`
+The expected listing is generated here from the rules in docs/checkpoint-model.md
 (written out again, independently of studyctl.definition.layout) and DLIO's naming
 (`global_epoch1_step{N}/`, `model_{mp}_model_states.pt`, `layer_{i}-model_{mp}_model_states.pt`,
 `zero_pp_rank_{dp}_mp_rank_{mp}_{model|optim}_states.pt`), never copied from a run.
@@ -24,7 +24,7 @@ WEIGHT_BYTES, OPTIMIZER_BYTES = 2, 4  # bf16 weights; fp32 master, Adam m, Adam 
 
 
 def dlio_listing(m: ModelSpec, tp: int, pp: int, dp: int, zero: int, steps: int) -> dict[str, int]:
-    """Every file DLIO writes for `steps` checkpoints: relative path → bytes, from the notes' rules."""
+    """Every file DLIO writes for `steps` checkpoints: relative path → bytes, from docs/checkpoint-model.md's rules."""
     h, f, v, n_layers = m.hidden_size, m.ffn_hidden_size, m.vocab_size, m.num_layers
     d_kv = (h // m.num_attention_heads) * m.num_kv_heads
     layer = [(h, False), (h * (h + 2 * d_kv), True), (h * h, True), (h, False), (2 * f * h, True), (f * h, True)]

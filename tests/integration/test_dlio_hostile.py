@@ -80,7 +80,7 @@ def _hydra(text: str) -> Callable[[Path], None]:
 
 # name → (folder kwargs, extra damage, the file the reason names, text in the reason)
 CASES: dict[str, tuple[dict[str, Any], Callable[[Path], None] | None, str, str]] = {
-    # the ten that crashed collect, and the two that were tabulated (issue 16)
+    # hostile result folders: the ten that once crashed collect, and the two that were once tabulated
     "summary-list": ({"summary": [1, 2, 3]}, None, "summary.json", "is a JSON list, not an object"),
     "metric-string": ({"summary": summary_with(metric="fast")}, None, "summary.json", "metric = 'fast'"),
     "nan-size": ({"raw_summary": json.dumps(metric_with(checkpoint_size_GB=float("nan")))}, None, "summary.json",

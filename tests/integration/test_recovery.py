@@ -1,4 +1,4 @@
-"""Recovery after a failure, for real (issue 20): a checkpoint written by 4 mpiexec ranks, restored by a NEW
+"""Recovery after a failure, for real: a checkpoint written by 4 mpiexec ranks, restored by a NEW
 mpiexec of the restart world (`python -m worker.relaunch`) onto 2 and 8 ranks and with a TP change, each new rank
 reading only its byte ranges; time to first step measured from the launch to the first completed step."""
 

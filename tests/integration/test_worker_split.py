@@ -1,4 +1,4 @@
-"""Per-rank time split (issue 18) from real ranks on real files: a many-small-files layout shows its open and
+"""Per-rank time split from real ranks on real files: a many-small-files layout shows its open and
 fsync time, the parts never exceed a rank's duration, and what did not happen (fsync: false; reads) counts 0."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Recovery after a failure on the real local Slurm cluster (issue 20): 4 ranks on 2 nodes write a checkpoint, and
+"""Recovery after a failure on the real local Slurm cluster: 4 ranks on 2 nodes write a checkpoint, and
 a NEW job step in the same allocation (sized for the larger world) restores it onto 2 ranks and onto 8 ranks with
 a TP change, each new rank reading only its byte ranges; the launch is on the clock."""
 

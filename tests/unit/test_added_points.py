@@ -77,7 +77,7 @@ def test_a_default_study_narrowed_or_widened_is_the_same_study(tmp_path: Path, c
 
 
 @pytest.mark.parametrize("case", ["narrowed by exclude", "widened by a model", "the larger of two models excluded"])
-def test_the_cases_of_the_issue_do_supersede_added_points(case: str) -> None:
+def test_changes_that_leave_added_points_out_do_supersede_them(case: str) -> None:
     """What the same-study rule must ignore: these changes do leave some recorded added points out."""
     old, new = SAME_STUDY[case]
     assert added_ids(planned(old)) - added_ids(planned(new))

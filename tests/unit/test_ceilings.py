@@ -1,4 +1,4 @@
-"""Ceiling points (issue 18): one per resource shape, from its largest point; the sweep's `ceilings:` setting;
+"""Ceiling points: one per resource shape, from its largest point; the sweep's `ceilings:` setting;
 plan's lines; submit, status, resubmit and cancel treat them as points."""
 
 from __future__ import annotations

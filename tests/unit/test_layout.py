@@ -11,7 +11,7 @@ from studyctl.definition.layout import Parallelism, layout_problems, num_paramet
 
 GIB = 1 << 30
 
-# shared/notes/checkpoint-model.md: (model, TP, PP, DP, ZeRO) → params (B), total GiB, 10^9 B, files, max/min GiB
+# docs/checkpoint-model.md, DLIO's sizes: (model, TP, PP, DP, ZeRO) → params (B), total GiB, 10^9 B, files, max/min GiB
 TABLE = [
     ("llama_7b", 1, 1, 8, 1, 6.738, 87.86, 94.3, 9, 21.96, 9.41),
     ("llama_7b", 1, 1, 8, 3, 6.738, 87.86, 94.3, 16, 10.98, 10.98),

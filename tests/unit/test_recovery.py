@@ -1,4 +1,4 @@
-"""The `recovery:` axis (issue 20): its forms, its points' ids, the restarts refused at plan time with the reason,
+"""The `recovery:` axis: its forms, its points' ids, the restarts refused at plan time with the reason,
 and what the backends launch for it (no MPI here: tests/integration/test_recovery.py runs the restarts)."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The recovery table and cells, and the cost model's restart R from a measured time to first step (issue 20),
+"""The recovery table and cells, and the cost model's restart R from a measured time to first step after a failure,
 from hand-made result files: where R came from is said in every row."""
 
 from __future__ import annotations

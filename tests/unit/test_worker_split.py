@@ -1,4 +1,4 @@
-"""Per-rank time split (issue 18): the accounting from a rank's summed parts, and the io calls that sum them."""
+"""Per-rank time split: the accounting from a rank's summed parts, and the io calls that sum them."""
 
 from __future__ import annotations
 
