@@ -11,16 +11,14 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-import math
 import os
-import statistics
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from studyctl.definition.ceilings_spec import CeilingsMode
 from studyctl.definition.points import ENGINE_OPTION_DEFAULTS, Point
 from studyctl.definition.shapes import Shape, shape_of
-from studyctl.definition.tdist import t_quantile_975
+from studyctl.definition.tdist import log_interval
 from studyctl.units import GIB, MIB
 
 if TYPE_CHECKING:  # the worker imports this module, never the sweep's (YAML)
@@ -43,8 +41,9 @@ P = TypeVar("P", bound=_Planned)
 # shard and the even share per rank, REPEATS times); a study of more shapes is a scan over the hardware whose
 # own cells already trace what each shape reaches, and 8 more points would be a visible share of its node-hours.
 AUTO_MAX_SHAPES = 8
-# A ceiling is a distribution: each probe runs rounds until the 95% CI of the mean of every rate it measures is
-# within ±CI_TARGET of that mean (Student's t over the rounds), at least MIN_ROUNDS (a CI needs a spread) and at
+# A ceiling is a distribution: each probe runs rounds until the 95% interval of every rate it measures is within
+# ±CI_TARGET of it as a factor (Student's t over the rounds' logarithms, `tdist.log_interval`: the interval the
+# report shows, so the probe stops when what the user reads is narrow), at least MIN_ROUNDS (a CI needs a spread) and at
 # most MAX_ROUNDS, and no new round once its budget would be spent (STORAGE_BUDGET_S for the storage probes
 # together, STREAM_BUDGET_S for each network and memory-copy probe). Each rate's figure is the median of its
 # rounds; every round is recorded (CeilingInfo.rounds). ±10%: a ceiling share of 90% vs 100% is then told apart
@@ -91,12 +90,10 @@ def probes_run(point: Point) -> dict[str, int]:
 
 
 def narrow(rates: list[float]) -> bool:
-    """Whether the 95% CI of the mean of these rounds' rates is within ±CI_TARGET of it."""
-    n = len(rates)
-    if n < 2:
-        return False
-    mean = statistics.fmean(rates)
-    return mean > 0 and t_quantile_975(n - 1) * statistics.stdev(rates) / math.sqrt(n) <= CI_TARGET * mean
+    """Whether these rounds' 95% interval (`tdist.log_interval`, the one the report shows) lies within ±CI_TARGET
+    of their central figure, as a factor either way."""
+    n, low, high, _ = log_interval(rates)
+    return n >= 2 and high / low <= (1 + CI_TARGET) ** 2
 
 
 def another_round(rates: dict[str, list[float]], done: int, elapsed_s: float, longest_s: float,

@@ -6,6 +6,7 @@ A table for df 1..30 (exact to 3 decimals) and a Cornish-Fisher expansion beyond
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 
 # t_{0.975, df} for df = 1..30 (two-sided 95%); beyond, a Cornish-Fisher expansion (error < 1e-3).
 _T975 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228,
@@ -23,3 +24,18 @@ def t_quantile_975(df: int) -> float:
     z = _Z975
     return (z + (z**3 + z) / (4 * df) + (5 * z**5 + 16 * z**3 + 3 * z) / (96 * df**2)
             + (3 * z**7 + 19 * z**5 + 17 * z**3 - 15 * z) / (384 * df**3))
+
+
+def log_interval(values: Iterable[float | None]) -> tuple[int, float, float, float]:
+    """(n, low, high, se_log): the 95% interval of rates that spread by factors (a probe's rounds on a shared
+    disk), Student t over their logarithms, so it stays positive and is as wide below as above as a factor; n
+    counts the positive finite values, and below two of them low, high and se_log are NaN. One rule for the probe
+    that decides when a ceiling is narrow enough and for the analysis that reports its interval."""
+    logs = [math.log(v) for v in values if v is not None and v > 0 and math.isfinite(v)]
+    n = len(logs)
+    if n < 2:
+        return n, math.nan, math.nan, math.nan
+    mean = math.fsum(logs) / n
+    se = math.sqrt(math.fsum((x - mean) ** 2 for x in logs) / (n - 1) / n)
+    half = t_quantile_975(n - 1) * se
+    return n, math.exp(mean - half), math.exp(mean + half), se

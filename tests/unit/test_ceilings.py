@@ -4,6 +4,7 @@ plan's lines; submit, status, resubmit and cancel treat them as points."""
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 from typing import Any
 
@@ -201,10 +202,10 @@ def test_the_probe_rule_runs_rounds_until_the_ci_is_narrow_or_the_budget_spent()
     assert another_round({"a": steady, "b": noisy}, 3, 1.0, 0.5, 60.0)  # one is not: another
     assert not another_round({"a": noisy}, 3, 59.6, 0.5, 60.0)  # it would overrun the budget
     assert not another_round({"a": noisy * 7}, MAX_ROUNDS, 1.0, 0.01, 60.0)
-    # ±CI_TARGET exactly: t(0.975, 2) = 4.303 over sqrt(3) times the spread
-    half = CI_TARGET * 10 * 3 ** 0.5 / 4.303
-    assert not another_round({"a": [10 - half * 0.99, 10.0, 10 + half * 0.99]}, 3, 1.0, 0.5, 60.0)
-    assert another_round({"a": [10 - half * 1.01, 10.0, 10 + half * 1.01]}, 3, 1.0, 0.5, 60.0)
+    # ±CI_TARGET exactly, as a factor: on the logs, t(0.975, 2) = 4.303 over sqrt(3) times their spread
+    d = math.log(1 + CI_TARGET) * 3 ** 0.5 / 4.303
+    assert not another_round({"a": [10 * math.exp(k * d * 0.99) for k in (-1, 0, 1)]}, 3, 1.0, 0.5, 60.0)
+    assert another_round({"a": [10 * math.exp(k * d * 1.01) for k in (-1, 0, 1)]}, 3, 1.0, 0.5, 60.0)
     # plan's estimate: the rule's most, rounds of the estimated length that never narrow
     assert planned_rounds(13.0, 60.0) == 4 and planned_rounds(40.0, 60.0) == MIN_ROUNDS
     assert planned_rounds(0.001, 60.0) == MAX_ROUNDS and planned_rounds(7.0, 60.0) == 8

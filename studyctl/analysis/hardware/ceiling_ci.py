@@ -9,11 +9,10 @@ rounds were) has no interval, and says so: no verdict that needs one is drawn fr
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from studyctl.definition.tdist import t_quantile_975
+from studyctl.definition.tdist import log_interval
 
 NAN = float("nan")
 # An even probe not run again (its share within EVEN_SAME of the largest shard) reports the largest's figure: its
@@ -25,14 +24,8 @@ SUFFIXES = ("low", "high", "rounds", "se_log")  # the columns each rate gets: <r
 def interval(values: Sequence[float]) -> dict[str, float]:
     """rounds (n), low and high of the 95% interval, se_log (the standard error of the mean log rate: the
     relative standard error, which `stats.ratio_ci` propagates into a share); NaN below two rounds."""
-    logs = [math.log(v) for v in values if v is not None and v > 0 and math.isfinite(v)]
-    n = len(logs)
-    if n < 2:
-        return {"rounds": float(n), "low": NAN, "high": NAN, "se_log": NAN}
-    mean = math.fsum(logs) / n
-    se = math.sqrt(math.fsum((x - mean) ** 2 for x in logs) / (n - 1) / n)
-    half = t_quantile_975(n - 1) * se
-    return {"rounds": float(n), "low": math.exp(mean - half), "high": math.exp(mean + half), "se_log": se}
+    n, low, high, se = log_interval(values)
+    return {"rounds": float(n), "low": low, "high": high, "se_log": se}
 
 
 def _rounds_of(rounds: dict[str, list[float]], row: dict[str, Any], rate: str) -> list[float]:
