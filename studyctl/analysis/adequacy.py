@@ -17,6 +17,13 @@ MEMORY_FSTYPES = frozenset({"tmpfs", "ramfs", "hugetlbfs"})
 STATED_COLD = "cold (stated at import)"  # cold_read_method of DLIO reads the user says were cold (--dlio-reads)
 
 
+def reads_memory(row: dict[str, Any]) -> bool:
+    """Whether a cell's restores read from a memory filesystem (its own, or a tiered cell's tier): there every page
+    of a file is in the page cache by construction, so a residency sample says nothing about a cold read."""
+    tiered = str(row.get("strategy")) == "tiered" and str(row.get("tier_fstype")) in MEMORY_FSTYPES
+    return str(row.get("fstype")) in MEMORY_FSTYPES or tiered
+
+
 def is_dlio(tool: Any) -> bool:
     """Rows imported from DLIO: tool "dlio", or "dlio, checkpoint class <name>" for a custom checkpoint class."""
     return str(tool) == "dlio" or str(tool).startswith("dlio, ")

@@ -58,17 +58,23 @@ def test_the_report_names_the_framework_and_costs_the_engine(tmp_path: Path, shm
     sync = summary[(summary["engine"] == "torch_save") & (summary["strategy"] == "sync")].set_index("phase")
     read, write = sync.loc["read"], sync.loc["write"]
     assert read["framework_basis"] == FROM_STREAM and read["time_over_stream"] > 1
-    # torch.load's restore, several times stream's on this machine: named, with its share and stream's figure
-    assert read["limit"] == "framework", read["limit_evidence"]
-    assert re.fullmatch(r"torch\.load's deserialization takes \d+% \[\d+%, \d+%\] of the time; stream on the "
-                        r"same bytes reaches \d+\.\d\d GiB/s", read["limit_evidence"]), read["limit_evidence"]
+    # torch.load's restore, several times stream's on this machine: named, with its share and stream's figure,
+    # wherever its share's CI clears 0 (three repetitions on a loaded machine may not: then the share is stated)
+    if read["framework_share_low"] > 0:
+        assert read["limit"] == "framework", read["limit_evidence"]
+        assert re.fullmatch(r"torch\.load's deserialization takes \d+% \[\d+%, \d+%\] of the time; stream on "
+                            r"the same bytes reaches \d+\.\d\d GiB/s", read["limit_evidence"]), read["limit_evidence"]
+    else:
+        assert read["limit"] != "framework"
+        assert re.search(r"engine torch_save: the framework's share -?\d+% \[", read["limit_evidence"])
     # the save: named where its CI clears 0 on this loaded machine, else its share stands in the evidence
     assert write["framework_basis"] == FROM_STREAM
     assert write["limit"] == "framework" or re.search(r"engine torch_save: the framework's share -?\d+% \[",
                                                       write["limit_evidence"]), write["limit_evidence"]
     md = out.report_md.read_text()  # type: ignore[union-attr]
     section = md[md.index("## Engines side by side"):]
-    assert re.search(r"\| torch_save \| read \| 3 \|.*\*\*\d+\.\d\d× \\\[.*\| \d+% \\\[.*\| \*\*framework\*\* \|",
+    named = r"\*\*framework\*\*" if read["limit"] == "framework" else r"\*\*[a-z ]+\*\*"
+    assert re.search(r"\| torch_save \| read \| 3 \|.*\*\*\d+\.\d\d× \\\[.*\| -?\d+% \\\[.*\| " + named + r" \|",
                      section), section[:3000]
     # the cost view: an async engine cell is costed from the engine's blocking, staging and persist
     training = pd.read_csv(tables / "training.csv")

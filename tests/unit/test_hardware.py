@@ -13,6 +13,7 @@ import pytest
 
 from studyctl.analysis.collect import collect
 from studyctl.analysis.compare import compare
+from studyctl.analysis.hardware.table import cell_facts
 from studyctl.analysis.tables import HEADLINE, build_tables
 from studyctl.definition.shapes import shape_of
 from studyctl.definition.sweep import load_sweep
@@ -248,3 +249,14 @@ def test_report_shows_the_intervals_of_cells_ceilings_and_shares(tmp_path: Path)
     assert "| 3.00 \\[2.78, 3.23\\] |" in section  # the buffered probe's read with its interval (Markdown-escaped)
     assert "its time follows its bytes" in section  # the printed rules are the rule objects'
     assert "**undecided**" in section or "**storage**" in section
+
+
+def test_a_memory_filesystem_read_is_not_page_cache_by_its_residency() -> None:
+    """On tmpfs every page of a file is resident by construction: the sample is no evidence of a warm read, on the
+    filesystem itself or on a tiered cell's memory tier; on a disk the same sample is."""
+    row = {"phase": "read", "strategy": "sync", "fstype": "ext4", "resident_pages_before": 12288,
+           "pages_sampled": 12288, "io_mode": "buffered", "cold_read_method": "fadvise"}
+    assert cell_facts(row, {}, {}).sampled
+    assert not cell_facts({**row, "fstype": "tmpfs"}, {}, {}).sampled
+    assert not cell_facts({**row, "strategy": "tiered", "tier_fstype": "tmpfs"}, {}, {}).sampled
+    assert cell_facts({**row, "strategy": "sync", "tier_fstype": "tmpfs"}, {}, {}).sampled

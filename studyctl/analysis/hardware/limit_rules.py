@@ -323,7 +323,8 @@ RULES: tuple[Rule, ...] = (
         _unsynced),), lambda c: "buffered write without fsync: in memory, not durable yet"),
     Rule("page_cache_resident", "page cache", (Condition(
         "a restore whose residency sample (mincore, right before the read) found pages of its files already in "
-        "the page cache; a restore sampled with 0 resident is cold, never this", _resident),), _resident_evidence),
+        "the page cache (not on a memory filesystem: there every page is resident); a restore sampled with 0 "
+        "resident is cold, never this", _resident),), _resident_evidence),
     Rule("page_cache_warm", "page cache", (Condition(
         "a warm restore (cold read none) with no residency sample", _warm),),
         lambda c: "warm restore (no cold read): served from memory, not storage"),

@@ -20,6 +20,7 @@ from typing import Any
 
 import pandas as pd
 
+from studyctl.analysis.adequacy import reads_memory
 from studyctl.analysis.cells import DERIVED, HEADLINE, describe_cell, independent, varying
 from studyctl.analysis.engines import TWIN_COLUMNS, engine_of, framework_share, stream_twins
 from studyctl.analysis.hardware.ceiling_ci import pooled, round_columns
@@ -159,7 +160,9 @@ def cell_facts(row: dict[str, Any], ceiling: dict[str, Any], strategy: dict[str,
         even_ceiling_GiBps=_opt(row, "even_ceiling_GiBps"), even_share_low=_get(row, "even_ceiling_share_low"),
         even_share_high=_get(row, "even_ceiling_share_high"),
         probe_bytes_per_rank=_probe_bytes(ceiling), world_size=count(row.get("world_size")),
-        resident_pages_before=_get(row, "resident_pages_before"), pages_sampled=_get(row, "pages_sampled"),
+        # on a memory filesystem every page is resident by construction: no evidence of a warm read
+        resident_pages_before=math.nan if reads_memory(row) else _get(row, "resident_pages_before"),
+        pages_sampled=math.nan if reads_memory(row) else _get(row, "pages_sampled"),
         io_mode_used=str(row.get("io_mode_used") or row.get("io_mode")), fsync=row.get("fsync") is not False,
         cold_read_method=str(row.get("cold_read_method")), strategy=str(row.get("strategy") or "sync"),
         restore=str(row.get("restore") or "rank"), bytes_max_over_mean=_get(row, "bytes_max_over_mean"),
