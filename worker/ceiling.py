@@ -5,7 +5,8 @@ vote) with the point's I/O mode, block and cold-read method (worker.io): every r
 the largest shard any rank of the shape writes, then reads it back cold; then the same with the checkpoint spread
 evenly over the ranks. Each phase streams at most definition.ceilings.PROBE_MAX_BYTES per rank and starts no
 block after PROBE_STREAM_S (fio's time_based); rounds follow the probe rule (definition.ceilings.another_round:
-until every rate's CI is narrow, within a budget), every round recorded, the median reported. Then the network
+until every rate's CI is narrow, within a budget and the cost of the cell it judges), after a ramp round that is not
+recorded (fio's ramp_time), every other round recorded, the median reported. Then the network
 and the memory copy (worker.ceiling_probes), of the largest shard up to definition.ceilings.MEMCPY_MAX_BYTES per
 rank, by the same rule. The result is a normal Result whose checkpoints are the largest-shard probe's writes and
 reads, with `ceilings` filled. Memory: the rank's one buffer, as the point's own phases use, and the memory
@@ -25,10 +26,12 @@ from typing import Any
 from studyctl.definition.ceilings import (
     PROBE_STREAM_S,
     PROBES,
+    RAMP_ROUNDS,
     STORAGE_BUDGET_S,
     max_probe_bytes,
     probe_bytes,
     probes_run,
+    round_limit,
     stream_bytes,
 )
 from studyctl.definition.result_schema import CeilingInfo, CheckpointTiming
@@ -97,19 +100,22 @@ def _measure(run: Run, setup: Setup, largest: int, even: int) -> tuple[Timings, 
     timings: Timings = {}
 
     def storage_round(r: int) -> dict[str, float]:
+        """Round `r` of every storage probe, the ramp's first (r < RAMP_ROUNDS: run, not recorded)."""
         rates = {}
         for probe, nbytes in probes_run(run.point).items():
-            for phase, timing in zip(("write", "read"), _storage(run, setup, clock, buf, r, probe, nbytes),
-                                     strict=True):
-                timings.setdefault(f"{probe}-{phase}", []).append(timing)
-                rates[FIELDS[f"{probe}-{phase}"]] = timing.aggregate_GiBps
+            phases = _storage(run, setup, clock, buf, r, max(0, r - RAMP_ROUNDS), probe, nbytes)
+            for phase, timing in zip(("write", "read"), phases, strict=True):
+                if r >= RAMP_ROUNDS:
+                    timings.setdefault(f"{probe}-{phase}", []).append(timing)
+                    rates[FIELDS[f"{probe}-{phase}"]] = timing.aggregate_GiBps
         return rates
 
+    most = round_limit(run.point)  # every probe's: a ceiling costs no more than the cell it judges
     try:
-        rounds = ceiling_probes.repeat(run.comm, STORAGE_BUDGET_S, storage_round)
+        rounds = ceiling_probes.repeat(run.comm, STORAGE_BUDGET_S, storage_round, most, RAMP_ROUNDS)
         clock.vote()
-        rounds |= ceiling_probes.network(run.comm, buf, stream_bytes(run.point), run.node)
-        rounds |= ceiling_probes.memcpy(run.comm, stream_bytes(run.point))
+        rounds |= ceiling_probes.network(run.comm, buf, stream_bytes(run.point), run.node, most)
+        rounds |= ceiling_probes.memcpy(run.comm, stream_bytes(run.point), most)
     finally:
         buf.close()
     for phase in ("write", "read"):  # an even share the largest probe streams as well was not measured twice
@@ -120,17 +126,18 @@ def _measure(run: Run, setup: Setup, largest: int, even: int) -> tuple[Timings, 
     return timings, info
 
 
-def _storage(run: Run, setup: Setup, clock: Clock, buf: io.Buffer, r: int, probe: str, nbytes: int
+def _storage(run: Run, setup: Setup, clock: Clock, buf: io.Buffer, r: int, index: int, probe: str, nbytes: int
              ) -> tuple[CheckpointTiming, CheckpointTiming]:
-    """One file per rank written and fsynced, then read back cold; removed off the clock."""
+    """One file per rank written and fsynced, then read back cold; removed off the clock. `r` counts every round
+    run (each writes other bytes), `index` the recorded ones."""
     path = str(run.point_dir / f"ceiling-{probe}-{run.rank}")
     step = f"ceiling-{probe}"
     block = run.opts.block_mib * MIB
     tag = (r * len(PROBES) + PROBES.index(probe)) * 1_000_003 + run.rank  # every file's bytes differ
-    write = clock.phase("write", r, step, run.host, partial(buf.stamp, tag),
+    write = clock.phase("write", index, step, run.host, partial(buf.stamp, tag),
                         partial(_write, path=path, nbytes=nbytes, buf=buf, block=block, io_mode=setup.io_mode))
     evict: Callable[[], object] = partial(io.evict, path) if setup.cold_read == "fadvise" else _nothing
-    read = clock.phase("read", r, step, run.host, evict,
+    read = clock.phase("read", index, step, run.host, evict,
                        partial(_read, path=path, buf=buf, block=block, direct=setup.cold_read == "direct"))
     clock.off_clock(partial(Path(path).unlink, missing_ok=True))
     return write, read

@@ -22,7 +22,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from studyctl.definition.ceilings import STREAM_BUDGET_S, another_round, copy_piece
+from studyctl.definition.ceilings import MAX_ROUNDS, STREAM_BUDGET_S, another_round, copy_piece
 from studyctl.units import GIB
 from worker import io
 from worker.persist import Snapshot
@@ -30,21 +30,25 @@ from worker.persist import Snapshot
 Rounds = dict[str, list[float]]  # a CeilingInfo rate field's name → its rate in every round, in order
 
 
-def repeat(comm: Any, budget_s: float, one: Callable[[int], dict[str, float]]) -> Rounds:
-    """Every rank: rounds of `one` (round index → each rate it measured, the same on every rank) until the probe
-    rule says enough; rank 0's clock counts the budget and its answer is everyone's."""
+def repeat(comm: Any, budget_s: float, one: Callable[[int], dict[str, float]], max_rounds: int = MAX_ROUNDS,
+           ramp: int = 0) -> Rounds:
+    """Every rank: `ramp` rounds of `one` (round index → each rate it measured, the same on every rank), not
+    recorded, then recorded rounds until the probe rule says enough; rank 0's clock counts the budget (the ramp
+    on it) and its answer is everyone's."""
     got: Rounds = {}
     began = time.monotonic()
+    for r in range(ramp):
+        one(r)
     longest = 0.0
     done = 0
     while True:
         start = time.monotonic()
-        for name, rate in one(done).items():
+        for name, rate in one(ramp + done).items():
             got.setdefault(name, []).append(rate)
         done += 1
         longest = max(longest, time.monotonic() - start)
-        more = another_round(got, done, time.monotonic() - began, longest, budget_s) if comm.Get_rank() == 0 \
-            else None
+        more = another_round(got, done, time.monotonic() - began, longest, budget_s, max_rounds) \
+            if comm.Get_rank() == 0 else None
         if not comm.bcast(more, root=0):
             return got
 
@@ -70,7 +74,7 @@ def _pieces(nbytes: int, size: int) -> list[int]:
     return [min(size, nbytes - off) for off in range(0, nbytes, size)]
 
 
-def network(comm: Any, buf: io.Buffer, nbytes: int, node: str) -> Rounds:
+def network(comm: Any, buf: io.Buffer, nbytes: int, node: str, max_rounds: int = MAX_ROUNDS) -> Rounds:
     """Point-to-point and broadcast rates of `nbytes`, every round (nothing on one node): network_p2p_GiBps,
     network_bcast_GiBps."""
     names = comm.allgather(node)
@@ -101,11 +105,13 @@ def network(comm: Any, buf: io.Buffer, nbytes: int, node: str) -> Rounds:
             comm.Bcast(buf.view[:n], root=0)
         return 0 if rank == 0 else nbytes
 
-    return {**repeat(comm, STREAM_BUDGET_S, lambda _: {"network_p2p_GiBps": _aggregate(_timed(comm, p2p))}),
-            **repeat(comm, STREAM_BUDGET_S, lambda _: {"network_bcast_GiBps": _aggregate(_timed(comm, bcast))})}
+    return {**repeat(comm, STREAM_BUDGET_S, lambda _: {"network_p2p_GiBps": _aggregate(_timed(comm, p2p))},
+                     max_rounds),
+            **repeat(comm, STREAM_BUDGET_S, lambda _: {"network_bcast_GiBps": _aggregate(_timed(comm, bcast))},
+                     max_rounds)}
 
 
-def memcpy(comm: Any, nbytes: int) -> Rounds:
+def memcpy(comm: Any, nbytes: int, max_rounds: int = MAX_ROUNDS) -> Rounds:
     """Every rank copies `nbytes` at once, in pieces of definition.ceilings.copy_piece, one memmove each; every
     round's memcpy_GiBps_per_rank (mean over ranks of a rank's bytes / its own duration) and memcpy_GiBps (every
     rank's bytes / (last end - first start))."""
@@ -128,6 +134,6 @@ def memcpy(comm: Any, nbytes: int) -> Rounds:
         return {"memcpy_GiBps_per_rank": per_rank, "memcpy_GiBps": _aggregate(stamps)}
 
     try:
-        return repeat(comm, STREAM_BUDGET_S, one)
+        return repeat(comm, STREAM_BUDGET_S, one, max_rounds)
     finally:
         snapshot.close()

@@ -51,6 +51,17 @@ AUTO_MAX_SHAPES = 8
 CI_TARGET = 0.10
 MIN_ROUNDS = 3
 MAX_ROUNDS = 10
+# A ceiling costs no more than the cell it judges: its storage rounds move at most what COST_REPETITIONS
+# repetitions of its source point move (its checkpoints written and its restores read; `round_limit`, which caps
+# its network and memory probes' rounds too), and at least MIN_ROUNDS rounds. A small study's probe would otherwise run MAX_ROUNDS rounds of a noisy disk and cost
+# several times its own points; a large one's is bound by STORAGE_BUDGET_S first. Three: a cell's CI needs three
+# repetitions, and the ceiling is then measured as often as the cell it is compared with.
+COST_REPETITIONS = 3
+# fio's ramp_time: the first storage round of a probe meets what ran before it (the previous point's write-back
+# still draining, its files' removal, a cold directory): on this machine's disk a buffered write's first round ran
+# at 0.16-0.27 GiB/s against 0.5-0.9 for the rounds after it. The ramp rounds run first, on the clock of the
+# budget, and are not recorded.
+RAMP_ROUNDS = 1
 # Storage rounds stop starting after this many seconds of probing (all storage probes together, their off-clock
 # eviction and removal included). With PROBE_STREAM_S it bounds a ceiling's cost at any scale: at most about a
 # minute of the shape's nodes (a few percent of a study's node-hours at the seeds' full-scale layouts, where a
@@ -97,23 +108,37 @@ def narrow(rates: list[float]) -> bool:
 
 
 def another_round(rates: dict[str, list[float]], done: int, elapsed_s: float, longest_s: float,
-                  budget_s: float) -> bool:
-    """The probe rule: after `done` rounds (the longest took `longest_s`, all of them `elapsed_s`), whether to run
-    one more. The worker asks it after every round; plan asks it of rounds that never narrow, each of the
-    estimated length (`planned_rounds`), so the estimate is the rule's most."""
+                  budget_s: float, max_rounds: int = MAX_ROUNDS) -> bool:
+    """The probe rule: after `done` recorded rounds (the longest took `longest_s`, all of them and the ramp
+    `elapsed_s`), whether to run one more. The worker asks it after every round; plan asks it of rounds that never
+    narrow, each of the estimated length (`planned_rounds`), so the estimate is the rule's most."""
     if done < MIN_ROUNDS:
         return True
-    if done >= MAX_ROUNDS or all(narrow(r) for r in rates.values()):
+    if done >= max_rounds or all(narrow(r) for r in rates.values()):
         return False
     return elapsed_s + longest_s <= budget_s
 
 
-def planned_rounds(round_s: float, budget_s: float) -> int:
-    """The most rounds the rule runs when each takes `round_s` and the CI never narrows (a rate of no rounds)."""
+def planned_rounds(round_s: float, budget_s: float, max_rounds: int = MAX_ROUNDS, ramp: int = 0) -> int:
+    """The most recorded rounds the rule runs when each takes `round_s` (after `ramp` unrecorded ones) and the CI
+    never narrows (a rate of no rounds)."""
     done = 1
-    while another_round({"never narrows": []}, done, done * round_s, round_s, budget_s):
+    while another_round({"never narrows": []}, done, (ramp + done) * round_s, round_s, budget_s, max_rounds):
         done += 1
     return done
+
+
+def round_limit(point: Point) -> int:
+    """The most storage rounds a ceiling of `point` records: what COST_REPETITIONS repetitions of its source point
+    move (every checkpoint written, what storage serves each restore), in rounds that each move every probe's
+    bytes written and read, within [MIN_ROUNDS, MAX_ROUNDS]."""
+    from studyctl.definition.restore_reads import storage_read_bytes  # it imports the points, which import this
+
+    opts = point.checkpoint
+    source = point.layout().total_bytes * opts.writes + storage_read_bytes(point.model, point.parallelism,
+                                                                           opts) * opts.reads
+    per_round = 2 * sum(probes_run(point).values()) * point.world_size
+    return max(MIN_ROUNDS, min(MAX_ROUNDS, COST_REPETITIONS * source // max(1, per_round)))
 
 
 class CeilingSources:
@@ -161,14 +186,14 @@ def probe_bytes(point: Point) -> tuple[int, int]:
 def ceiling_sized(point: Point, estimate: Estimate) -> dict[str, Any]:
     """A ceiling point's plan figures: what its probes move, not what its source point checkpoints. One "write"
     is a round of every storage probe (every rank its largest shard, then its even share, each as far as the
-    probe streams), `storage_plan`'s rounds of them."""
+    probe streams), `storage_plan`'s rounds of them, its ramp included (the result records the rounds after it)."""
     largest, even = probe_bytes(point)
     world = point.world_size
     plan = storage_plan(point, estimate)
-    seconds = estimate.overhead_s + plan.rounds * plan.round_s
+    seconds = estimate.overhead_s + plan.runs * plan.round_s
     return {"checkpoint_bytes": plan.written * world, "read_bytes_per_restore": plan.read * world,
             "storage_read_bytes_per_restore": plan.read * world, "broadcast_bytes_per_restore": 0,
-            "writes": plan.rounds, "reads": plan.rounds, "bytes_per_rank_max": largest, "bytes_per_rank_min": even,
+            "writes": plan.runs, "reads": plan.runs, "bytes_per_rank_max": largest, "bytes_per_rank_min": even,
             "files_per_checkpoint": len(probes_run(point)) * world, "disk_bytes_needed": max_probe_bytes(point),
             "disk_bytes_required": int(max_probe_bytes(point) * (1 + point.checkpoint.free_space_margin)),
             "worker_memory_per_host_bytes": ceiling_memory_bytes(point, point.ranks_per_node),
@@ -179,10 +204,15 @@ def ceiling_sized(point: Point, estimate: Estimate) -> dict[str, Any]:
 
 @dataclasses.dataclass(frozen=True)
 class StoragePlan:
-    rounds: int
+    rounds: int  # recorded, after the ramp
     written: int  # bytes per rank per round, all storage probes together
     read: int
     round_s: float
+
+    @property
+    def runs(self) -> int:
+        """Every round the probe runs: its ramp and its recorded rounds (what it moves and costs)."""
+        return RAMP_ROUNDS + self.rounds
 
 
 def storage_plan(point: Point, estimate: Estimate | None = None) -> StoragePlan:
@@ -198,7 +228,8 @@ def storage_plan(point: Point, estimate: Estimate | None = None) -> StoragePlan:
     written = [b if point.io_mode == "buffered" else min(b, streamed) for b in probes_run(point).values()]
     read = [min(b, streamed) for b in written]
     round_s = (sum(written) + sum(read)) / rate
-    return StoragePlan(planned_rounds(round_s, STORAGE_BUDGET_S), sum(written), sum(read), round_s)
+    rounds = planned_rounds(round_s, STORAGE_BUDGET_S, round_limit(point), RAMP_ROUNDS)
+    return StoragePlan(rounds, sum(written), sum(read), round_s)
 
 
 def max_probe_bytes(point: Point) -> int:
@@ -210,7 +241,7 @@ def ceiling_moved_bytes(point: Point, estimate: Estimate | None = None) -> int:
     """Bytes a ceiling point's storage probes write and read, all rounds, at the estimate's rate (what its run
     time is estimated from): `storage_plan`."""
     plan = storage_plan(point, estimate)
-    return plan.rounds * (plan.written + plan.read) * point.world_size
+    return plan.runs * (plan.written + plan.read) * point.world_size
 
 
 def copy_piece(largest: int) -> int:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from studyctl import api
 from studyctl.attempt.plausibility import implausible
-from studyctl.definition.ceilings import MAX_ROUNDS, MIN_ROUNDS, probe_bytes
+from studyctl.definition.ceilings import MIN_ROUNDS, probe_bytes, round_limit
 from studyctl.definition.result_schema import Result
 
 SWEEP = """\
@@ -48,7 +48,9 @@ def test_a_ceiling_point_measures_its_shape_and_leaves_no_files(tmp_path: Path) 
     assert len(results) == 3  # two measure points, one shape
     r = results["ceiling"]
     c = r.ceilings
-    assert c is not None and c.reused_from is None and MIN_ROUNDS <= c.repeats <= MAX_ROUNDS
+    # the cell's cost caps the rounds (1 write and 1 read a repetition: three), the ramp round is not recorded
+    assert c is not None and c.reused_from is None and MIN_ROUNDS <= c.repeats <= round_limit(r.point) == MIN_ROUNDS
+    assert [t.index for t in r.checkpoints] == [*range(c.repeats)] * 2
     assert (c.largest_shard_bytes, c.even_bytes) == probe_bytes(r.point)
     assert c.largest_shard_bytes == max(m.sizes.bytes_per_rank_max for m in results.values() if m.ceilings is None)
     rates = [c.storage_write_GiBps, c.storage_read_GiBps, c.even_write_GiBps, c.even_read_GiBps,
@@ -58,7 +60,7 @@ def test_a_ceiling_point_measures_its_shape_and_leaves_no_files(tmp_path: Path) 
     assert [t.phase for t in r.checkpoints] == ["write"] * c.repeats + ["read"] * c.repeats
     # every rate is the median of its rounds, all recorded (a storage round writes and reads every probe)
     assert set(c.rounds) == {n for n in type(c).model_fields if n.endswith(("_GiBps", "_per_rank"))}
-    assert all(MIN_ROUNDS <= len(v) <= MAX_ROUNDS and getattr(c, k) == statistics.median(v)
+    assert all(MIN_ROUNDS <= len(v) <= round_limit(r.point) and getattr(c, k) == statistics.median(v)
                for k, v in c.rounds.items())
     assert c.rounds["storage_write_GiBps"] == [t.aggregate_GiBps for t in r.checkpoints if t.phase == "write"]
     assert all(t.bytes == c.largest_shard_bytes * 2 and t.files == 2 for t in r.checkpoints)

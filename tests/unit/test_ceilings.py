@@ -15,16 +15,19 @@ from studyctl.definition.auxiliary import auxiliary_points, with_auxiliary
 from studyctl.definition.ceilings import (
     AUTO_MAX_SHAPES,
     CI_TARGET,
+    COST_REPETITIONS,
     EVEN_SAME,
     MAX_ROUNDS,
     MEMCPY_MAX_BYTES,
     MIN_ROUNDS,
     PROBE_MAX_BYTES,
     PROBE_STREAM_S,
+    RAMP_ROUNDS,
     STORAGE_BUDGET_S,
     another_round,
     planned_rounds,
     probe_bytes,
+    round_limit,
     storage_plan,
 )
 from studyctl.definition.expand import expand, iter_points
@@ -119,8 +122,9 @@ def test_plan_counts_ceiling_points_on_their_own_lines(tmp_path: Path) -> None:
         assert largest < PROBE_MAX_BYTES
         probed = largest + (even if even < largest * (1 - EVEN_SAME) else 0)
         assert r["checkpoint_bytes"] == r["read_bytes_per_restore"] == probed * r["world_size"]
-        assert r["writes"] == r["reads"] == MAX_ROUNDS  # rounds of moments: the rule's most
-    assert aux["bytes"] == sum(2 * r["checkpoint_bytes"] * MAX_ROUNDS for r in ceilings)
+        # rounds of moments, the ramp first: the rule's most (3 writes and 3 reads a repetition of the source)
+        assert r["writes"] == r["reads"] == RAMP_ROUNDS + MAX_ROUNDS
+    assert aux["bytes"] == sum(2 * r["checkpoint_bytes"] * (RAMP_ROUNDS + MAX_ROUNDS) for r in ceilings)
     assert aux["node_hours"] == pytest.approx(sum(r["node_hours"] for r in ceilings))
     path = tmp_path / "c.yaml"
     path.write_text(json.dumps(BASE))
@@ -189,7 +193,7 @@ def test_a_ceilings_time_limit_counts_what_its_probes_move() -> None:
     options = SlurmOptions(assumed_GiBps_per_node=0.05, min_time_limit_min=1)
     plan = storage_plan(ceiling, Estimate(GiBps_per_node=0.05))
     assert plan.rounds == MIN_ROUNDS and plan.written == PROBE_MAX_BYTES  # slow: a buffered write is counted whole
-    minutes = 2 + plan.rounds * plan.round_s / 60
+    minutes = 2 + plan.runs * plan.round_s / 60
     assert point_time_limit_min(options, ceiling) == 5 * -(-minutes // 5)
     assert point_time_limit_min(options, ceiling) < point_time_limit_min(options, ceiling.model_copy(
         update={"role": "measure"}))
@@ -209,6 +213,29 @@ def test_the_probe_rule_runs_rounds_until_the_ci_is_narrow_or_the_budget_spent()
     # plan's estimate: the rule's most, rounds of the estimated length that never narrow
     assert planned_rounds(13.0, 60.0) == 4 and planned_rounds(40.0, 60.0) == MIN_ROUNDS
     assert planned_rounds(0.001, 60.0) == MAX_ROUNDS and planned_rounds(7.0, 60.0) == 8
+    # a cell's cost caps the rounds; the ramp's time counts against the budget
+    assert planned_rounds(0.001, 60.0, max_rounds=4) == 4 and planned_rounds(7.0, 60.0, ramp=1) == 7
+
+
+@pytest.mark.parametrize(("zero", "writes", "reads"), [(3, 1, 1), (3, 2, 1), (3, 3, 3), (1, 1, 1), (0, 4, 0)])
+def test_a_ceiling_records_at_most_what_its_cells_repetitions_move(zero: int, writes: int, reads: int) -> None:
+    """Its recorded storage rounds move at most COST_REPETITIONS times its source point's checkpoints and restores
+    (a round writes and reads every probe), never fewer than MIN_ROUNDS nor more than MAX_ROUNDS; plan runs the
+    ramp round on top and counts it in the bytes and time."""
+    sweep = _sweep(matrix={"zero_stage": zero, "nodes": 2}, models=["gpt2-125m"],
+                   checkpoint={"scale": 0.01, "writes": writes, "reads": reads})
+    rows = list(plan_rows(expand(sweep), sweep))
+    (ceiling,) = [r for r in rows if r["role"] == "ceiling"]
+    source = max((r for r in rows if r["role"] == "measure"), key=lambda r: r["bytes_per_rank_max"])
+    moved = source["checkpoint_bytes"] * writes + source["storage_read_bytes_per_restore"] * reads
+    per_round = ceiling["checkpoint_bytes"] + ceiling["read_bytes_per_restore"]  # every probe, written and read
+    expected = min(MAX_ROUNDS, max(MIN_ROUNDS, COST_REPETITIONS * moved // per_round))
+    (point,) = [pp.point for pp in expand(sweep) if pp.point.role == "ceiling"]
+    assert round_limit(point) == expected and ceiling["writes"] == ceiling["reads"] == RAMP_ROUNDS + expected
+    if (zero, writes, reads) == (3, 1, 1):  # an even layout, its shard probed whole: 3 repetitions, 3 rounds
+        assert expected == MIN_ROUNDS
+    if (zero, writes, reads) == (3, 3, 3):
+        assert expected == min(MAX_ROUNDS, 9)
 
 
 def test_a_full_scale_ceiling_costs_a_few_percent_of_its_study(tmp_path: Path) -> None:
@@ -225,7 +252,7 @@ def test_a_full_scale_ceiling_costs_a_few_percent_of_its_study(tmp_path: Path) -
     rate = sweep.estimate.GiBps_per_node / 8  # GiB/s per rank
     read = min(1.0, rate * PROBE_STREAM_S)  # GiB per rank: a buffered write is counted whole, the read streams
     round_s = (1.0 + read) / rate
-    rounds = planned_rounds(round_s, STORAGE_BUDGET_S)
+    rounds = RAMP_ROUNDS + planned_rounds(round_s, STORAGE_BUDGET_S, MAX_ROUNDS, RAMP_ROUNDS)
     assert ceiling["writes"] == rounds and ceiling["checkpoint_bytes"] == PROBE_MAX_BYTES * 1024
     assert ceiling["estimated_seconds"] == pytest.approx(sweep.estimate.overhead_s + rounds * round_s, abs=0.1)
     share = summary.auxiliary["ceiling"]["node_hours"] / summary.node_hours
