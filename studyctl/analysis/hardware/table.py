@@ -29,8 +29,10 @@ from studyctl.analysis.hardware.ceiling_match import count, like_ceiling, phase_
 from studyctl.analysis.hardware.limit_facts import pct_ci, rate_ci
 from studyctl.analysis.hardware.limits import CellFacts, name_limit
 from studyctl.analysis.hardware.rank_load import SPLIT_FIELDS
+from studyctl.analysis.stats import describe
 from studyctl.analysis.status import PointStatus
 from studyctl.analysis.values import missing
+from studyctl.definition.tdist import log_interval
 from studyctl.definition.yamlpos import load_yaml_bounded
 from studyctl.errors import UserError
 from studyctl.units import GIB
@@ -96,6 +98,28 @@ def _heaviest(r: pd.DataFrame, by_checkpoint: Any) -> pd.DataFrame:
                          "heaviest_time_over_mean": heavy["duration_s"] / means["duration_s"]})
 
 
+def rank_intervals(slowest: pd.DataFrame, heaviest: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
+    """Per cell × phase, the 95% intervals the per-rank rules decide on, over the cell's checkpoints (each one
+    observation: its ranks measured side by side, so what a run shares, its node and the disk's state, weighs on
+    them alike): the heaviest rank's time over the movers' mean, a ratio, Student t over its logarithms
+    (`tdist.log_interval`); the slowest rank's share of time in per-file calls (open + close, and with fsync), a
+    mean of shares, Student t as it is (`stats.describe`) and held to [0, 1]. rank_checkpoints counts them."""
+    calls = slowest[keys].assign(calls=slowest["open_share"] + slowest["close_share"])
+    calls["calls_fsync"] = calls["calls"] + slowest["fsync_share"]
+    rows: dict[Any, dict[str, float]] = {}
+    for key, g in calls.groupby(keys, sort=False):
+        row = rows.setdefault(key, {"rank_checkpoints": float(len(g))})
+        for col in ("calls", "calls_fsync"):
+            d = describe(list(g[col]))
+            row.update({f"{col}_share_low": max(d["ci95_low"], 0.0), f"{col}_share_high": min(d["ci95_high"], 1.0)})
+    for key, g in heaviest.groupby(keys, sort=False):
+        _, low, high, _ = log_interval(g["heaviest_time_over_mean"])
+        rows.setdefault(key, {}).update({"heaviest_time_low": low, "heaviest_time_high": high})
+    frame = pd.DataFrame.from_dict(rows, orient="index")
+    frame.index = pd.MultiIndex.from_tuples(frame.index, names=keys) if len(frame) else frame.index
+    return frame
+
+
 def split_summary(ranks: pd.DataFrame, checkpoints: pd.DataFrame) -> pd.DataFrame:
     """Per cell_key × phase: the slowest rank's and the mean rank's share of time per part, its files, and
     bytes per rank (max over ranks, mean over all ranks: world size), averaged over checkpoints."""
@@ -115,6 +139,7 @@ def split_summary(ranks: pd.DataFrame, checkpoints: pd.DataFrame) -> pd.DataFram
     measures = ["files", "bytes_per_rank_mean", "bytes_per_rank_max", "heaviest_time_over_mean",
                 "heaviest_bytes_over_movers"]
     out = out.join(per.reset_index().groupby(keys)[measures].mean())
+    out = out.join(rank_intervals(slowest, per.reset_index(), keys))
     out["bytes_max_over_mean"] = out["bytes_per_rank_max"] / out["bytes_per_rank_mean"]
     if "heavy_rank_files" in checkpoints:
         out = out.join(checkpoints.groupby(keys)["heavy_rank_files"].first())
@@ -168,11 +193,14 @@ def cell_facts(row: dict[str, Any], ceiling: dict[str, Any], strategy: dict[str,
         restore=str(row.get("restore") or "rank"), bytes_max_over_mean=_get(row, "bytes_max_over_mean"),
         heavy_rank_files=None if missing(row.get("heavy_rank_files")) else str(row["heavy_rank_files"]),
         heaviest_bytes_over_movers=_get(row, "heaviest_bytes_over_movers"),
-        heaviest_time_over_mean=_get(row, "heaviest_time_over_mean"),
+        heaviest_time_over_mean=_get(row, "heaviest_time_over_mean"), heaviest_time_low=_get(row, "heaviest_time_low"),
+        heaviest_time_high=_get(row, "heaviest_time_high"), rank_checkpoints=count(row.get("rank_checkpoints")),
         files=_get(row, "files"), slowest_files=_get(row, "slowest_files"),
         bytes_per_file=_ratio(_get(row, "bytes"), _get(row, "files")),
         slowest_open_share=_get(row, "slowest_open_share"), slowest_fsync_share=_get(row, "slowest_fsync_share"),
         slowest_close_share=_get(row, "slowest_close_share"),
+        **{f: _get(row, f) for f in ("calls_share_low", "calls_share_high", "calls_fsync_share_low",
+                                     "calls_fsync_share_high")},
         broadcast_GiBps=_ratio(_get(strategy, "broadcast_bytes") / GIB, _get(strategy, "broadcast_s")),
         broadcast_time_share=_ratio(_get(strategy, "broadcast_s"), _get(strategy, "restore_s")),
         bcast_ceiling_GiBps=ceiling.get("network_bcast_GiBps"),
