@@ -6,7 +6,9 @@ median over a shape's ceiling points standing for it. Columns this adds to the s
   shape, ceiling_GiBps / ceiling_share (the shape's storage ceiling for the phase, largest shard per rank),
   even_ceiling_GiBps / even_ceiling_share, peak_GiBps / peak_share (the filesystem's stated peak),
   slowest_<part>_share and mean_<part>_share (open, transfer, fsync, close: of a rank's time), bytes_per_rank_max,
-  bytes_per_rank_mean, bytes_max_over_mean, heavy_rank_files, limit, limit_evidence, limit_caveat;
+  bytes_per_rank_mean, bytes_max_over_mean, heavy_rank_files, heaviest_time_over_mean with heaviest_time_low / _high
+  and calls_share_low / _high, calls_fsync_share_low / _high (the per-file calls' share's, with and without fsync:
+  the 95% intervals over the cell's rank_checkpoints, `rank_intervals`), limit, limit_evidence, limit_caveat;
   for engine cells (`analysis.engines`) stream_GiBps and time_over_stream (with its CI) from the stream cell of the
   same shape, and framework_share (with its CI), framework_basis, framework_note.
 """
@@ -18,6 +20,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from studyctl.analysis.adequacy import reads_memory
@@ -29,10 +32,9 @@ from studyctl.analysis.hardware.ceiling_match import count, like_ceiling, phase_
 from studyctl.analysis.hardware.limit_facts import pct_ci, rate_ci
 from studyctl.analysis.hardware.limits import CellFacts, name_limit
 from studyctl.analysis.hardware.rank_load import SPLIT_FIELDS
-from studyctl.analysis.stats import describe
 from studyctl.analysis.status import PointStatus
 from studyctl.analysis.values import missing
-from studyctl.definition.tdist import log_interval
+from studyctl.definition.tdist import half_width
 from studyctl.definition.yamlpos import load_yaml_bounded
 from studyctl.errors import UserError
 from studyctl.units import GIB
@@ -101,23 +103,28 @@ def _heaviest(r: pd.DataFrame, by_checkpoint: Any) -> pd.DataFrame:
 def rank_intervals(slowest: pd.DataFrame, heaviest: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
     """Per cell × phase, the 95% intervals the per-rank rules decide on, over the cell's checkpoints (each one
     observation: its ranks measured side by side, so what a run shares, its node and the disk's state, weighs on
-    them alike): the heaviest rank's time over the movers' mean, a ratio, Student t over its logarithms
-    (`tdist.log_interval`); the slowest rank's share of time in per-file calls (open + close, and with fsync), a
-    mean of shares, Student t as it is (`stats.describe`) and held to [0, 1]. rank_checkpoints counts them."""
-    calls = slowest[keys].assign(calls=slowest["open_share"] + slowest["close_share"])
-    calls["calls_fsync"] = calls["calls"] + slowest["fsync_share"]
-    rows: dict[Any, dict[str, float]] = {}
-    for key, g in calls.groupby(keys, sort=False):
-        row = rows.setdefault(key, {"rank_checkpoints": float(len(g))})
-        for col in ("calls", "calls_fsync"):
-            d = describe(list(g[col]))
-            row.update({f"{col}_share_low": max(d["ci95_low"], 0.0), f"{col}_share_high": min(d["ci95_high"], 1.0)})
-    for key, g in heaviest.groupby(keys, sort=False):
-        _, low, high, _ = log_interval(g["heaviest_time_over_mean"])
-        rows.setdefault(key, {}).update({"heaviest_time_low": low, "heaviest_time_high": high})
-    frame = pd.DataFrame.from_dict(rows, orient="index")
-    frame.index = pd.MultiIndex.from_tuples(frame.index, names=keys) if len(frame) else frame.index
-    return frame
+    them alike): the heaviest rank's time over the movers' mean, a ratio, Student t over its logarithms (as
+    `tdist.log_interval`); the slowest rank's share of time in per-file calls (open + close, and with fsync), a
+    mean of shares, Student t as it is (as `stats.describe`) and held to [0, 1]. rank_checkpoints counts them.
+    Grouped, not per cell in Python: a collect of thousands of cells pays for it once."""
+    calls = slowest["open_share"] + slowest["close_share"]
+    out = {"rank_checkpoints": calls.groupby([slowest[k] for k in keys], sort=False).size()}
+    for name, values in (("calls_share", calls), ("calls_fsync_share", calls + slowest["fsync_share"])):
+        low, high = _t_interval(values, [slowest[k] for k in keys])
+        out.update({f"{name}_low": low.clip(0, 1), f"{name}_high": high.clip(0, 1)})
+    ratio = heaviest["heaviest_time_over_mean"]
+    logs = np.log(ratio.where(np.isfinite(ratio) & (ratio > 0)))
+    low, high = _t_interval(logs, [heaviest[k] for k in keys])
+    out.update({"heaviest_time_low": np.exp(low), "heaviest_time_high": np.exp(high)})
+    return pd.DataFrame(out).rename_axis(keys)
+
+
+def _t_interval(values: pd.Series, by: list[pd.Series]) -> tuple[pd.Series, pd.Series]:
+    """Per group, the mean ± `tdist.half_width` (NaN below two values)."""
+    g = values.groupby(by, sort=False)
+    n, mean, sd = g.count(), g.mean(), g.std()
+    half = pd.Series([half_width(int(k), float(s)) for k, s in zip(n, sd, strict=True)], index=n.index, dtype=float)
+    return mean - half, mean + half
 
 
 def split_summary(ranks: pd.DataFrame, checkpoints: pd.DataFrame) -> pd.DataFrame:
