@@ -105,8 +105,9 @@ def rank_intervals(slowest: pd.DataFrame, heaviest: pd.DataFrame, keys: list[str
     observation: its ranks measured side by side, so what a run shares, its node and the disk's state, weighs on
     them alike): the heaviest rank's time over the movers' mean, a ratio, Student t over its logarithms (as
     `tdist.log_interval`); the slowest rank's share of time in per-file calls (open + close, and with fsync), a
-    mean of shares, Student t as it is (as `stats.describe`) and held to [0, 1]. rank_checkpoints counts them.
-    Grouped, not per cell in Python: a collect of thousands of cells pays for it once."""
+    mean of shares, Student t as it is (as `stats.describe`) and held to [0, 1]. Both figures are means over the
+    checkpoints, so Student t fits them; no bootstrap is needed. rank_checkpoints counts them. Grouped, not per cell
+    in Python: a collect of thousands of cells pays for it once."""
     calls = slowest["open_share"] + slowest["close_share"]
     out = {"rank_checkpoints": calls.groupby([slowest[k] for k in keys], sort=False).size()}
     for name, values in (("calls_share", calls), ("calls_fsync_share", calls + slowest["fsync_share"])):
