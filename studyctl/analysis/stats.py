@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from studyctl.definition.tdist import t_quantile_975
+from studyctl.definition.tdist import half_width, t_quantile_975
 
 
 def describe(values: Sequence[float]) -> dict[str, float]:
@@ -20,7 +20,7 @@ def describe(values: Sequence[float]) -> dict[str, float]:
                 "ci95_high": math.nan, "min": math.nan, "max": math.nan}
     mean = math.fsum(clean) / n
     stdev = math.sqrt(math.fsum((v - mean) ** 2 for v in clean) / (n - 1)) if n > 1 else math.nan
-    half = t_quantile_975(n - 1) * stdev / math.sqrt(n) if n > 1 else math.nan
+    half = half_width(n, stdev)
     return {"n": n, "mean": mean, "stdev": stdev, "ci95": half, "ci95_low": mean - half,
             "ci95_high": mean + half, "min": min(clean), "max": max(clean)}
 

@@ -26,6 +26,12 @@ def t_quantile_975(df: int) -> float:
             + (3 * z**7 + 19 * z**5 + 17 * z**3 - 15 * z) / (384 * df**3))
 
 
+def half_width(n: int, sd: float) -> float:
+    """The 95% interval's half width around a mean of n values with sample standard deviation sd (n − 1 df); NaN
+    below two values. One formula for every Student t interval, per value or per group of a table."""
+    return t_quantile_975(n - 1) * sd / math.sqrt(n) if n >= 2 else math.nan
+
+
 def log_interval(values: Iterable[float | None]) -> tuple[int, float, float, float]:
     """(n, low, high, se_log): the 95% interval of rates that spread by factors (a probe's rounds on a shared
     disk), Student t over their logarithms, so it stays positive and is as wide below as above as a factor; n
@@ -36,6 +42,6 @@ def log_interval(values: Iterable[float | None]) -> tuple[int, float, float, flo
     if n < 2:
         return n, math.nan, math.nan, math.nan
     mean = math.fsum(logs) / n
-    se = math.sqrt(math.fsum((x - mean) ** 2 for x in logs) / (n - 1) / n)
-    half = t_quantile_975(n - 1) * se
+    sd = math.sqrt(math.fsum((x - mean) ** 2 for x in logs) / (n - 1))
+    se, half = sd / math.sqrt(n), half_width(n, sd)
     return n, math.exp(mean - half), math.exp(mean + half), se

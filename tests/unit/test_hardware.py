@@ -13,10 +13,12 @@ import pytest
 
 from studyctl.analysis.collect import collect
 from studyctl.analysis.compare import compare
-from studyctl.analysis.hardware.table import cell_facts
+from studyctl.analysis.hardware.table import cell_facts, rank_intervals
+from studyctl.analysis.stats import describe
 from studyctl.analysis.tables import HEADLINE, build_tables
 from studyctl.definition.shapes import shape_of
 from studyctl.definition.sweep import load_sweep
+from studyctl.definition.tdist import log_interval
 from studyctl.errors import UserError
 from tests.resultgen import make_point, write_ceiling, write_result
 
@@ -97,6 +99,31 @@ def test_per_rank_split_and_bytes_per_rank_in_the_summary(tmp_path: Path) -> Non
     assert s["bytes_max_over_mean"].tolist() == pytest.approx(ratio.tolist())
     assert set(s["heavy_rank_files"]) == {"ZeRO-1 model states on data-parallel rank 0"}
     assert {"open_s", "transfer_s", "fsync_s", "close_s", "other_s", "files"} <= set(t.ranks.columns)
+    # every checkpoint splits alike here: the per-file calls' intervals have no width, over 3 repetitions × 2
+    assert s["calls_share_low"].tolist() == pytest.approx([0.07] * len(s))
+    assert s["calls_fsync_share_high"].tolist() == pytest.approx([0.17] * len(s))
+    assert set(s["rank_checkpoints"]) == {6} and s["heaviest_time_low"].notna().all()
+
+
+def test_per_rank_intervals_over_the_cells_checkpoints() -> None:
+    """The time ratio's interval is Student t over its logarithms, the calls' share's over the shares as they are
+    (held to [0, 1]); one checkpoint has none."""
+    keys = ["cell_key", "phase"]
+    slowest = pd.DataFrame({"cell_key": ["a", "a", "a", "b"], "phase": "write", "open_share": [0.1, 0.3, 0.2, 0.1],
+                            "close_share": [0.0, 0.1, 0.0, 0.0], "fsync_share": [0.5, 0.1, 0.3, 0.2]})
+    heaviest = pd.DataFrame({"cell_key": ["a", "a", "a", "b"], "phase": "write",
+                             "heaviest_time_over_mean": [1.2, 1.5, 1.8, 1.3]})
+    got = rank_intervals(slowest, heaviest, keys)
+    a, b = got.loc[("a", "write")], got.loc[("b", "write")]
+    _, low, high, _ = log_interval([1.2, 1.5, 1.8])
+    assert (a["heaviest_time_low"], a["heaviest_time_high"]) == pytest.approx((low, high))
+    calls = describe([0.1, 0.4, 0.2])
+    assert a["calls_share_low"] == 0.0 and a["calls_share_high"] == pytest.approx(calls["ci95_high"])  # held at 0
+    fsync = describe([0.6, 0.5, 0.5])
+    assert (a["calls_fsync_share_low"], a["calls_fsync_share_high"]) == pytest.approx(
+        (fsync["ci95_low"], min(fsync["ci95_high"], 1.0)))
+    assert a["rank_checkpoints"] == 3 and b["rank_checkpoints"] == 1
+    assert b[["heaviest_time_low", "calls_share_low", "calls_fsync_share_high"]].isna().all()
 
 
 def test_stated_peak_gives_a_share(tmp_path: Path) -> None:

@@ -33,19 +33,27 @@ def facts(ci: float = 0.05, **kw: object) -> CellFacts:
     base = CellFacts(phase="write", GiBps=0.5 * CEILING, ceiling_GiBps=CEILING, even_ceiling_GiBps=CEILING,
                      io_mode_used="direct", bytes_max_over_mean=1.01, files=4, slowest_files=2,
                      bytes_per_file=256 * MIB, slowest_open_share=0.01, slowest_fsync_share=0.01,
-                     slowest_close_share=0.01, n=3, ceiling_rounds=3, world_size=2, probe_bytes_per_rank=512 * MIB)
+                     slowest_close_share=0.01, n=3, ceiling_rounds=3, rank_checkpoints=3, world_size=2,
+                     probe_bytes_per_rank=512 * MIB)
     cell = replace(base, **kw)  # type: ignore[arg-type]
     return with_ci(cell, ci, **{k: v for k, v in kw.items() if k.endswith(("_low", "_high"))})
 
 
 def with_ci(c: CellFacts, ci: float, **given: object) -> CellFacts:
-    """The intervals ±ci around the figures (the share's from both, as wide as the two together)."""
+    """The intervals ±ci around the figures (the share's from both, as wide as the two together; the per-rank
+    figures' over the cell's checkpoints)."""
     ceiling = c.ceiling_GiBps or NAN
     both = 2 * ci
+    calls = c.slowest_open_share + c.slowest_close_share
     derived = {"GiBps_low": c.GiBps * (1 - ci), "GiBps_high": c.GiBps * (1 + ci),
                "ceiling_low": ceiling * (1 - ci), "ceiling_high": ceiling * (1 + ci),
                "share_low": c.share * (1 - both), "share_high": c.share * (1 + both),
-               "even_share_low": c.even_share * (1 - both), "even_share_high": c.even_share * (1 + both)}
+               "even_share_low": c.even_share * (1 - both), "even_share_high": c.even_share * (1 + both),
+               "heaviest_time_low": c.heaviest_time_over_mean * (1 - ci),
+               "heaviest_time_high": c.heaviest_time_over_mean * (1 + ci),
+               "calls_share_low": calls * (1 - ci), "calls_share_high": calls * (1 + ci),
+               "calls_fsync_share_low": (calls + c.slowest_fsync_share) * (1 - ci),
+               "calls_fsync_share_high": (calls + c.slowest_fsync_share) * (1 + ci)}
     return replace(c, **{**derived, **given})  # type: ignore[arg-type]
 
 
@@ -84,9 +92,24 @@ def test_the_heavy_files_come_from_the_layout() -> None:
 
 def test_imbalance_is_not_named_where_the_heavy_ranks_time_does_not_follow_its_bytes() -> None:
     """One shared device: the heavy rank finishes alone at nearly the device's rate; its extra bytes cost little."""
-    cell = replace(zero1_facts(4), heaviest_time_over_mean=1.1)
+    cell = with_ci(replace(zero1_facts(4), heaviest_time_over_mean=1.1), 0.05)
     v = name_limit(cell)
-    assert v.limit == "none" and "1.10× the mean time" in v.evidence
+    assert v.limit == "none" and "1.10× the mean time [1.04, 1.16]" in v.evidence
+
+
+def test_time_follows_its_bytes_is_decided_on_its_interval() -> None:
+    """The heavy rank's time ratio straddling 1 + 50% of its bytes' excess: no verdict, the interval named, and what
+    would settle it (more checkpoints); one checkpoint: no CI, no verdict either."""
+    cell = zero1_facts(4)
+    bound = 1 + 0.5 * (cell.heaviest_bytes_over_movers - 1)
+    straddling = with_ci(replace(cell, heaviest_time_over_mean=bound), 0.05)
+    v = name_limit(straddling)
+    assert v.limit == UNDECIDED and "imbalance: the heaviest rank's time " in v.evidence
+    assert f"straddles {bound:.2f}×" in v.evidence and "over 3 checkpoints: more checkpoints" in v.evidence
+    one = replace(cell, heaviest_time_low=NAN, heaviest_time_high=NAN, rank_checkpoints=1)
+    assert name_limit(one).limit == UNDECIDED and "(no CI)" in name_limit(one).evidence
+    unrecorded = replace(cell, heaviest_time_over_mean=NAN, heaviest_time_low=NAN, heaviest_time_high=NAN)
+    assert name_limit(unrecorded).limit == "imbalance"  # no per-rank times: the condition does not speak
 
 
 def test_imbalance_is_not_named_where_even_ranks_would_still_fall_short() -> None:
@@ -98,7 +121,7 @@ def test_metadata_named_for_many_small_files() -> None:
     v = name_limit(facts(files=2072, slowest_files=1036, bytes_per_file=12 * 1024, io_mode_used="buffered",
                          slowest_open_share=0.12, slowest_fsync_share=0.22, slowest_close_share=0.04))
     assert v.limit == "metadata"
-    assert "38% of the slowest rank's time in creating, fsyncing and closing its 1,036 files" in v.evidence
+    assert "38% [36%, 40%] of the slowest rank's time in creating, fsyncing and closing its 1,036 files" in v.evidence
     assert "2,072 per checkpoint" in v.evidence
 
 
@@ -186,15 +209,20 @@ def test_storage_named_only_where_the_shares_interval_lies_above_its_bound() -> 
 
 
 def test_no_rounds_no_ci_and_no_verdict_that_needs_one() -> None:
-    bare = facts(GiBps=0.95 * CEILING, ci=NAN, ceiling_rounds=1)
+    ranks = {"calls_share_low": 0.01, "calls_share_high": 0.03, "calls_fsync_share_low": 0.02,
+             "calls_fsync_share_high": 0.04}  # the cell's checkpoints give the per-rank figures theirs
+    bare = facts(GiBps=0.95 * CEILING, ci=NAN, ceiling_rounds=1, **ranks)
     v = name_limit(bare)
     assert v.limit == UNDECIDED
     assert v.evidence.startswith("no CI for the ceiling (its result records fewer than two rounds): no verdict that "
                                  "needs one (storage could hold)")
     assert "measure the ceiling again" in v.evidence
     assert name_limit(replace(bare, io_mode_used="buffered", fsync=False)).limit == "page cache"  # needs no CI
-    one = name_limit(facts(GiBps=0.95 * CEILING, ci=NAN, n=1))
+    one = name_limit(facts(GiBps=0.95 * CEILING, ci=NAN, n=1, **ranks))
     assert one.evidence.startswith("no CI for the cell (one repetition)")
+    single = name_limit(facts(GiBps=0.95 * CEILING, ci=NAN, n=1))  # one checkpoint: no per-rank CI either
+    assert single.evidence.startswith("no CI for the cell (one repetition): no verdict that needs one (storage or "
+                                      "metadata could hold)")
 
 
 def test_a_verdict_held_by_a_later_rule_waits_for_an_undecided_earlier_one() -> None:
@@ -234,9 +262,26 @@ def test_thresholds_hold_their_meaning() -> None:
     assert name_limit(just_below).limit != "imbalance"
     assert name_limit(replace(just_below, bytes_max_over_mean=IMBALANCE_RATIO)).limit == "imbalance"
     share = METADATA_SHARE / 3
-    meta = facts(slowest_open_share=share, slowest_fsync_share=share, slowest_close_share=share - 0.001)
+    meta = facts(slowest_open_share=share, slowest_fsync_share=share, slowest_close_share=share - 0.001, ci=0)
     assert name_limit(meta).limit != "metadata"
-    assert name_limit(replace(meta, slowest_close_share=share + 0.001)).limit == "metadata"
+    assert name_limit(with_ci(replace(meta, slowest_close_share=share + 0.001), 0)).limit == "metadata"
+
+
+def test_metadata_is_decided_on_the_interval_of_its_share() -> None:
+    """Over the cell's checkpoints: the whole interval at or above 25% names it, one straddling 25% leaves no verdict
+    (saying which interval, and that more checkpoints would settle it), one wholly below does not name it."""
+    meta = facts(io_mode_used="buffered", bytes_per_file=1 * MIB, slowest_open_share=0.1, slowest_fsync_share=0.15,
+                 slowest_close_share=0.05, ci=0.1)
+    assert name_limit(meta).limit == "metadata" and name_limit(meta).evidence.startswith("30% [27%, 33%] of")
+    assert name_limit(replace(meta, calls_fsync_share_low=0.25)).limit == "metadata"
+    v = name_limit(replace(meta, calls_fsync_share_low=0.2, calls_fsync_share_high=0.35))
+    assert v.limit == UNDECIDED
+    assert ("metadata: the slowest rank's share of time in per-file calls 30% [20%, 35%] straddles 25% over 3 "
+            "checkpoints: more checkpoints") in v.evidence
+    below = name_limit(replace(meta, calls_fsync_share_low=0.1, calls_fsync_share_high=0.24))
+    assert below.limit not in ("metadata", UNDECIDED)
+    big = replace(meta, bytes_per_file=512 * MIB)  # a large buffered file's fsync is its data: open + close only
+    assert name_limit(replace(big, calls_share_low=0.3, calls_share_high=0.4)).limit == "metadata"
 
 
 def test_the_printed_rules_are_the_rule_objects_every_condition_included() -> None:

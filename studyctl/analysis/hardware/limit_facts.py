@@ -48,12 +48,20 @@ class CellFacts:
     heavy_rank_files: str | None = None  # from the layout: what makes the heaviest rank heavy
     heaviest_bytes_over_movers: float = NAN  # the heaviest rank's bytes / the mean of the ranks that moved bytes
     heaviest_time_over_mean: float = NAN  # its time / the mean time of those ranks
+    # per-rank figures' 95% intervals over the cell's checkpoints (`rank_intervals`; NaN: fewer than two)
+    heaviest_time_low: float = NAN
+    heaviest_time_high: float = NAN
+    rank_checkpoints: int = 0  # the checkpoints (repetitions × writes or reads) the per-rank figures average
     files: float = NAN  # per checkpoint, all ranks
     slowest_files: float = NAN  # the slowest rank's files per checkpoint
     bytes_per_file: float = NAN
     slowest_open_share: float = NAN  # of the slowest rank's time
     slowest_fsync_share: float = NAN
     slowest_close_share: float = NAN
+    calls_share_low: float = NAN  # the slowest rank's open + close share's 95% interval
+    calls_share_high: float = NAN
+    calls_fsync_share_low: float = NAN  # its open + close + fsync share's
+    calls_fsync_share_high: float = NAN
     broadcast_GiBps: float = NAN  # the cell's broadcast: bytes received / the slowest reader's broadcast time
     broadcast_time_share: float = NAN  # of the restore's time
     bcast_ceiling_GiBps: float | None = None

@@ -11,22 +11,20 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from studyctl.analysis.hardware.limit_facts import CellFacts, beyond_both, known, no_ci, pct_ci, what_would_tell
-from studyctl.analysis.hardware.limit_rules import (
+from studyctl.analysis.hardware.limit_bounds import (
     FRAMEWORK_SHARE,
     IMBALANCE_CLOSES,
     IMBALANCE_RATIO,
     MEMORY_BOUND,
     METADATA_SHARE,
     NETWORK_BOUND,
-    RULES,
     SMALL_FILE_BYTES,
     STORAGE_BOUND,
-    Rule,
-    framework_ci,
-    probe_short,
-    rules_text,
 )
+from studyctl.analysis.hardware.limit_conditions import Rule, time_text
+from studyctl.analysis.hardware.limit_evidence import framework_ci, probe_short
+from studyctl.analysis.hardware.limit_facts import CellFacts, beyond_both, known, no_ci, pct_ci, what_would_tell
+from studyctl.analysis.hardware.limit_rules import RULES, rules_text
 from studyctl.units import format_bytes
 
 __all__ = ["FRAMEWORK_SHARE", "IMBALANCE_CLOSES", "IMBALANCE_RATIO", "MEMORY_BOUND", "METADATA_SHARE",
@@ -52,11 +50,12 @@ def _nothing(c: CellFacts) -> Verdict:
         return Verdict("unknown", "; ".join([c.ceiling_note or "no ceiling measured for this shape", *engine]))
     said = [f"{pct_ci(c.share, c.share_low, c.share_high)} of this shape's streaming ceiling"]
     if not math.isnan(c.bytes_max_over_mean):
-        time = "" if math.isnan(c.heaviest_time_over_mean) else f" and {c.heaviest_time_over_mean:.2f}× the mean time"
+        time = "" if math.isnan(c.heaviest_time_over_mean) else f" and {time_text(c)}"
         said.append(f"the heaviest rank at {c.bytes_max_over_mean:.2f}× the mean bytes{time}")
     per_file = [c.slowest_open_share, c.slowest_close_share]
     said.append("no per-rank time split recorded" if any(math.isnan(p) for p in per_file) else
-                f"{sum(per_file):.0%} of the slowest rank's time in opening and closing files")
+                f"{pct_ci(sum(per_file), c.calls_share_low, c.calls_share_high)} of the slowest rank's time in "
+                "opening and closing files")
     if known(c.bytes_per_file):
         said.append(f"files of {format_bytes(c.bytes_per_file, 1)} on average")
     return Verdict("none", "nothing measured explains the gap: " + "; ".join([*said, *engine]))

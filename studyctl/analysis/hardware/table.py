@@ -6,7 +6,9 @@ median over a shape's ceiling points standing for it. Columns this adds to the s
   shape, ceiling_GiBps / ceiling_share (the shape's storage ceiling for the phase, largest shard per rank),
   even_ceiling_GiBps / even_ceiling_share, peak_GiBps / peak_share (the filesystem's stated peak),
   slowest_<part>_share and mean_<part>_share (open, transfer, fsync, close: of a rank's time), bytes_per_rank_max,
-  bytes_per_rank_mean, bytes_max_over_mean, heavy_rank_files, limit, limit_evidence, limit_caveat;
+  bytes_per_rank_mean, bytes_max_over_mean, heavy_rank_files, heaviest_time_over_mean with heaviest_time_low / _high
+  and calls_share_low / _high, calls_fsync_share_low / _high (the per-file calls' share's, with and without fsync:
+  the 95% intervals over the cell's rank_checkpoints, `rank_intervals`), limit, limit_evidence, limit_caveat;
   for engine cells (`analysis.engines`) stream_GiBps and time_over_stream (with its CI) from the stream cell of the
   same shape, and framework_share (with its CI), framework_basis, framework_note.
 """
@@ -18,6 +20,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from studyctl.analysis.adequacy import reads_memory
@@ -31,6 +34,7 @@ from studyctl.analysis.hardware.limits import CellFacts, name_limit
 from studyctl.analysis.hardware.rank_load import SPLIT_FIELDS
 from studyctl.analysis.status import PointStatus
 from studyctl.analysis.values import missing
+from studyctl.definition.tdist import half_width
 from studyctl.definition.yamlpos import load_yaml_bounded
 from studyctl.errors import UserError
 from studyctl.units import GIB
@@ -96,6 +100,34 @@ def _heaviest(r: pd.DataFrame, by_checkpoint: Any) -> pd.DataFrame:
                          "heaviest_time_over_mean": heavy["duration_s"] / means["duration_s"]})
 
 
+def rank_intervals(slowest: pd.DataFrame, heaviest: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
+    """Per cell × phase, the 95% intervals the per-rank rules decide on, over the cell's checkpoints (each one
+    observation: its ranks measured side by side, so what a run shares, its node and the disk's state, weighs on
+    them alike): the heaviest rank's time over the movers' mean, a ratio, Student t over its logarithms (as
+    `tdist.log_interval`); the slowest rank's share of time in per-file calls (open + close, and with fsync), a
+    mean of shares, Student t as it is (as `stats.describe`) and held to [0, 1]. Both figures are means over the
+    checkpoints, so Student t fits them; no bootstrap is needed. rank_checkpoints counts them. Grouped, not per cell
+    in Python: a collect of thousands of cells pays for it once."""
+    calls = slowest["open_share"] + slowest["close_share"]
+    out = {"rank_checkpoints": calls.groupby([slowest[k] for k in keys], sort=False).size()}
+    for name, values in (("calls_share", calls), ("calls_fsync_share", calls + slowest["fsync_share"])):
+        low, high = _t_interval(values, [slowest[k] for k in keys])
+        out.update({f"{name}_low": low.clip(0, 1), f"{name}_high": high.clip(0, 1)})
+    ratio = heaviest["heaviest_time_over_mean"]
+    logs = np.log(ratio.where(np.isfinite(ratio) & (ratio > 0)))
+    low, high = _t_interval(logs, [heaviest[k] for k in keys])
+    out.update({"heaviest_time_low": np.exp(low), "heaviest_time_high": np.exp(high)})
+    return pd.DataFrame(out).rename_axis(keys)
+
+
+def _t_interval(values: pd.Series, by: list[pd.Series]) -> tuple[pd.Series, pd.Series]:
+    """Per group, the mean ± `tdist.half_width` (NaN below two values)."""
+    g = values.groupby(by, sort=False)
+    n, mean, sd = g.count(), g.mean(), g.std()
+    half = pd.Series([half_width(int(k), float(s)) for k, s in zip(n, sd, strict=True)], index=n.index, dtype=float)
+    return mean - half, mean + half
+
+
 def split_summary(ranks: pd.DataFrame, checkpoints: pd.DataFrame) -> pd.DataFrame:
     """Per cell_key × phase: the slowest rank's and the mean rank's share of time per part, its files, and
     bytes per rank (max over ranks, mean over all ranks: world size), averaged over checkpoints."""
@@ -115,6 +147,7 @@ def split_summary(ranks: pd.DataFrame, checkpoints: pd.DataFrame) -> pd.DataFram
     measures = ["files", "bytes_per_rank_mean", "bytes_per_rank_max", "heaviest_time_over_mean",
                 "heaviest_bytes_over_movers"]
     out = out.join(per.reset_index().groupby(keys)[measures].mean())
+    out = out.join(rank_intervals(slowest, per.reset_index(), keys))
     out["bytes_max_over_mean"] = out["bytes_per_rank_max"] / out["bytes_per_rank_mean"]
     if "heavy_rank_files" in checkpoints:
         out = out.join(checkpoints.groupby(keys)["heavy_rank_files"].first())
@@ -168,11 +201,14 @@ def cell_facts(row: dict[str, Any], ceiling: dict[str, Any], strategy: dict[str,
         restore=str(row.get("restore") or "rank"), bytes_max_over_mean=_get(row, "bytes_max_over_mean"),
         heavy_rank_files=None if missing(row.get("heavy_rank_files")) else str(row["heavy_rank_files"]),
         heaviest_bytes_over_movers=_get(row, "heaviest_bytes_over_movers"),
-        heaviest_time_over_mean=_get(row, "heaviest_time_over_mean"),
+        heaviest_time_over_mean=_get(row, "heaviest_time_over_mean"), heaviest_time_low=_get(row, "heaviest_time_low"),
+        heaviest_time_high=_get(row, "heaviest_time_high"), rank_checkpoints=count(row.get("rank_checkpoints")),
         files=_get(row, "files"), slowest_files=_get(row, "slowest_files"),
         bytes_per_file=_ratio(_get(row, "bytes"), _get(row, "files")),
         slowest_open_share=_get(row, "slowest_open_share"), slowest_fsync_share=_get(row, "slowest_fsync_share"),
         slowest_close_share=_get(row, "slowest_close_share"),
+        **{f: _get(row, f) for f in ("calls_share_low", "calls_share_high", "calls_fsync_share_low",
+                                     "calls_fsync_share_high")},
         broadcast_GiBps=_ratio(_get(strategy, "broadcast_bytes") / GIB, _get(strategy, "broadcast_s")),
         broadcast_time_share=_ratio(_get(strategy, "broadcast_s"), _get(strategy, "restore_s")),
         bcast_ceiling_GiBps=ceiling.get("network_bcast_GiBps"),
