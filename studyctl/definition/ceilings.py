@@ -53,8 +53,9 @@ MIN_ROUNDS = 3
 MAX_ROUNDS = 10
 # A ceiling costs no more than the cell it judges: its storage rounds move at most what COST_REPETITIONS
 # repetitions of its source point move (its checkpoints written and its restores read; `round_limit`, which caps
-# its network and memory probes' rounds too), and at least MIN_ROUNDS rounds. A small study's probe would otherwise run MAX_ROUNDS rounds of a noisy disk and cost
-# several times its own points; a large one's is bound by STORAGE_BUDGET_S first. Three: a cell's CI needs three
+# its network and memory probes' rounds too), and at least MIN_ROUNDS rounds. A small study's probe would otherwise
+# run MAX_ROUNDS rounds of a noisy disk and cost several times its own points; a large one's is bound by
+# STORAGE_BUDGET_S first. Three: a cell's CI needs three
 # repetitions, and the ceiling is then measured as often as the cell it is compared with.
 COST_REPETITIONS = 3
 # fio's ramp_time: the first storage round of a probe meets what ran before it (the previous point's write-back
