@@ -15,11 +15,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from studyctl.definition.layout import CheckpointFile
-from studyctl.definition.places import remove_place
 from studyctl.definition.points import WorkerTask
 from studyctl.definition.restore_rules import restore_rule
 from studyctl.definition.result_fields import StrategyInfo, StrategyTiming
 from studyctl.definition.result_schema import CheckpointTiming
+from studyctl.removal import remove_place
 from studyctl.states import FailureClass
 from worker import io, stop
 from worker.interference import write_timing

@@ -25,7 +25,6 @@ from pathlib import Path
 from typing import Any, Literal
 
 from studyctl.definition.layout import Parallelism
-from studyctl.definition.places import remove_place
 from studyctl.definition.points import WorkerTask, restore_files
 from studyctl.definition.recovery import (
     LAUNCH_T0_ENV,
@@ -38,6 +37,7 @@ from studyctl.definition.recovery import (
 from studyctl.definition.result_fields import RecoveryTiming
 from studyctl.definition.result_schema import CheckpointTiming, IoInfo, Result
 from studyctl.fsutil import atomic_write_text
+from studyctl.removal import remove_place
 from studyctl.states import FailureClass
 from studyctl.units import MIB
 from worker import io, residency

@@ -21,7 +21,6 @@ from typing import Any
 
 from studyctl import host
 from studyctl.definition.layout import step_dir_name
-from studyctl.definition.places import remove_place
 from studyctl.definition.points import WorkerTask
 from studyctl.definition.result_fields import EngineInfo, StrategyInfo
 from studyctl.definition.result_schema import (
@@ -29,6 +28,7 @@ from studyctl.definition.result_schema import (
     PhaseSummary,
 )
 from studyctl.definition.result_schema import Phase as PhaseName
+from studyctl.removal import remove_place
 from studyctl.states import FailureClass
 from studyctl.units import MIB
 from worker import handoff, io, provenance

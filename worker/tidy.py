@@ -2,7 +2,7 @@
 
 Run once per node by the clean-up job studyctl submits for an attempt that ended without cleaning its tier
 (killed, timed out, cancelled): a node-local tier is reachable only from its own node. The place is checked and
-removed as every clean-up does it (`definition.places.remove_place`: plain names, no link followed).
+removed as every clean-up does it (`studyctl.removal.remove_place`: plain names, no link followed).
 """
 
 from __future__ import annotations
@@ -10,7 +10,8 @@ from __future__ import annotations
 import os
 import sys
 
-from studyctl.definition.places import Place, remove_place
+from studyctl.definition.places import Place
+from studyctl.removal import remove_place
 from worker import provenance
 from worker.nodes import dir_name
 

@@ -17,8 +17,9 @@ from typing import Any
 
 from studyctl.attempt.paths import AttemptPaths, StudyPaths
 from studyctl.definition.filesystems import ObjectStoreSpec
-from studyctl.definition.places import Place, point_places, remove_place, study_dir_name
+from studyctl.definition.places import Place, point_places, study_dir_name
 from studyctl.definition.points import Point, WorkerTask, data_key
+from studyctl.removal import remove_place
 
 # Removes a node-local place on every node the attempt ran on; True once done (False: try again later).
 RemoveNodeLocal = Callable[[Place], bool]

@@ -25,10 +25,11 @@ from studyctl.attempt.records import Active, Handle, Launch, RecordHandle, Recor
 from studyctl.backends.base import Backend
 from studyctl.backends.machine import Machine, misfit
 from studyctl.definition.options import LocalOptions
-from studyctl.definition.places import Place, remove_place
+from studyctl.definition.places import Place
 from studyctl.definition.points import Point
 from studyctl.definition.recovery import before_restart_path
 from studyctl.errors import UserError
+from studyctl.removal import remove_place
 from studyctl.states import FailureClass, State
 from worker import provenance
 from worker.nodes import dir_name

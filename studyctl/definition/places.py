@@ -1,24 +1,23 @@
-"""Every directory a point writes, from one function, and the one way studyctl removes one.
+"""Every directory a point writes, from one function, and whether studyctl may remove it.
 
 A point writes `<root>/<study>.<key>/<point_id>` on its filesystem and, tiered, on its node-local tier (there
 with a folder per node below). Clean-up, the worker's own and studyctl's after a kill, removes exactly these:
-each name below the root is checked to be one plain component, and the walk never follows a symbolic link,
-so no file names (a task.json, a sweep) can point a removal anywhere else.
-On an object store (`store` set, root `s3://BUCKET[/PREFIX]`) the place is the key prefix
-`<prefix>/<study>.<key>/<point_id>/`: `remove_place` never touches it (no local path is ever derived from it);
+each name below the root is checked to be one plain component, and the walk (`studyctl.removal`, the I/O this
+pure module leaves to the kernel) never follows a symbolic link, so no file names (a task.json, a sweep) can point
+a removal anywhere else. On an object store (`store` set, root `s3://BUCKET[/PREFIX]`) the place is the key prefix
+`<prefix>/<study>.<key>/<point_id>/`: it is never `removable` (no local path is ever derived from it);
 `worker.objects.remove_object_place` deletes its objects and aborts its incomplete uploads.
 """
 
 from __future__ import annotations
 
-import contextlib
 import os
 import re
-import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from studyctl.definition.filesystems import ObjectStoreSpec, is_object_path, object_url_problem
+from studyctl.removal import not_plain
 
 NODE = "{node}"  # in a tier path: the node's name (each node has its own tier)
 POINT_ID = re.compile(r"[0-9a-f]{12}")
@@ -62,7 +61,7 @@ class Place:
     def problem(self) -> str | None:
         """Why this is not a directory studyctl writes (a name that is not one plain component), or None."""
         for name, value in (("study directory", self.study_dir), ("point id", self.point_id)):
-            if _not_plain(value):
+            if not_plain(value):
                 return f"{name} {value!r} is not one plain file name"
         if not POINT_ID.fullmatch(self.point_id):
             return f"point id {self.point_id!r} is not 12 hexadecimal digits"
@@ -72,6 +71,12 @@ class Place:
         if not os.path.isabs(self.root):
             return f"filesystem path {self.root!r} is not absolute"
         return None
+
+    @property
+    def removable(self) -> bool:
+        """A local directory studyctl writes and may remove itself (an object store's place is the worker's to
+        delete; a root with "{node}" in it names no one directory)."""
+        return self.problem() is None and not self.per_node and self.store is None
 
 
 def study_dir_name(study: str, key: str) -> str:
@@ -85,88 +90,3 @@ def point_places(study_dir: str, point_id: str, filesystem_path: str, tier_path:
     then (tiered) on the tier."""
     shared = Place(filesystem_path, study_dir, point_id, store=store)
     return (shared,) if tier_path is None else (shared, Place(tier_path, study_dir, point_id, node_local=True))
-
-
-def remove_place(place: Place, node_dir: str | None = None) -> bool:
-    """Remove `place` (with no "{node}" left in its root), or only its folder of one node (`node_dir`), and
-    what is left empty above it (the claim file of a data directory too). Never follows a symbolic link below
-    the root; False if there was nothing to remove or it is not a directory studyctl made (a link, a file, a
-    name that is not plain)."""
-    if place.problem() or place.per_node or place.store is not None or (node_dir is not None and _not_plain(node_dir)):
-        return False
-    try:
-        root_fd = os.open(place.root, os.O_RDONLY | os.O_DIRECTORY)  # the sweep's mount path: may be a link
-    except OSError:
-        return False
-    try:
-        try:
-            study_fd = os.open(place.study_dir, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=root_fd)
-        except OSError:
-            return False
-        try:
-            removed = _remove_in(study_fd, place.point_id, node_dir)
-            if not place.node_local:
-                with contextlib.suppress(OSError):
-                    os.unlink(f".{place.point_id}.lock", dir_fd=study_fd)
-        finally:
-            os.close(study_fd)
-        with contextlib.suppress(OSError):
-            os.rmdir(place.study_dir, dir_fd=root_fd)  # the study's, once its last point is gone
-        return removed
-    finally:
-        os.close(root_fd)
-
-
-def _not_plain(name: str) -> bool:
-    return not name or name in (".", "..") or "/" in name or "\0" in name
-
-
-def _remove_in(study_fd: int, point_id: str, node_dir: str | None) -> bool:
-    if node_dir is None:
-        return _remove_dir_in(study_fd, point_id)
-    try:
-        point_fd = os.open(point_id, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=study_fd)
-    except OSError:
-        return False
-    try:
-        removed = _remove_dir_in(point_fd, node_dir)
-    finally:
-        os.close(point_fd)
-    with contextlib.suppress(OSError):
-        os.rmdir(point_id, dir_fd=study_fd)  # the point's, once its last node's folder is gone
-    return removed
-
-
-def _remove_dir_in(dir_fd: int, name: str) -> bool:
-    try:
-        st = os.lstat(name, dir_fd=dir_fd)
-    except OSError:
-        return False
-    if not stat.S_ISDIR(st.st_mode):  # a link (or anything else) planted where the point's directory goes
-        return False
-    _remove_tree_at(dir_fd, name)
-    return True
-
-
-def _remove_tree_at(parent_fd: int, name: str) -> None:
-    """`rm -rf` of `name` in the directory `parent_fd`, by file descriptors: a link is removed, never followed
-    (what shutil.rmtree does with dir_fd from Python 3.11)."""
-    try:
-        fd = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=parent_fd)
-    except OSError:  # a file or a link
-        with contextlib.suppress(OSError):
-            os.unlink(name, dir_fd=parent_fd)
-        return
-    try:
-        with os.scandir(fd) as entries:
-            names = [(e.name, e.is_dir(follow_symlinks=False)) for e in entries]
-        for child, is_dir in names:
-            if is_dir:
-                _remove_tree_at(fd, child)
-            else:
-                with contextlib.suppress(OSError):
-                    os.unlink(child, dir_fd=fd)
-    finally:
-        os.close(fd)
-    with contextlib.suppress(OSError):
-        os.rmdir(name, dir_fd=parent_fd)

@@ -19,7 +19,8 @@ from studyctl.backends import base
 
 REPO = Path(__file__).resolve().parents[2]
 PACKAGES = ("studyctl", "worker")
-KERNEL = {"studyctl", "studyctl.errors", "studyctl.fsutil", "studyctl.units", "studyctl.states", "studyctl.host"}
+KERNEL = {"studyctl", "studyctl.errors", "studyctl.fsutil", "studyctl.removal", "studyctl.units", "studyctl.states",
+          "studyctl.host"}
 # group → the groups it may import (its own included)
 ORDER = ["kernel", "objstore", "definition", "worker", "attempt", "backends", "study", "analysis", "api", "cli"]
 ALLOWED = {

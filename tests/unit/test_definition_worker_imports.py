@@ -5,9 +5,9 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+from tests.unit.test_architecture import KERNEL  # the kernel, and the package root for its __version__
+
 REPO = Path(__file__).resolve().parents[2]
-# the kernel, and the package root for its __version__
-KERNEL = {"studyctl", "studyctl.errors", "studyctl.fsutil", "studyctl.units", "studyctl.states", "studyctl.host"}
 PURE_OBJSTORE = {"studyctl.objstore.target", "studyctl.objstore.limits"}
 IMPURE = {"subprocess", "pandas", "matplotlib", "jinja2", "sqlite3", "submitit", "mpi4py"}
 
@@ -23,12 +23,42 @@ def imports_of(path: Path) -> set[str]:
 
 
 def test_definition_imports_only_definition_kernel_and_no_io_libraries() -> None:
-    for path in sorted((REPO / "studyctl" / "definition").glob("*.py")):
+    for path in sorted((REPO / "studyctl" / "definition").rglob("*.py")):
         for name in imports_of(path):
             assert name.split(".")[0] not in IMPURE, f"{path.name} imports {name}"
             if name.startswith("studyctl"):  # the S3 URL grammar and S3's limits (objstore) are pure too
                 assert name.startswith("studyctl.definition") or name in {*KERNEL, *PURE_OBJSTORE}, \
                     f"{path.name} imports {name}"
+
+
+# what creates, changes or removes files and directories: the kernel's to call (studyctl.removal, studyctl.fsutil),
+# never the definition's (which reads its inputs, a sweep file, and nothing more)
+FILE_CHANGES = {"unlink", "rmdir", "remove", "removedirs", "rmtree", "mkdir", "makedirs", "rename", "replace",
+                "write_text", "write_bytes", "touch", "symlink_to", "chmod", "truncate"}
+
+
+def file_changes(source: ast.Module) -> list[str]:
+    """Calls of a file-changing name on os, shutil or a Path (`x.unlink()`, `os.rmdir(...)`); `str.replace` and
+    `dataclasses.replace` are told apart from `os.replace` by their receivers."""
+    return [f"{node.lineno}: {ast.unparse(node.func)}" for node in ast.walk(source)
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+            and node.func.attr in FILE_CHANGES
+            and (node.func.attr != "replace" or (isinstance(node.func.value, ast.Name) and node.func.value.id == "os"))]
+
+
+def test_definition_creates_changes_or_removes_no_file() -> None:
+    """Planning is pure: removing a point's directory is the kernel's (studyctl.removal), never the definition's."""
+    calls = [f"{p.name}:{c}" for p in sorted((REPO / "studyctl" / "definition").rglob("*.py"))
+             for c in file_changes(ast.parse(p.read_text()))]
+    assert not calls, calls
+
+
+def test_the_file_change_check_can_fail() -> None:
+    for source in ("os.rmdir(p, dir_fd=fd)", "shutil.rmtree(d)", "Path(p).unlink()", "os.replace(a, b)",
+                   "p.write_text('x')"):
+        assert file_changes(ast.parse(source)), source
+    for source in ("s.replace('a', 'b')", "dataclasses.replace(p, x=1)", "os.path.isabs(p)", "p.read_bytes()"):
+        assert not file_changes(ast.parse(source)), source
 
 
 def test_worker_imports_spec_objstore_and_kernel_only() -> None:
