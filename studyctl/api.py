@@ -22,8 +22,10 @@ from studyctl.backends.base import DEFAULT as DEFAULT_BACKEND
 from studyctl.backends.base import check_name as check_backend
 from studyctl.definition.expand import iter_points
 from studyctl.definition.modelinfo import model_rows
-from studyctl.definition.needs import BLOCKS_ON, RESTORE_AT
+from studyctl.definition.needs import BLOCKS_ON, RESTORE_AT, TrainingNeeds
 from studyctl.definition.plan import PlanSummary, check_budget, plan_rows, refuse_engines_without_torch
+from studyctl.definition.plan_row import PlanRow, SizedColumns
+from studyctl.definition.reshard_counts import ReshardSummary
 from studyctl.definition.sweep import SweepFile
 from studyctl.errors import UserError
 from studyctl.states import EXCLUDED
@@ -40,9 +42,34 @@ if TYPE_CHECKING:
     from studyctl.analysis.status import PointStatus
     from studyctl.definition.expand import PlannedPoint
 
-__all__ = ["BLOCKS_ON", "DEFAULT_BACKEND", "RESTORE_AT", "Plan", "PlanSummary", "StatusReport", "StudyPaths",
-           "SubmitReport", "Update", "cancel", "check_backend", "collect", "compare", "find_study", "mlperf_report",
-           "model_rows", "parse_threshold", "plan", "plan_capacity", "resubmit", "status", "submit"]
+__all__ = [
+    "BLOCKS_ON",
+    "DEFAULT_BACKEND",
+    "RESTORE_AT",
+    "Plan",
+    "PlanRow",
+    "PlanSummary",
+    "ReshardSummary",
+    "SizedColumns",
+    "StatusReport",
+    "StudyPaths",
+    "SubmitReport",
+    "TrainingNeeds",
+    "Update",
+    "cancel",
+    "check_backend",
+    "collect",
+    "compare",
+    "find_study",
+    "mlperf_report",
+    "model_rows",
+    "parse_threshold",
+    "plan",
+    "plan_capacity",
+    "resubmit",
+    "status",
+    "submit",
+]
 
 
 @dataclass
@@ -66,7 +93,7 @@ class Plan:
             self._capacity = backend_class(self.backend).capacity(self.sweep)
         return self._capacity
 
-    def rows(self) -> Iterator[dict[str, Any]]:
+    def rows(self) -> Iterator[PlanRow]:
         """The points as submit would run them: the ones studyctl adds fitted to the backend (`within_capacity`)."""
         from studyctl.backends.base import backend_class
         from studyctl.backends.capacity import Judge

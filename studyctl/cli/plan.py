@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.table import Table
@@ -17,7 +17,7 @@ from studyctl.errors import UserError
 from studyctl.units import format_bytes
 
 if TYPE_CHECKING:
-    from studyctl.api import PlanSummary
+    from studyctl.api import PlanRow, PlanSummary, SizedColumns, TrainingNeeds
 
 
 def plan(
@@ -38,11 +38,11 @@ def plan(
             write = sys.stdout.write
             write("[")
             for i, row in enumerate(planned.rows()):
-                write(("\n" if i == 0 else ",\n") + json.dumps(row))
+                write(("\n" if i == 0 else ",\n") + json.dumps(row.json()))
             write("\n]\n")
         else:
-            rows: list[dict[str, Any]] = []
-            restarts: dict[tuple, dict[str, Any]] = {}
+            rows: list[PlanRow] = []
+            restarts: dict[tuple, PlanRow] = {}
             for row in planned.rows():
                 if not limit or len(rows) < limit:
                     rows.append(row)
@@ -64,27 +64,27 @@ def plan(
     guard(run)
 
 
-def _print_plan(study: str, rows: list[dict[str, Any]], summary: PlanSummary, limit: int) -> None:
+def _print_plan(study: str, rows: list[PlanRow], summary: PlanSummary, limit: int) -> None:
     table = Table("point", "model", "ZeRO", "TP×PP×DP", "nodes×rpn", "fs", "io", "restore", "rep", "checkpoint",
                   "max/min per rank", "files", "mem/host worker", "mem/host DLIO", "disk", "node-h",
                   title=f"study {study}", title_justify="left")
     for r in rows:
-        style = "dim" if r["excluded"] else None
-        if r["exclude_kind"] == "infeasible":
-            sizes = [r["exclude_reason"], "", "", "", "", "", ""]
+        style = "dim" if r.excluded else None
+        s = r.sized
+        if s is None:  # an impossible layout
+            sizes = [r.exclude_reason or "", "", "", "", "", "", ""]
         else:
-            sizes = [format_bytes(r["checkpoint_bytes"]) + _restore_bytes(r),
-                     f"{format_bytes(r['bytes_per_rank_max'])} / {format_bytes(r['bytes_per_rank_min'])}",
-                     str(r["files_per_checkpoint"]) + _engine_files(r) + _requests(r),
-                     format_bytes(r["worker_memory_per_host_bytes"]) + _tensors(r),
-                     format_bytes(r["dlio_memory_per_host_bytes"]), format_bytes(r["disk_bytes_needed"]),
-                     "excluded" if r["excluded"] else f"{r['node_hours']:.3f}"]
-        point = r["point_id"] + ("" if r["role"] == "measure" else f" {r['role']}")
-        table.add_row(point, r["model"], str(r["zero_stage"]),
-                      f"{r['tensor_parallel']}×{r['pipeline_parallel']}×{r['data_parallel']}",
-                      f"{r['nodes']}×{r['ranks_per_node']}", r["filesystem"],
-                      r["io_mode"] + ("" if r["fsync"] else ", no fsync") + _engine(r),
-                      f"{r['restore']}+{r['rank_shift']} {r['block_mib']}M {r['cold_read']}", str(r["repetition"]),
+            sizes = [format_bytes(s.checkpoint_bytes) + _restore_bytes(s),
+                     f"{format_bytes(s.bytes_per_rank_max)} / {format_bytes(s.bytes_per_rank_min)}",
+                     str(s.files_per_checkpoint) + _engine_files(r, s) + _requests(r),
+                     format_bytes(s.worker_memory_per_host_bytes) + _tensors(s),
+                     format_bytes(s.dlio_memory_per_host_bytes), format_bytes(s.disk_bytes_needed),
+                     "excluded" if r.excluded else f"{s.node_hours:.3f}"]
+        point = r.point_id + ("" if r.role == "measure" else f" {r.role}")
+        table.add_row(point, r.model, str(r.zero_stage), f"{r.tensor_parallel}×{r.pipeline_parallel}×{r.data_parallel}",
+                      f"{r.nodes}×{r.ranks_per_node}", r.filesystem,
+                      r.io_mode + ("" if r.fsync else ", no fsync") + _engine(r),
+                      f"{r.restore}+{r.rank_shift} {r.block_mib}M {r.cold_read}", str(r.repetition),
                       *sizes, style=style)
     out.print(table)
     if limit and summary.points > len(rows):
@@ -111,49 +111,50 @@ def _print_plan(study: str, rows: list[dict[str, Any]], summary: PlanSummary, li
     _print_needs(summary.training_needs)
 
 
-def _engine(r: dict[str, Any]) -> str:
+def _engine(r: PlanRow) -> str:
     """The engine, device, state convention and replicated writer, where they are not the defaults."""
-    return f", {r['engine_label']}" if r.get("engine_label") else ""
+    return f", {r.engine_label}" if r.engine_label else ""
 
 
-def _engine_files(r: dict[str, Any]) -> str:
-    return "" if r.get("engine", "stream") == "stream" else f" ({r['engine_files']})"
+def _engine_files(r: PlanRow, s: SizedColumns) -> str:
+    return "" if r.engine == "stream" else f" ({s.engine_files})"
 
 
-def _tensors(r: dict[str, Any]) -> str:
+def _tensors(s: SizedColumns) -> str:
     """An engine point's real tensors, included in the worker's memory."""
-    return f" ({format_bytes(r['tensor_memory_per_host_bytes'])} tensors)" if r.get("tensor_memory_per_host_bytes") \
-        else ""
+    return f" ({format_bytes(s.tensor_memory_per_host_bytes)} tensors)" if s.tensor_memory_per_host_bytes else ""
 
 
-def _requests(r: dict[str, Any]) -> str:
+def _requests(r: PlanRow) -> str:
     """On an object store: the requests a checkpoint and a restore make (the busiest rank's in brackets)."""
-    if r.get("objects_per_checkpoint") is None:
+    o = r.objects
+    if o is None:
         return ""
-    return (f" objects; {r['put_requests_per_checkpoint']} PUT+{r['part_requests_per_checkpoint']} part "
-            f"(rank ≤{r['write_requests_per_rank_max']}), {r['get_requests_per_restore']} GET/restore (rank "
-            f"≤{r['read_requests_per_rank_max']}) at {r['part_mib']} MiB ×{r['s3_concurrency']}")
+    return (f" objects; {o.put_requests_per_checkpoint} PUT+{o.part_requests_per_checkpoint} part "
+            f"(rank ≤{o.write_requests_per_rank_max}), {o.get_requests_per_restore} GET/restore (rank "
+            f"≤{o.read_requests_per_rank_max}) at {o.part_mib} MiB ×{o.s3_concurrency}")
 
 
-def _restore_bytes(r: dict[str, Any]) -> str:
+def _restore_bytes(s: SizedColumns) -> str:
     """What a restore reads from storage, and delivers by broadcast, where that differs from the checkpoint."""
-    read, bcast = r["storage_read_bytes_per_restore"], r["broadcast_bytes_per_restore"]
-    text = "" if read == r["checkpoint_bytes"] else f", restore reads {format_bytes(read)}"
+    read, bcast = s.storage_read_bytes_per_restore, s.broadcast_bytes_per_restore
+    text = "" if read == s.checkpoint_bytes else f", restore reads {format_bytes(read)}"
     return text + (f", broadcast delivers {format_bytes(bcast)}" if bcast else "")
 
 
-def _print_needs(needs: dict[tuple[str, str, int, str], dict[str, Any]], limit: int = 12) -> None:
+def _print_needs(needs: dict[tuple[str, str, int, str], PlanRow], limit: int = 12) -> None:
     """The inverse question: the bandwidth that keeps the waste of checkpointing under the target, with every
     input of the model and which figures are projections."""
     if not needs:
         return
     first = next(iter(needs.values()))
     out.print(f"what checkpoints may cost training: keep total waste (checkpoints + rework + restarts, Daly's "
-              f"complete model) under {first['target_overhead']:.0%} of wall time")
+              f"complete model) under {_needs(first).target_overhead:.0%} of wall time")
     for line in _input_lines(first):
         out.print("  " + line)
     job = ""
-    for i, ((model, strategy, nodes, restore), n) in enumerate(needs.items()):
+    for i, ((model, strategy, nodes, restore), row) in enumerate(needs.items()):
+        n = _needs(row)
         if i == limit:
             out.print(f"  … {len(needs) - limit} more (plan --json has every point's answer)")
             break
@@ -161,56 +162,63 @@ def _print_needs(needs: dict[tuple[str, str, int, str], dict[str, Any]], limit: 
             job = _job(n)
             out.print(f"  job: {job}")
         out.print(f"  {model}, {strategy}, {nodes} node(s), restore {restore}: checkpoint "
-                  f"{format_bytes(n['nominal_checkpoint_bytes'])}, a restore reads "
-                  f"{format_bytes(n['restore_storage_bytes'])} from storage")
+                  f"{format_bytes(n.nominal_checkpoint_bytes)}, a restore reads "
+                  f"{format_bytes(n.restore_storage_bytes)} from storage")
         for line in _answer_lines(strategy, n):
             out.print("    " + line)
 
 
-def _input_lines(n: dict[str, Any]) -> list[str]:
+def _needs(row: PlanRow) -> TrainingNeeds:
+    """A runnable measure row's inverse answer (the summary keeps no other)."""
+    assert row.needs is not None, row.point_id
+    return row.needs
+
+
+def _input_lines(row: PlanRow) -> list[str]:
     """The model's inputs the sweep fixes, and what is projected from what."""
-    restart = (f"restart (relaunch before the restore) {n['restart_s']:g} s (training.restart_s)"
-               if n["restart_s_given"] else "restart (relaunch before the restore) 0 s assumed: training.restart_s "
+    n = _needs(row)
+    restart = (f"restart (relaunch before the restore) {n.restart_s:g} s (training.restart_s)"
+               if n.restart_s_given else "restart (relaunch before the restore) 0 s assumed: training.restart_s "
                "is not set and nothing is measured yet (the report uses the launch time measured for each point)")
-    scaled = "" if n["scale"] >= 1 else \
-        f"; the points write {n['scale']:g} of it ({format_bytes(n['checkpoint_bytes'])} for the first)"
-    return [f"inputs: {n['interval_s'] / 60:g} min of training between checkpoints (real step {n['step_s']:g} s; "
-            f"the workers' simulated step {n['simulated_step_s']:g} s); {restart}",
+    scaled = "" if row.scale >= 1 or row.sized is None else \
+        f"; the points write {row.scale:g} of it ({format_bytes(row.sized.checkpoint_bytes)} for the first)"
+    return [f"inputs: {n.interval_s / 60:g} min of training between checkpoints (real step {n.step_s:g} s; "
+            f"the workers' simulated step {n.simulated_step_s:g} s); {restart}",
             f"projections: full-size (nominal) checkpoint bytes{scaled}; aggregate bandwidth over the job; "
             "the checkpoint's blocking time is bytes / that bandwidth"]
 
 
-def _job(n: dict[str, Any]) -> str:
+def _job(n: TrainingNeeds) -> str:
     """Job nodes and failure rate, and the per-node assumption when the job is larger than the point."""
-    if n["job_mtbf_s"] is None:
+    if n.job_mtbf_s is None:
         mtbf = ("no failure figure given (training.node_mtbf_h or training.job_failures_per_day): without failures "
                 "the waste is the checkpoint share alone")
-    elif n["node_mtbf_h"] is not None:
-        mtbf = f"node MTBF {n['node_mtbf_h']:g} h → job MTBF {n['job_mtbf_s'] / 3600:.3g} h"
+    elif n.node_mtbf_h is not None:
+        mtbf = f"node MTBF {n.node_mtbf_h:g} h → job MTBF {n.job_mtbf_s / 3600:.3g} h"
     else:
-        mtbf = f"{n['job_failures_per_day']:g} failures/day → job MTBF {n['job_mtbf_s'] / 3600:.3g} h"
-    text = f"{n['job_nodes']} node(s), {mtbf}"
-    if n["job_nodes"] > n["point_nodes"]:
-        text += (f"; the job's {n['job_nodes']} nodes exceed the point's {n['point_nodes']}: the per-node rates "
+        mtbf = f"{n.job_failures_per_day:g} failures/day → job MTBF {n.job_mtbf_s / 3600:.3g} h"
+    text = f"{n.job_nodes} node(s), {mtbf}"
+    if n.job_nodes > n.point_nodes:
+        text += (f"; the job's {n.job_nodes} nodes exceed the point's {n.point_nodes}: the per-node rates "
                  "are assumed to hold")
     return text
 
 
-def _answer_lines(strategy: str, n: dict[str, Any]) -> list[str]:
+def _answer_lines(strategy: str, n: TrainingNeeds) -> list[str]:
     from studyctl.api import BLOCKS_ON, RESTORE_AT
 
-    waste = "" if n["total_waste_at_interval"] is None else \
-        f"; total waste then {n['total_waste_at_interval']:.1%}"
-    lines = [f"at the {n['interval_s'] / 60:g} min interval: {n['required_blocking_GiBps']:.2f} GiB/s "
-             f"{BLOCKS_ON[strategy]} keeps checkpoints at {n['checkpoint_share_at_interval']:.1%}{waste}"]
-    if n["required_blocking_GiBps_at_optimum"] is not None:
-        lines.append(f"at the optimum: {n['required_blocking_GiBps_at_optimum']:.2f} GiB/s keeps total waste at "
-                     f"{n['total_waste_at_optimum']:.1%} (Daly's interval {n['optimum_interval_s'] / 60:.3g} min, "
-                     f"checkpoints {n['checkpoint_share_at_optimum']:.1%} of it); {RESTORE_AT[strategy]}")
-    elif n["restart_waste_floor"] is not None:
-        lines.append(f"at the optimum: not reachable: restarts alone waste {n['restart_waste_floor']:.1%} "
-                     f"({n['restart_s']:g} s per failure, job MTBF {n['job_mtbf_s'] / 3600:.3g} h)")
-    if n["required_background_GiBps"] is not None:
-        lines.append(f"the background drain needs {n['required_background_GiBps']:.2f} GiB/s of shared storage "
+    waste = "" if n.total_waste_at_interval is None else \
+        f"; total waste then {n.total_waste_at_interval:.1%}"
+    lines = [f"at the {n.interval_s / 60:g} min interval: {n.required_blocking_GiBps:.2f} GiB/s "
+             f"{BLOCKS_ON[strategy]} keeps checkpoints at {n.checkpoint_share_at_interval:.1%}{waste}"]
+    if n.required_blocking_GiBps_at_optimum is not None and n.optimum_interval_s is not None:
+        lines.append(f"at the optimum: {n.required_blocking_GiBps_at_optimum:.2f} GiB/s keeps total waste at "
+                     f"{n.total_waste_at_optimum:.1%} (Daly's interval {n.optimum_interval_s / 60:.3g} min, "
+                     f"checkpoints {n.checkpoint_share_at_optimum:.1%} of it); {RESTORE_AT[strategy]}")
+    elif n.restart_waste_floor is not None and n.job_mtbf_s is not None:  # a floor needs a failure rate
+        lines.append(f"at the optimum: not reachable: restarts alone waste {n.restart_waste_floor:.1%} "
+                     f"({n.restart_s:g} s per failure, job MTBF {n.job_mtbf_s / 3600:.3g} h)")
+    if n.required_background_GiBps is not None:
+        lines.append(f"the background drain needs {n.required_background_GiBps:.2f} GiB/s of shared storage "
                      "(the whole checkpoint within the interval)")
     return lines

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 from studyctl.definition.auxiliary import with_auxiliary
 from studyctl.definition.calibration import CalibrationSources
 from studyctl.definition.plan import Capacity, estimated_seconds, plan_row
+from studyctl.definition.plan_row import SizedColumns
 from studyctl.definition.planned import PlannedPoint
 from studyctl.definition.points import Point
 from studyctl.definition.shapes import shape_of
@@ -33,17 +34,24 @@ def describe(point: Point) -> str:
             f"{point.checkpoint.scale:g}, shape {shape_of(point).key})")
 
 
+def _sized(pp: PlannedPoint, sweep: SweepFile) -> SizedColumns:
+    """An added point's sizes (its layout is its measured point's, which is possible)."""
+    sized = plan_row(pp, sweep).sized
+    assert sized is not None, pp.point.point_id
+    return sized
+
+
 def misfit(pp: PlannedPoint, sweep: SweepFile, capacity: Capacity, time_limit: TimeLimit) -> str | None:
     """Which limit the point exceeds and by how much, as `backends.capacity` judges a measure point; None: it fits."""
-    row = plan_row(pp, sweep)
+    row = _sized(pp, sweep)
     fs = pp.point.filesystem
-    free, need = capacity.free_bytes.get(fs), row["disk_bytes_required"]
+    free, need = capacity.free_bytes.get(fs), row.disk_bytes_required
     if free is not None and need > free:
         return (f"it needs {format_bytes(need)} free on filesystem {fs} (its peak + checkpoint.free_space_margin), "
                 f"{format_bytes(free)} free at {capacity.free_where.get(fs, '?')}: {format_bytes(need - free)} short")
     memory = capacity.host_memory_bytes
     shared = capacity.hosts_share_one_machine
-    wanted = row["worker_memory_per_point_bytes"] if shared else row["worker_memory_per_host_bytes"]
+    wanted = row.worker_memory_per_point_bytes if shared else row.worker_memory_per_host_bytes
     if memory is not None and wanted > memory:
         where = "all simulated nodes of the point on one machine" if shared else "per host"
         return (f"its workers need {format_bytes(wanted)} of memory ({where}), {capacity.host_memory_source} has "
@@ -101,7 +109,7 @@ def lowered_lines(wanted: Sequence[PlannedPoint], fitted: Sequence[PlannedPoint]
                 shape = shape_of(pp.point)
                 fs, have, need = out.get(shape.key, (shape.filesystem, [], 0))
                 out[shape.key] = (fs, [*have, pp.point.checkpoint.scale],
-                                  max(need, plan_row(pp, sweep)["disk_bytes_required"]))
+                                  max(need, _sized(pp, sweep).disk_bytes_required))
         return {k: (fs, sorted(set(v)), need) for k, (fs, v, need) in out.items()}
 
     before, after = scales(wanted), scales(fitted)

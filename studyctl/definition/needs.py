@@ -13,6 +13,7 @@ Two answers:
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
@@ -36,17 +37,38 @@ RESTORE_AT = {"sync": "restores read shared storage at this rate",
               "tiered": "a failure's restore is assumed to move its bytes at this rate too (the replaced node's "
                         "from shared storage)"}
 
-NEEDS_KEYS = ("nominal_checkpoint_bytes", "restore_storage_bytes", "target_overhead", "interval_s", "step_s",
-              "simulated_step_s", "job_nodes", "point_nodes", "node_mtbf_h", "job_failures_per_day", "job_mtbf_s",
-              "restart_s", "restart_s_given", "required_blocking_GiBps", "checkpoint_share_at_interval",
-              "total_waste_at_interval", "required_blocking_GiBps_at_optimum", "optimum_interval_s",
-              "checkpoint_cost_s_at_optimum", "checkpoint_share_at_optimum", "total_waste_at_optimum",
-              "restart_waste_floor", "required_background_GiBps")
+@dataclass(frozen=True, slots=True)
+class TrainingNeeds:
+    """The inverse answer at full size, with every input it used (a plan row's training columns)."""
+
+    nominal_checkpoint_bytes: int
+    restore_storage_bytes: int
+    target_overhead: float
+    interval_s: float
+    step_s: float
+    simulated_step_s: float
+    job_nodes: int
+    point_nodes: int
+    node_mtbf_h: float | None
+    job_failures_per_day: float | None
+    job_mtbf_s: float | None
+    restart_s: float
+    restart_s_given: bool
+    required_blocking_GiBps: float
+    checkpoint_share_at_interval: float
+    total_waste_at_interval: float | None
+    required_background_GiBps: float | None  # async and tiered: the drain's (the whole checkpoint in the interval)
+    required_blocking_GiBps_at_optimum: float | None
+    optimum_interval_s: float | None
+    checkpoint_cost_s_at_optimum: float | None
+    checkpoint_share_at_optimum: float | None
+    total_waste_at_optimum: float | None
+    restart_waste_floor: float | None  # what restarts alone waste, where no bandwidth reaches the target
 
 
 @lru_cache(maxsize=4096)
 def training_needs(nominal_bytes: int, restore_storage_bytes: int, point_nodes: int, strategy: str,
-                   training: TrainingSpec) -> dict[str, Any]:
+                   training: TrainingSpec) -> TrainingNeeds:
     """The inverse answer and every input it used (full size: `nominal_bytes` blocked per checkpoint,
     `restore_storage_bytes` read from storage per restore); the background drain's shared-storage bandwidth for
     async and tiered (the whole checkpoint within the interval)."""
@@ -67,7 +89,7 @@ def training_needs(nominal_bytes: int, restore_storage_bytes: int, point_nodes: 
         if mtbf else None,
         "required_background_GiBps": nominal_bytes / interval / GIB if strategy != "sync" else None,
     }
-    return {**out, **_at_optimum(nominal_bytes, per_cost, mtbf, target, restart)}
+    return TrainingNeeds(**out, **_at_optimum(nominal_bytes, per_cost, mtbf, target, restart))
 
 
 def _at_optimum(nominal_bytes: int, per_cost: float, mtbf: float | None, target: float,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from typing import Any
 
@@ -26,15 +26,16 @@ from studyctl.definition.layout import (
     summarize,
     write_classes,
 )
-from studyctl.definition.needs import NEEDS_KEYS, training_needs
+from studyctl.definition.needs import training_needs
 from studyctl.definition.objects import OBJECT_COLD_READ, ObjectRequests, read_requests, write_requests
+from studyctl.definition.plan_row import ObjectColumns, PlanRow, SizedColumns
 from studyctl.definition.points import (
     CheckpointOptions,
     Point,
     cold_read_method,
     restore_bytes,
 )
-from studyctl.definition.recovery_plan import plan_fields, recovery_label
+from studyctl.definition.recovery_plan import allocation_node_hours, recovery_label, restart_columns_of
 from studyctl.definition.restore_reads import storage_read_bytes, storage_read_files
 from studyctl.definition.run_time import moved_bytes, restarts
 from studyctl.definition.strategies import host_snapshot_bytes, memory_per_host_bytes
@@ -48,46 +49,35 @@ PLAN_AXES = ("model", "zero_stage", "nodes", "ranks_per_node", "tensor_parallel"
              "io_mode", "strategy", "engine", "state", "replicated_writer", "restore", "recovery", "repetition")
 
 
-def plan_row(pp: PlannedPoint, sweep: SweepFile) -> dict[str, Any]:
-    """One JSON-able row; the keys the `plan --json` contract names come first."""
+def plan_row(pp: PlannedPoint, sweep: SweepFile) -> PlanRow:
+    """One point's row (`PlanRow.json()` is what `plan --json` writes)."""
     p = pp.point
     opts = p.checkpoint
     par = p.parallelism
-    row: dict[str, Any] = {
-        "point_id": p.point_id,
-        "model": p.model.name,
-        "zero_stage": p.zero_stage,
-        "tensor_parallel": p.tensor_parallel,
-        "pipeline_parallel": p.pipeline_parallel,
-        "data_parallel": par.data,
-        "nodes": p.nodes,
-        "ranks_per_node": p.ranks_per_node,
-        "world_size": p.world_size,
-        "filesystem": p.filesystem,
-        "io_mode": p.io_mode,
-        "repetition": p.repetition,
-        "role": p.role,
-        "excluded": pp.excluded,
-        "exclude_kind": pp.exclusion.kind.value if pp.exclusion else None,
-        "exclude_reason": pp.exclude_reason,
-        "parameters": None,  # filled with the sizes (cached per cell)
-        **_settings(opts, p.io_mode), "recovery": recovery_label(p),
-    }
     objects = sweep.filesystems[p.filesystem].object_store is not None
-    row.update(dict.fromkeys(OBJECT_KEYS), cold_read=OBJECT_COLD_READ if objects else row["cold_read"])
-    if pp.exclusion is not None and pp.exclusion.infeasible:
-        row.update(dict.fromkeys(SIZED_KEYS), parameters=num_parameters(p.model))
+    settings = _settings(opts, p.io_mode)
+    infeasible = pp.exclusion is not None and pp.exclusion.infeasible
+    sized = None if infeasible else _sized(p.model, par, p.nodes, p.ranks_per_node, opts, sweep.estimate, restarts(p))
+    row = PlanRow(
+        point_id=p.point_id, model=p.model.name, zero_stage=p.zero_stage, tensor_parallel=p.tensor_parallel,
+        pipeline_parallel=p.pipeline_parallel, data_parallel=par.data, nodes=p.nodes,
+        ranks_per_node=p.ranks_per_node, world_size=p.world_size, filesystem=p.filesystem, io_mode=p.io_mode,
+        repetition=p.repetition, role=p.role, excluded=pp.excluded,
+        exclude_kind=pp.exclusion.kind.value if pp.exclusion else None, exclude_reason=pp.exclude_reason,
+        parameters=num_parameters(p.model),
+        **{**settings, "cold_read": OBJECT_COLD_READ if objects else settings["cold_read"]},
+        recovery=recovery_label(p))
+    if sized is None:
         return row
-    row.update(_sized(p.model, par, p.nodes, p.ranks_per_node, opts, sweep.estimate, restarts(p)))
-    # a restart after a failure: its reads against a same-shape restore, node-hours of its allocation
-    row.update(plan_fields(p, row["estimated_seconds"]))
-    if objects:
-        row.update(object_requests(p.model, par, opts))
+    if p.recovery is not None:  # a restart after a failure: node-hours of its allocation
+        sized = replace(sized, node_hours=allocation_node_hours(p, sized.estimated_seconds))
+    row = replace(row, sized=sized, restart=restart_columns_of(p),
+                  objects=object_requests(p.model, par, opts) if objects else None)
     if p.role == "ceiling":  # its probes' bytes and cost, not its source point's checkpoints
-        row.update(ceiling_sized(p, sweep.estimate))
-    row.update(training_needs(row["nominal_checkpoint_bytes"], row["nominal_storage_read_bytes"], p.nodes,
-                              opts.strategy, sweep.training))
-    return row
+        row = row.with_columns(ceiling_sized(p, sweep.estimate))
+    assert row.sized is not None
+    return replace(row, needs=training_needs(row.sized.nominal_checkpoint_bytes, row.sized.nominal_storage_read_bytes,
+                                             p.nodes, opts.strategy, sweep.training))
 
 
 @lru_cache(maxsize=4096)
@@ -113,22 +103,8 @@ def _settings(opts: CheckpointOptions, io_mode: str) -> dict[str, Any]:
     }
 
 
-SIZED_KEYS = ("checkpoint_bytes", "nominal_checkpoint_bytes", "read_bytes_per_restore",
-              "storage_read_bytes_per_restore", "broadcast_bytes_per_restore", "nominal_storage_read_bytes",
-              "bytes_per_rank_max", "bytes_per_rank_min", "files_per_checkpoint", "engine_files",
-              "tensor_memory_per_host_bytes", "writer_ranks", "disk_bytes_needed",
-              "disk_bytes_required", "snapshot_memory_per_host_bytes", "worker_memory_per_host_bytes",
-              "worker_memory_per_point_bytes", "dlio_memory_per_host_bytes", "simulated_training_s",
-              "estimated_seconds", "node_hours", *NEEDS_KEYS)
-
-
-OBJECT_KEYS = ("part_mib", "s3_concurrency", "objects_per_checkpoint", "put_requests_per_checkpoint",
-               "part_requests_per_checkpoint", "get_requests_per_restore", "write_requests_per_rank_max",
-               "read_requests_per_rank_max")
-
-
 @lru_cache(maxsize=4096)
-def object_requests(m: ModelSpec, par: Parallelism, opts: CheckpointOptions) -> dict[str, Any]:
+def object_requests(m: ModelSpec, par: Parallelism, opts: CheckpointOptions) -> ObjectColumns:
     """On an object store: how many objects and requests a checkpoint and a restore of this layout make at its
     part size (definition.objects), in all and on the busiest rank."""
     conv = opts.convention
@@ -138,17 +114,17 @@ def object_requests(m: ModelSpec, par: Parallelism, opts: CheckpointOptions) -> 
     reads = [(count, read_requests([f.nbytes for f in files], opts.part_mib))
              for count, files in storage_read_files(m, par, opts)]
     written = sum((r.times(count) for count, r in writes), ObjectRequests())
-    return {"part_mib": opts.part_mib, "s3_concurrency": opts.s3_concurrency,
-            "objects_per_checkpoint": written.objects, "put_requests_per_checkpoint": written.put,
-            "part_requests_per_checkpoint": written.part,
-            "get_requests_per_restore": sum(count * r.get for count, r in reads),
-            "write_requests_per_rank_max": max(r.put + r.part for _, r in writes),
-            "read_requests_per_rank_max": max((r.get for _, r in reads), default=0)}
+    return ObjectColumns(part_mib=opts.part_mib, s3_concurrency=opts.s3_concurrency,
+                         objects_per_checkpoint=written.objects, put_requests_per_checkpoint=written.put,
+                         part_requests_per_checkpoint=written.part,
+                         get_requests_per_restore=sum(count * r.get for count, r in reads),
+                         write_requests_per_rank_max=max(r.put + r.part for _, r in writes),
+                         read_requests_per_rank_max=max((r.get for _, r in reads), default=0))
 
 
 @lru_cache(maxsize=65536)
 def _sized(model: ModelSpec, par: Parallelism, nodes: int, ranks_per_node: int, opts: CheckpointOptions,
-           estimate: Estimate, restarts: int = 0) -> dict[str, Any]:
+           estimate: Estimate, restarts: int = 0) -> SizedColumns:
     """Size and cost fields; the same for every filesystem and repetition of a cell (`restarts`: a recovery
     point's restart restores once more: `run_time`)."""
     lay = summarize(model, par, opts.scale, opts.convention)
@@ -160,40 +136,38 @@ def _sized(model: ModelSpec, par: Parallelism, nodes: int, ranks_per_node: int, 
     tensors = engine_tensor_bytes(model, par, ranks_per_node, opts)
     point_tensors = engine_tensor_bytes(model, par, nodes * ranks_per_node, opts)
     seconds = estimate.run_seconds(moved, nodes, training)
-    return {
-        "parameters": lay.num_parameters,
-        "checkpoint_bytes": lay.total_bytes,
-        "nominal_checkpoint_bytes": nominal.total_bytes,
-        "read_bytes_per_restore": read,  # what the ranks hold afterwards (the worker's figure of the same name)
-        "storage_read_bytes_per_restore": from_storage,
-        "broadcast_bytes_per_restore": read - from_storage,  # received over MPI (restore broadcast)
-        "nominal_storage_read_bytes": storage_read_bytes(model, par, opts.model_copy(update={"scale": 1.0})),
-        "bytes_per_rank_max": lay.bytes_per_rank_max,
-        "bytes_per_rank_min": lay.bytes_per_rank_min,
-        "files_per_checkpoint": engine_files_per_checkpoint(opts, par.ranks, lay),
-        "engine_files": engine_files_label(opts),
-        "tensor_memory_per_host_bytes": tensors,
-        "writer_ranks": lay.writer_ranks,
-        "disk_bytes_needed": lay.total_bytes * disk_steps_needed(opts.writes, opts.reads, opts.keep),
-        "disk_bytes_required": opts.disk_bytes_required(lay.total_bytes),
-        "snapshot_memory_per_host_bytes": snapshot if opts.strategy == "async" else 0,
-        "worker_memory_per_host_bytes": memory_per_host_bytes(opts, ranks_per_node, snapshot, tensors),
-        "worker_memory_per_point_bytes": memory_per_host_bytes(opts, nodes * ranks_per_node, lay.total_bytes,
-                                                               point_tensors),
-        "dlio_memory_per_host_bytes": dlio_memory_per_host(lay.bytes_per_rank_max, ranks_per_node, opts.reads > 0),
-        "simulated_training_s": training,
-        "estimated_seconds": round(seconds, 1),
-        "node_hours": nodes * seconds / 3600,
-    }
+    return SizedColumns(
+        checkpoint_bytes=lay.total_bytes,
+        nominal_checkpoint_bytes=nominal.total_bytes,
+        read_bytes_per_restore=read,  # what the ranks hold afterwards (the worker's figure of the same name)
+        storage_read_bytes_per_restore=from_storage,
+        broadcast_bytes_per_restore=read - from_storage,  # received over MPI (restore broadcast)
+        nominal_storage_read_bytes=storage_read_bytes(model, par, opts.model_copy(update={"scale": 1.0})),
+        bytes_per_rank_max=lay.bytes_per_rank_max,
+        bytes_per_rank_min=lay.bytes_per_rank_min,
+        files_per_checkpoint=engine_files_per_checkpoint(opts, par.ranks, lay),
+        engine_files=engine_files_label(opts),
+        tensor_memory_per_host_bytes=tensors,
+        writer_ranks=lay.writer_ranks,
+        disk_bytes_needed=lay.total_bytes * disk_steps_needed(opts.writes, opts.reads, opts.keep),
+        disk_bytes_required=opts.disk_bytes_required(lay.total_bytes),
+        snapshot_memory_per_host_bytes=snapshot if opts.strategy == "async" else 0,
+        worker_memory_per_host_bytes=memory_per_host_bytes(opts, ranks_per_node, snapshot, tensors),
+        worker_memory_per_point_bytes=memory_per_host_bytes(opts, nodes * ranks_per_node, lay.total_bytes,
+                                                            point_tensors),
+        dlio_memory_per_host_bytes=dlio_memory_per_host(lay.bytes_per_rank_max, ranks_per_node, opts.reads > 0),
+        simulated_training_s=training,
+        estimated_seconds=round(seconds, 1),
+        node_hours=nodes * seconds / 3600,
+    )
 
 
 def estimated_seconds(point: Point, sweep: SweepFile) -> float:
     """A feasible point's estimated run time, as its plan row gives it (simulated training included)."""
     if point.role == "ceiling":
         return float(ceiling_sized(point, sweep.estimate)["estimated_seconds"])
-    sized = _sized(point.model, point.parallelism, point.nodes, point.ranks_per_node, point.checkpoint,
-                   sweep.estimate, restarts(point))
-    return float(sized["estimated_seconds"])
+    return _sized(point.model, point.parallelism, point.nodes, point.ranks_per_node, point.checkpoint,
+                  sweep.estimate, restarts(point)).estimated_seconds
 
 
 def dlio_memory_per_host(state_bytes: int, ranks_per_node: int, restores: bool) -> int:
@@ -202,7 +176,7 @@ def dlio_memory_per_host(state_bytes: int, ranks_per_node: int, restores: bool) 
     return ranks_per_node * (DLIO_BASE_BYTES + (2 if restores else 1) * state_bytes)
 
 
-def plan_rows(points: Iterable[PlannedPoint], sweep: SweepFile) -> Iterator[dict[str, Any]]:
+def plan_rows(points: Iterable[PlannedPoint], sweep: SweepFile) -> Iterator[PlanRow]:
     for pp in points:
         yield plan_row(pp, sweep)
 
@@ -223,44 +197,44 @@ class PlanSummary:
     max_dlio_memory_per_host: int = 0
     axis_counts: dict[str, Counter] = field(default_factory=dict)
     exclude_reasons: Counter = field(default_factory=Counter)
-    # (model, strategy, nodes, restore) → the inverse question's answer and its inputs (the first such row's)
-    training_needs: dict[tuple[str, str, int, str], dict[str, Any]] = field(default_factory=dict)
+    # (model, strategy, nodes, restore) → the first such row: the inverse question's answer and its inputs (`needs`)
+    training_needs: dict[tuple[str, str, int, str], PlanRow] = field(default_factory=dict)
     # runnable points a study adds itself (role ceiling or calibration), also counted in the totals above:
     # role → {"points", "bytes" (written and read from storage), "node_hours"}
     auxiliary: dict[str, dict[str, float]] = field(default_factory=dict)
 
-    def add(self, row: dict[str, Any]) -> None:
+    def add(self, row: PlanRow) -> None:
         self.points += 1
         counts = self.axis_counts
         for axis in PLAN_AXES:
             if axis not in counts:
                 counts[axis] = Counter()
-            counts[axis][row[axis]] += 1
-        if row["excluded"]:
+            counts[axis][getattr(row, axis)] += 1
+        if row.excluded:
             self.excluded += 1
-            self.exclude_reasons[row["exclude_reason"]] += 1
+            self.exclude_reasons[row.exclude_reason] += 1
             return
         self.runnable += 1
-        self.bytes_to_write += row["checkpoint_bytes"] * row["writes"]
-        self.bytes_to_read += row["storage_read_bytes_per_restore"] * row["reads"]
-        self.bytes_to_broadcast += row["broadcast_bytes_per_restore"] * row["reads"]
-        self.node_hours += row["node_hours"]
-        fs = row["filesystem"]
-        self.max_disk_bytes_needed[fs] = max(self.max_disk_bytes_needed.get(fs, 0), row["disk_bytes_needed"])
-        self.max_disk_bytes_required[fs] = max(self.max_disk_bytes_required.get(fs, 0), row["disk_bytes_required"])
-        self.max_worker_memory_per_point = max(self.max_worker_memory_per_point, row["worker_memory_per_point_bytes"])
-        self.max_worker_memory_per_host = max(self.max_worker_memory_per_host, row["worker_memory_per_host_bytes"])
-        if row["dlio_memory_per_host_bytes"] > self.max_dlio_memory_per_host:
-            self.max_dlio_memory_per_host = row["dlio_memory_per_host_bytes"]
-        if row["role"] != "measure":
-            aux = self.auxiliary.setdefault(row["role"], {"points": 0, "bytes": 0, "node_hours": 0.0})
+        sized = row.sized
+        assert sized is not None  # a runnable point's layout is possible
+        moved = sized.checkpoint_bytes * row.writes + sized.storage_read_bytes_per_restore * row.reads
+        self.bytes_to_write += sized.checkpoint_bytes * row.writes
+        self.bytes_to_read += sized.storage_read_bytes_per_restore * row.reads
+        self.bytes_to_broadcast += sized.broadcast_bytes_per_restore * row.reads
+        self.node_hours += sized.node_hours
+        fs = row.filesystem
+        self.max_disk_bytes_needed[fs] = max(self.max_disk_bytes_needed.get(fs, 0), sized.disk_bytes_needed)
+        self.max_disk_bytes_required[fs] = max(self.max_disk_bytes_required.get(fs, 0), sized.disk_bytes_required)
+        self.max_worker_memory_per_point = max(self.max_worker_memory_per_point, sized.worker_memory_per_point_bytes)
+        self.max_worker_memory_per_host = max(self.max_worker_memory_per_host, sized.worker_memory_per_host_bytes)
+        self.max_dlio_memory_per_host = max(self.max_dlio_memory_per_host, sized.dlio_memory_per_host_bytes)
+        if row.role != "measure":
+            aux = self.auxiliary.setdefault(row.role, {"points": 0, "bytes": 0, "node_hours": 0.0})
             aux["points"] += 1
-            aux["bytes"] += (row["checkpoint_bytes"] * row["writes"]
-                             + row["storage_read_bytes_per_restore"] * row["reads"])
-            aux["node_hours"] += row["node_hours"]
+            aux["bytes"] += moved
+            aux["node_hours"] += sized.node_hours
             return
-        self.training_needs.setdefault((row["model"], row["strategy"], row["nodes"], row["restore"]),
-                                       {k: row[k] for k in (*NEEDS_KEYS, "scale", "checkpoint_bytes")})
+        self.training_needs.setdefault((row.model, row.strategy, row.nodes, row.restore), row)
 
     def extras(self) -> dict[str, tuple[float, float]]:
         """The points a study adds itself (ceilings and calibration, all roles together) against the whole plan:
@@ -287,7 +261,7 @@ def check_budget(summary: PlanSummary, budget_node_hours: float | None) -> None:
                         f"{budget_node_hours:g}; nothing was submitted", 1)
 
 
-def summarize_plan(rows: Iterable[dict[str, Any]]) -> PlanSummary:
+def summarize_plan(rows: Iterable[PlanRow]) -> PlanSummary:
     summary = PlanSummary()
     for row in rows:
         summary.add(row)

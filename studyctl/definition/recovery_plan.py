@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from studyctl.definition.points import CheckpointOptions, Point
 from studyctl.definition.recovery import Recovery, allocation_nodes, recovery_problems
 from studyctl.definition.training import TrainingSpec
+
+if TYPE_CHECKING:
+    from studyctl.definition.restart_plan import RestartColumns
 
 RESHARDING = ("shrink", "grow")  # the scenarios that restart onto another layout (definition.reshard)
 
@@ -54,23 +57,25 @@ def running_ranks(point: Point) -> int:
     return allocation_nodes(point.nodes, point.ranks_per_node, point.recovery) * point.ranks_per_node
 
 
-def plan_fields(point: Point, estimated_seconds: float) -> dict[str, Any]:
-    """A plan row's recovery columns: the scenario in the sweep's words, the node-hours of the allocation a
-    restart holds (the larger of both worlds, for the point's whole run), and for a restart onto another layout
-    what it opens and reads against a same-shape restore (`restart_plan`, reshard's)."""
-    recovery = point.recovery
-    row: dict[str, Any] = {"recovery": recovery_label(point)}
-    if recovery is not None:
-        nodes = allocation_nodes(point.nodes, point.ranks_per_node, recovery)
-        row["node_hours"] = nodes * estimated_seconds / 3600
-    if recovery is not None and recovery.scenario in RESHARDING:
-        from studyctl.definition.recovery import restart_layout
-        from studyctl.definition.restart_plan import restart_fields
+def allocation_node_hours(point: Point, estimated_seconds: float) -> float:
+    """The node-hours of the allocation a recovery point holds: the larger of both worlds, for its whole run."""
+    nodes = point.nodes if point.recovery is None else allocation_nodes(point.nodes, point.ranks_per_node,
+                                                                        point.recovery)
+    return nodes * estimated_seconds / 3600
 
-        opts, par = point.checkpoint, point.parallelism
-        row.update(restart_fields(point.model, par, restart_layout(point.model, par, recovery), opts.scale,
-                                  opts.naming, opts.restore))
-    return row
+
+def restart_columns_of(point: Point) -> RestartColumns | None:
+    """For a restart onto another layout: what it opens and reads against a same-shape restore (`restart_plan`,
+    reshard's); None for any other point."""
+    recovery = point.recovery
+    if recovery is None or recovery.scenario not in RESHARDING:
+        return None
+    from studyctl.definition.recovery import restart_layout
+    from studyctl.definition.restart_plan import restart_columns
+
+    opts, par = point.checkpoint, point.parallelism
+    return restart_columns(point.model, par, restart_layout(point.model, par, recovery), opts.scale, opts.naming,
+                           opts.restore)
 
 
 def recovery_label(point: Point) -> str:

@@ -8,7 +8,7 @@ Bytes are as written (the point's `scale`).
 
 from __future__ import annotations
 
-from dataclasses import asdict, fields
+from dataclasses import asdict, dataclass, fields
 from functools import lru_cache
 from typing import Any
 
@@ -17,8 +17,24 @@ from studyctl.definition.layout import Naming, Parallelism
 from studyctl.definition.points import RestoreMode
 from studyctl.definition.reshard_counts import ReshardSummary, reshard_summary
 
-SIDES = ("restart", "same_shape")
+SIDES = ("restart", "same_shape")  # the key prefix of each side of a restart's columns
 RESTART_KEYS = ("restart_layout", *(f"{side}_{f.name}" for side in SIDES for f in fields(ReshardSummary)))
+
+
+@dataclass(frozen=True, slots=True)
+class RestartColumns:
+    """A plan row's restart onto another layout: what it opens and reads, beside a same-shape restore."""
+
+    layout: str  # TP×PP×DP
+    restart: ReshardSummary
+    same_shape: ReshardSummary
+
+    def json(self) -> dict[str, Any]:
+        """The columns as the plan writes them (RESTART_KEYS)."""
+        row: dict[str, Any] = {"restart_layout": self.layout}
+        for side in SIDES:
+            row.update({f"{side}_{k}": v for k, v in asdict(getattr(self, side)).items()})
+        return row
 
 
 def layout_label(par: Parallelism) -> str:
@@ -27,13 +43,15 @@ def layout_label(par: Parallelism) -> str:
 
 
 @lru_cache(maxsize=1024)
+def restart_columns(model: ModelSpec, old: Parallelism, new: Parallelism, scale: float = 1.0,
+                    naming: Naming = "dlio", restore: RestoreMode = "full") -> RestartColumns:
+    """The plan row's restart columns for a checkpoint written with `old`, restored onto `new`.
+    Raises reshard's ReshardError (a ValueError) with the reason when the restart is impossible."""
+    return RestartColumns(layout_label(new), reshard_summary(model, old, new, scale, naming, restore),
+                          reshard_summary(model, old, old, scale, naming, restore))
+
+
 def restart_fields(model: ModelSpec, old: Parallelism, new: Parallelism, scale: float = 1.0,
                    naming: Naming = "dlio", restore: RestoreMode = "full") -> dict[str, Any]:
-    """The plan row's restart columns (RESTART_KEYS) for a checkpoint written with `old`, restored onto `new`.
-    Raises reshard's ReshardError (a ValueError) with the reason when the restart is impossible."""
-    sides = (reshard_summary(model, old, new, scale, naming, restore),
-             reshard_summary(model, old, old, scale, naming, restore))
-    row: dict[str, Any] = {"restart_layout": layout_label(new)}
-    for side, summary in zip(SIDES, sides, strict=True):
-        row.update({f"{side}_{k}": v for k, v in asdict(summary).items()})
-    return row
+    """`restart_columns` as the plan writes them (RESTART_KEYS)."""
+    return restart_columns(model, old, new, scale, naming, restore).json()

@@ -121,7 +121,7 @@ def as_run(sweep: SweepFile, cap: Capacity, limit: int | None = None) -> tuple[l
 
 
 def need(sweep: SweepFile, pp: PlannedPoint) -> int:
-    return int(plan_row(pp, sweep)["disk_bytes_required"])
+    return int(plan_row(pp, sweep).sized.disk_bytes_required)
 
 
 def test_with_room_for_everything_nothing_is_left_out() -> None:
@@ -176,11 +176,11 @@ def test_added_points_over_the_hosts_memory_are_left_out_never_a_measure_point()
 
 def test_added_points_over_the_time_limit_are_left_out() -> None:
     s = small(estimate={"GiBps_per_node": 0.001, "overhead_s": 1})
-    measured_s = max(plan_row(pp, s)["estimated_seconds"] for pp in expand(s) if pp.point.role == "measure")
-    calibration_s = max(plan_row(pp, s)["estimated_seconds"] for pp in expand(s) if pp.point.role == "calibration")
+    measured_s = max(plan_row(pp, s).sized.estimated_seconds for pp in expand(s) if pp.point.role == "measure")
+    calibration_s = max(plan_row(pp, s).sized.estimated_seconds for pp in expand(s) if pp.point.role == "calibration")
     limit = int(measured_s + (calibration_s - measured_s) / 2)
     points, notes = as_run(s, capacity(), limit=limit)
-    assert {pp.point.role for pp in points if plan_row(pp, s)["estimated_seconds"] > limit} == set()
+    assert {pp.point.role for pp in points if plan_row(pp, s).sized.estimated_seconds > limit} == set()
     assert any(pp.point.role == "measure" for pp in points)
     assert notes and all(f"over the {limit:,} s it may run" in n for n in notes)
 

@@ -114,18 +114,18 @@ def test_plan_counts_ceiling_points_on_their_own_lines(tmp_path: Path) -> None:
     sweep = _sweep()
     rows = list(plan_rows(expand(sweep), sweep))
     summary = summarize_plan(rows)
-    ceilings = [r for r in rows if r["role"] == "ceiling"]
+    ceilings = [r for r in rows if r.role == "ceiling"]
     aux = summary.auxiliary["ceiling"]
     assert aux["points"] == len(ceilings) == 4 and summary.runnable == len(rows) - 2 * 2  # the rule's 2 per rep
     for r in ceilings:  # what the probes move: every rank its largest shard and (where it differs) its even share,
-        largest, even = r["bytes_per_rank_max"], r["bytes_per_rank_min"]  # small shards: whole, in moments
+        largest, even = r.sized.bytes_per_rank_max, r.sized.bytes_per_rank_min  # small shards: whole, in moments
         assert largest < PROBE_MAX_BYTES
         probed = largest + (even if even < largest * (1 - EVEN_SAME) else 0)
-        assert r["checkpoint_bytes"] == r["read_bytes_per_restore"] == probed * r["world_size"]
+        assert r.sized.checkpoint_bytes == r.sized.read_bytes_per_restore == probed * r.world_size
         # rounds of moments, the ramp first: the rule's most (3 writes and 3 reads a repetition of the source)
-        assert r["writes"] == r["reads"] == RAMP_ROUNDS + MAX_ROUNDS
-    assert aux["bytes"] == sum(2 * r["checkpoint_bytes"] * (RAMP_ROUNDS + MAX_ROUNDS) for r in ceilings)
-    assert aux["node_hours"] == pytest.approx(sum(r["node_hours"] for r in ceilings))
+        assert r.writes == r.reads == RAMP_ROUNDS + MAX_ROUNDS
+    assert aux["bytes"] == sum(2 * r.sized.checkpoint_bytes * (RAMP_ROUNDS + MAX_ROUNDS) for r in ceilings)
+    assert aux["node_hours"] == pytest.approx(sum(r.sized.node_hours for r in ceilings))
     path = tmp_path / "c.yaml"
     path.write_text(json.dumps(BASE))
     res = run_cli("plan", str(path), "--limit", "0")
@@ -133,7 +133,7 @@ def test_plan_counts_ceiling_points_on_their_own_lines(tmp_path: Path) -> None:
     assert ("of which ceiling points: 4, moving " in res.stdout
             and res.stdout.count(" ceiling ") + res.stdout.count(" ceiling│") >= 1)
     extras = summary.extras()  # ceilings and calibration against the whole plan, as plan prints them
-    hours = sum(r["node_hours"] for r in rows if r["role"] != "measure" and not r["excluded"])
+    hours = sum(r.sized.node_hours for r in rows if r.role != "measure" and not r.excluded)
     assert extras["node_hours"] == (pytest.approx(hours), pytest.approx(hours / summary.node_hours))
     assert extras["points"] == (len(ceilings) + summary.auxiliary.get("calibration", {}).get("points", 0),
                                 pytest.approx(extras["points"][0] / summary.runnable))
@@ -175,8 +175,8 @@ def test_plan_and_the_local_refusal_judge_a_ceilings_memory_by_one_figure() -> N
     for pp, row in zip(planned, plan_rows(planned, sweep), strict=True):
         if pp.point.role != "ceiling":
             continue
-        need = row["worker_memory_per_point_bytes"]
-        copies = 2 * min(row["bytes_per_rank_max"], MEMCPY_MAX_BYTES) * pp.point.world_size
+        need = row.sized.worker_memory_per_point_bytes
+        copies = 2 * min(row.sized.bytes_per_rank_max, MEMCPY_MAX_BYTES) * pp.point.world_size
         assert need > copies  # the memory copy's state and snapshot, and the buffers
         assert misfit(pp.point, Machine(1000, need), 1) is None
         assert "of memory here" in (misfit(pp.point, Machine(1000, need - 1), 1) or "")
@@ -225,13 +225,13 @@ def test_a_ceiling_records_at_most_what_its_cells_repetitions_move(zero: int, wr
     sweep = _sweep(matrix={"zero_stage": zero, "nodes": 2}, models=["gpt2-125m"],
                    checkpoint={"scale": 0.01, "writes": writes, "reads": reads})
     rows = list(plan_rows(expand(sweep), sweep))
-    (ceiling,) = [r for r in rows if r["role"] == "ceiling"]
-    source = max((r for r in rows if r["role"] == "measure"), key=lambda r: r["bytes_per_rank_max"])
+    (ceiling,) = [r for r in rows if r.role == "ceiling"]
+    source = max((r for r in rows if r.role == "measure"), key=lambda r: r.sized.bytes_per_rank_max)
     moved = source["checkpoint_bytes"] * writes + source["storage_read_bytes_per_restore"] * reads
-    per_round = ceiling["checkpoint_bytes"] + ceiling["read_bytes_per_restore"]  # every probe, written and read
+    per_round = ceiling.sized.checkpoint_bytes + ceiling.sized.read_bytes_per_restore  # every probe, written and read
     expected = min(MAX_ROUNDS, max(MIN_ROUNDS, COST_REPETITIONS * moved // per_round))
     (point,) = [pp.point for pp in expand(sweep) if pp.point.role == "ceiling"]
-    assert round_limit(point) == expected and ceiling["writes"] == ceiling["reads"] == RAMP_ROUNDS + expected
+    assert round_limit(point) == expected and ceiling.writes == ceiling.reads == RAMP_ROUNDS + expected
     if (zero, writes, reads) == (3, 1, 1):  # an even layout, its shard probed whole: 3 repetitions, 3 rounds
         assert expected == MIN_ROUNDS
     if (zero, writes, reads) == (3, 3, 3):
@@ -247,14 +247,14 @@ def test_a_full_scale_ceiling_costs_a_few_percent_of_its_study(tmp_path: Path) -
                                     "pipeline_parallel": 64}}, Path("l.yaml"))
     rows = list(plan_rows(expand(sweep), sweep))
     summary = summarize_plan(rows)
-    (ceiling,) = [r for r in rows if r["role"] == "ceiling"]
-    assert ceiling["bytes_per_rank_max"] > 10 * PROBE_MAX_BYTES  # its shard: far above what the probe moves
+    (ceiling,) = [r for r in rows if r.role == "ceiling"]
+    assert ceiling.sized.bytes_per_rank_max > 10 * PROBE_MAX_BYTES  # its shard: far above what the probe moves
     rate = sweep.estimate.GiBps_per_node / 8  # GiB/s per rank
     read = min(1.0, rate * PROBE_STREAM_S)  # GiB per rank: a buffered write is counted whole, the read streams
     round_s = (1.0 + read) / rate
     rounds = RAMP_ROUNDS + planned_rounds(round_s, STORAGE_BUDGET_S, MAX_ROUNDS, RAMP_ROUNDS)
-    assert ceiling["writes"] == rounds and ceiling["checkpoint_bytes"] == PROBE_MAX_BYTES * 1024
-    assert ceiling["estimated_seconds"] == pytest.approx(sweep.estimate.overhead_s + rounds * round_s, abs=0.1)
+    assert ceiling.writes == rounds and ceiling.sized.checkpoint_bytes == PROBE_MAX_BYTES * 1024
+    assert ceiling.sized.estimated_seconds == pytest.approx(sweep.estimate.overhead_s + rounds * round_s, abs=0.1)
     share = summary.auxiliary["ceiling"]["node_hours"] / summary.node_hours
     assert 0 < share < 0.05
     assert summary.auxiliary["ceiling"]["bytes"] < 0.05 * (summary.bytes_to_write + summary.bytes_to_read)

@@ -36,9 +36,9 @@ def test_a_plan_totals_the_rows_it_streamed() -> None:
     plan = api.plan(Path(QUICKSTART))
     rows = list(plan.rows())
     planned = expand(load_sweep(Path(QUICKSTART)))
-    assert [r["point_id"] for r in rows] == [pp.point.point_id for pp in planned]
+    assert [r.point_id for r in rows] == [pp.point.point_id for pp in planned]
     assert plan.summary.points == len(rows) and plan.summary.excluded == sum(pp.excluded for pp in planned)
-    assert plan.summary.node_hours == sum(r["node_hours"] for r in rows if not r["excluded"])
+    assert plan.summary.node_hours == sum(r.sized.node_hours for r in rows if not r.excluded)
     assert len(list(plan.rows())) == plan.summary.points == len(rows)  # streamed again: counted once
 
 

@@ -117,11 +117,11 @@ def test_plan_counts_the_node_hours_of_the_allocation_a_restart_holds(tmp_path: 
     """Writing on 2 nodes and restarting onto 8 ranks of 2 per node holds 4 nodes for the whole run."""
     path = sweep_file(tmp_path, ["none", "same", {"grow_to": 8}, {"shrink_to": 2}])
     sweep = load_sweep(path)
-    rows = {r["recovery"]: r for r in (plan_row(pp, sweep) for pp in expand(sweep))}
+    rows = {r.recovery: r for r in (plan_row(pp, sweep) for pp in expand(sweep))}
     for label, nodes in (("none", 2), ("same", 2), ("grow_to 8", 4), ("shrink_to 2", 2)):
         row = rows[label]
         # the row shows its seconds rounded: 1% apart at most, where a wrong node count is 2×
-        assert row["node_hours"] == pytest.approx(nodes * row["estimated_seconds"] / 3600, rel=0.01), label
+        assert row.sized.node_hours == pytest.approx(nodes * row.sized.estimated_seconds / 3600, rel=0.01), label
 
 
 def test_the_local_backend_starts_the_relaunch_driver(tmp_path: Path) -> None:

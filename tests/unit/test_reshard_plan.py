@@ -3,15 +3,20 @@ from the reshard map, and the lines plan prints."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from studyctl.cli.plan_restarts import collect_restart, print_restarts
 from studyctl.definition.catalog import lookup
+from studyctl.definition.expand import expand
 from studyctl.definition.layout import Parallelism
-from studyctl.definition.plan import storage_read_bytes
+from studyctl.definition.plan import plan_row, storage_read_bytes
+from studyctl.definition.plan_row import PlanRow
 from studyctl.definition.points import CheckpointOptions, restore_bytes
 from studyctl.definition.reshard import ReshardError, reshard_reads, restart_parallelism
-from studyctl.definition.restart_plan import RESTART_KEYS, restart_fields
+from studyctl.definition.restart_plan import RESTART_KEYS, restart_columns, restart_fields
+from tests.unit.test_expand import sweep_of
 
 MODEL = lookup("llama_7b")
 
@@ -48,14 +53,16 @@ def test_an_impossible_restart_is_the_reshard_error() -> None:
 
 def test_plan_prints_one_line_pair_per_restart(capsys: pytest.CaptureFixture[str]) -> None:
     old = Parallelism(1, 1, 4, 1)
-    base = {"model": "llama_7b", "zero_stage": 1, "tensor_parallel": 1, "pipeline_parallel": 1, "data_parallel": 4,
-            "scale": 0.01, "restore": "broadcast", "excluded": False}
-    restarts: dict[tuple, dict] = {}
+    sweep = sweep_of(matrix={"zero_stage": [1], "nodes": [1], "ranks_per_node": 4}, repetitions=1)
+    planned = next(plan_row(pp, sweep) for pp in expand(sweep))
+    base = replace(planned, model="llama_7b", zero_stage=1, tensor_parallel=1, pipeline_parallel=1, data_parallel=4,
+                   scale=0.01, restore="broadcast", excluded=False)
+    restarts: dict[tuple, PlanRow] = {}
     for world, rep in [(2, 0), (2, 1), (8, 0)]:  # two repetitions of one restart: one line
-        collect_restart(restarts, {**base, "repetition": rep,
-                                   **restart_fields(MODEL, old, restart_parallelism(old, world), 0.01, "dlio",
-                                                    "broadcast")})
-    collect_restart(restarts, {**base, "excluded": True, "restart_layout": "1×1×16"})
+        collect_restart(restarts, replace(base, repetition=rep, restart=restart_columns(
+            MODEL, old, restart_parallelism(old, world), 0.01, "dlio", "broadcast")))
+    collect_restart(restarts, replace(base, excluded=True, restart=restart_columns(
+        MODEL, old, restart_parallelism(old, 16), 0.01, "dlio", "broadcast")))
     print_restarts(restarts)
     text = capsys.readouterr().out
     assert text.count("→") == 2 and "1×1×4 → 1×1×2 (TP×PP×DP, 2 ranks)" in text and "1×1×16" not in text

@@ -48,7 +48,7 @@ def test_the_plan_row_is_the_run_time_estimate(sweep) -> None:  # type: ignore[n
     assert {pp.point.recovery is not None for pp in planned} == {True, False}
     for pp in planned:
         row = plan_row(pp, sweep)
-        assert row["estimated_seconds"] == round(point_run_seconds(pp.point, sweep.estimate), 1), pp.point.point_id
+        assert row.sized.estimated_seconds == round(point_run_seconds(pp.point, sweep.estimate), 1), pp.point.point_id
         if pp.point.role == "measure":
             assert estimated_run_seconds(pp.point, sweep) == point_run_seconds(pp.point, sweep.estimate)
 

@@ -102,23 +102,25 @@ def test_request_counts_follow_the_part_size() -> None:
         opts = point.checkpoint.model_copy(update={"part_mib": part})
         got = object_requests(model, par, opts)
         per_rank = [write_requests([f.nbytes for f in rank_files(model, par, r, 0.05)], part) for r in range(2)]
-        assert got["objects_per_checkpoint"] == sum(r.objects for r in per_rank)
-        assert got["part_requests_per_checkpoint"] == sum(r.part for r in per_rank)
-        assert got["write_requests_per_rank_max"] == max(r.put + r.part for r in per_rank)
+        assert got.objects_per_checkpoint == sum(r.objects for r in per_rank)
+        assert got.part_requests_per_checkpoint == sum(r.part for r in per_rank)
+        assert got.write_requests_per_rank_max == max(r.put + r.part for r in per_rank)
     small = object_requests(model, par, point.checkpoint.model_copy(update={"part_mib": 5}))
     large = object_requests(model, par, point.checkpoint.model_copy(update={"part_mib": 64}))
-    assert small["part_requests_per_checkpoint"] > large["part_requests_per_checkpoint"]
-    assert small["get_requests_per_restore"] > large["get_requests_per_restore"]
+    assert small.part_requests_per_checkpoint > large.part_requests_per_checkpoint
+    assert small.get_requests_per_restore > large.get_requests_per_restore
 
 
 def test_plan_rows_show_requests_only_for_object_stores(tmp_path) -> None:
     sweep = load_sweep(write(tmp_path, S3))
-    rows = {(r["filesystem"], r["io_mode"]): r for r in (plan_row(pp, sweep) for pp in expand(sweep))
-            if r["role"] == "measure"}
+    rows = {(r.filesystem, r.io_mode): r for r in (plan_row(pp, sweep) for pp in expand(sweep))
+            if r.role == "measure"}
     disk, objects = rows[("disk", "buffered")], rows[("objects", "buffered")]
-    assert disk["objects_per_checkpoint"] is None and disk["cold_read"] == "fadvise"
-    assert objects["objects_per_checkpoint"] == objects["files_per_checkpoint"] and objects["cold_read"] == "no_cache"
-    assert objects["put_requests_per_checkpoint"] >= objects["objects_per_checkpoint"]
+    assert disk.objects is None and disk.cold_read == "fadvise"
+    counts = objects.objects
+    assert counts is not None and objects.sized is not None and objects.cold_read == "no_cache"
+    assert counts.objects_per_checkpoint == objects.sized.files_per_checkpoint
+    assert counts.put_requests_per_checkpoint >= counts.objects_per_checkpoint
 
 
 def test_new_options_keep_old_point_ids() -> None:

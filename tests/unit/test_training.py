@@ -95,19 +95,19 @@ def test_plan_refuses_snapshots_that_do_not_fit_and_answers_the_inverse_question
     assert not by_strategy["sync"].excluded and not by_strategy["tiered"].excluded
     row = plan_row(by_strategy["sync"], sweep)
     interval, target = sweep.training.interval_s, sweep.training.target_overhead
-    cost = row["nominal_checkpoint_bytes"] / (row["required_blocking_GiBps"] * (1 << 30))
+    cost = row.sized.nominal_checkpoint_bytes / (row.needs.required_blocking_GiBps * (1 << 30))
     assert tc.checkpoint_share(interval, cost) == pytest.approx(target, rel=TOL)
-    assert row["job_mtbf_s"] == pytest.approx(1000 * 3600 / 2, rel=TOL)
-    assert row["required_blocking_GiBps_at_optimum"] > 0 and row["required_background_GiBps"] is None
+    assert row.needs.job_mtbf_s == pytest.approx(1000 * 3600 / 2, rel=TOL)
+    assert row.needs.required_blocking_GiBps_at_optimum > 0 and row.needs.required_background_GiBps is None
     tiered = plan_row(by_strategy["tiered"], sweep)
-    assert tiered["required_background_GiBps"] == pytest.approx(
-        tiered["nominal_checkpoint_bytes"] / interval / (1 << 30), rel=TOL)
+    assert tiered.needs.required_background_GiBps == pytest.approx(
+        tiered.sized.nominal_checkpoint_bytes / interval / (1 << 30), rel=TOL)
     fits = expand(parse_sweep(_sweep(estimate={"host_memory_gib": 64}), Path("s.yaml")))
     assert not any(pp.excluded for pp in fits)
     asyn = plan_row(next(pp for pp in fits if pp.point.checkpoint.strategy == "async"), sweep)
     asyn_point = next(pp.point for pp in fits if pp.point.checkpoint.strategy == "async")
     host0 = sum(f.nbytes for r in range(2) for f in rank_files(asyn_point.model, asyn_point.parallelism, r, 0.01))
-    assert asyn["snapshot_memory_per_host_bytes"] == host0  # the shards of the host's own ranks
+    assert asyn.sized.snapshot_memory_per_host_bytes == host0  # the shards of the host's own ranks
 
 
 def test_plan_prints_the_bandwidth_that_keeps_overhead_under_the_target(tmp_path: Path) -> None:
@@ -122,6 +122,6 @@ def test_plan_prints_the_bandwidth_that_keeps_overhead_under_the_target(tmp_path
     text = " ".join(proc.stdout.split())
     row = plan_row(expand(parse_sweep(data, path))[0], parse_sweep(data, path))
     assert "keep total waste (checkpoints + rework + restarts, Daly's complete model) under 10% of wall time" in text
-    assert f"{row['required_blocking_GiBps']:.2f} GiB/s from the writers to shared storage keeps checkpoints at " \
+    assert f"{row.needs.required_blocking_GiBps:.2f} GiB/s from the writers to shared storage keeps checkpoints at " \
            "10.0%" in text
     assert "into host memory (snapshot)" in text and "into the node-local tier" in text
