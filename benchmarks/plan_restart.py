@@ -62,9 +62,9 @@ def timed(code: Path, sweep: Path, repeat: int, limit_s: float) -> tuple[float, 
 
 
 def before_commit() -> str:
-    added = subprocess.run(["git", "log", "--diff-filter=A", "--format=%H", "--",
-                            "studyctl/definition/reshard_counts.py"], cwd=ROOT, capture_output=True, text=True,
-                           check=True).stdout.split()
+    added = subprocess.run(["git", "log", "--follow", "--diff-filter=A", "--format=%H", "--",
+                            "studyctl/definition/reshard_counts.py"],
+                           cwd=ROOT, capture_output=True, text=True, check=True).stdout.split()
     return f"{added[-1]}^" if added else "HEAD"
 
 

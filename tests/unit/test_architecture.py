@@ -106,7 +106,8 @@ def test_the_layer_check_finds_a_cli_module_reaching_past_the_api() -> None:
     refused = ["from studyctl.definition.plan import plan_rows", "import studyctl.study.status",
                "from studyctl.analysis import cells", "from studyctl.attempt.records import Update",
                "def f():\n    from studyctl.backends.base import names",
-               "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from studyctl.definition.points import Point"]
+               "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
+               "    from studyctl.definition.points import Point"]
     for source in refused:
         assert upward_imports("studyctl.cli.plan", ast.parse(source)), source
     for source in ("from studyctl import api", "from studyctl.api import Plan", "from studyctl.errors import UserError",

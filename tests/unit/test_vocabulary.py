@@ -80,7 +80,8 @@ OPTION_FIELDS = [(m, n) for m in POINT_OPTIONS for n, f in m.model_fields.items(
                          ids=lambda x: x.__name__ if isinstance(x, type) else x)
 def test_a_word_list_field_uses_the_vocabulary(model: type[BaseModel], field: str) -> None:
     text, where = written(model, field)
-    assert not restated(text), f"{model.__name__}.{field}: {text} restates a word list; use definition.vocabulary"
+    assert not restated(text), \
+        f"{model.__name__}.{field}: {text} restates a word list; use definition.vocabulary"
     names = {n.id for n in ast.walk(ast.parse(text, mode="eval")) if isinstance(n, ast.Name)}
     module = sys.modules[where]
     used = {n for n in names if n in WORDS and getattr(module, n, None) is getattr(vocabulary, n)}
