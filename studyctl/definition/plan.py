@@ -28,7 +28,7 @@ from studyctl.definition.layout import (
 )
 from studyctl.definition.needs import training_needs
 from studyctl.definition.objects import OBJECT_COLD_READ, ObjectRequests, read_requests, write_requests
-from studyctl.definition.plan_row import ObjectColumns, PlanRow, SizedColumns
+from studyctl.definition.plan_row import ObjectColumns, PlanRow, SizedColumns, with_columns
 from studyctl.definition.points import (
     CheckpointOptions,
     Point,
@@ -58,7 +58,7 @@ def plan_row(pp: PlannedPoint, sweep: SweepFile) -> PlanRow:
     settings = _settings(opts, p.io_mode)
     infeasible = pp.exclusion is not None and pp.exclusion.infeasible
     sized = None if infeasible else _sized(p.model, par, p.nodes, p.ranks_per_node, opts, sweep.estimate, restarts(p))
-    row = PlanRow(
+    own: dict[str, Any] = dict(
         point_id=p.point_id, model=p.model.name, zero_stage=p.zero_stage, tensor_parallel=p.tensor_parallel,
         pipeline_parallel=p.pipeline_parallel, data_parallel=par.data, nodes=p.nodes,
         ranks_per_node=p.ranks_per_node, world_size=p.world_size, filesystem=p.filesystem, io_mode=p.io_mode,
@@ -68,16 +68,15 @@ def plan_row(pp: PlannedPoint, sweep: SweepFile) -> PlanRow:
         **{**settings, "cold_read": OBJECT_COLD_READ if objects else settings["cold_read"]},
         recovery=recovery_label(p))
     if sized is None:
-        return row
+        return PlanRow(**own)
     if p.recovery is not None:  # a restart after a failure: node-hours of its allocation
         sized = replace(sized, node_hours=allocation_node_hours(p, sized.estimated_seconds))
-    row = replace(row, sized=sized, restart=restart_columns_of(p),
-                  objects=object_requests(p.model, par, opts) if objects else None)
     if p.role == "ceiling":  # its probes' bytes and cost, not its source point's checkpoints
-        row = row.with_columns(ceiling_sized(p, sweep.estimate))
-    assert row.sized is not None
-    return replace(row, needs=training_needs(row.sized.nominal_checkpoint_bytes, row.sized.nominal_storage_read_bytes,
-                                             p.nodes, opts.strategy, sweep.training))
+        sized = with_columns(own, sized, ceiling_sized(p, sweep.estimate))
+    return PlanRow(**own, objects=object_requests(p.model, par, opts) if objects else None, sized=sized,
+                   restart=restart_columns_of(p),
+                   needs=training_needs(sized.nominal_checkpoint_bytes, sized.nominal_storage_read_bytes, p.nodes,
+                                        opts.strategy, sweep.training))
 
 
 @lru_cache(maxsize=4096)

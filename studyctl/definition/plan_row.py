@@ -61,7 +61,7 @@ class SizedColumns:
 
 @dataclass(frozen=True, slots=True)
 class PlanRow:
-    """One point of the plan. The fields up to `recovery` are every row's; the groups follow."""
+    """One point of the plan. The fields up to `recovery` are every row's; the groups follow (in GROUPS' order)."""
 
     point_id: str
     model: str
@@ -106,30 +106,29 @@ class PlanRow:
         """The row `plan --json` writes: flat, every group's keys where the group stands (null for a missing
         group, but a missing restart's are left out); a key two groups share is written once, where it first
         stands."""
-        row: dict[str, Any] = {}
-        for f in fields(self):
-            value = getattr(self, f.name)
-            if f.name not in GROUPS:
-                row[f.name] = value
+        row = {k: getattr(self, k) for k in OWN_ORDER}
+        for group in GROUPS:
+            value = getattr(self, group)
+            if isinstance(value, RestartColumns):
+                row.update(value.json())
             elif value is not None:
-                for k, v in (value.json() if isinstance(value, RestartColumns) else _flat(value)).items():
-                    row.setdefault(k, v)
-            elif f.name != "restart":
-                for k in GROUPS[f.name]:
+                for k in GROUPS[group]:
+                    if k not in row:
+                        row[k] = getattr(value, k)
+            elif group != "restart":
+                for k in GROUPS[group]:
                     row.setdefault(k, None)
         return row
 
-    def with_columns(self, update: dict[str, Any]) -> PlanRow:
-        """This row with some of its own and its sized columns replaced (a ceiling point's probe figures)."""
-        own = {k: v for k, v in update.items() if k in OWN_KEYS}
-        rest = {k: v for k, v in update.items() if k not in OWN_KEYS}
-        if self.sized is None or not set(rest) <= set(GROUPS["sized"]):
-            raise ValueError(f"not columns of a sized plan row: {sorted(set(rest) - set(GROUPS['sized']))}")
-        return dataclasses.replace(self, **own, sized=dataclasses.replace(self.sized, **rest))
 
-
-def _flat(group: Any) -> dict[str, Any]:
-    return {f.name: getattr(group, f.name) for f in fields(group)}
+def with_columns(own: dict[str, Any], sized: SizedColumns, update: dict[str, Any]) -> SizedColumns:
+    """Replace some of a row's own columns (in `own`, changed in place) and of its sized ones by name (a ceiling
+    point's probe figures): the sized columns with theirs replaced."""
+    unknown = set(update) - set(OWN_ORDER) - set(GROUPS["sized"])
+    if unknown:
+        raise ValueError(f"not columns of a sized plan row: {sorted(unknown)}")
+    own.update({k: v for k, v in update.items() if k in own})
+    return dataclasses.replace(sized, **{k: v for k, v in update.items() if k not in own})
 
 
 # each group's keys as `json()` writes them
@@ -139,4 +138,5 @@ GROUPS: dict[str, tuple[str, ...]] = {
     "restart": RESTART_KEYS,
     "needs": tuple(f.name for f in fields(TrainingNeeds)),
 }
-OWN_KEYS = frozenset(f.name for f in fields(PlanRow)) - GROUPS.keys()
+OWN_ORDER = tuple(f.name for f in fields(PlanRow) if f.name not in GROUPS)
+OWN_KEYS = frozenset(OWN_ORDER)

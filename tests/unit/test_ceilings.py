@@ -227,7 +227,7 @@ def test_a_ceiling_records_at_most_what_its_cells_repetitions_move(zero: int, wr
     rows = list(plan_rows(expand(sweep), sweep))
     (ceiling,) = [r for r in rows if r.role == "ceiling"]
     source = max((r for r in rows if r.role == "measure"), key=lambda r: r.sized.bytes_per_rank_max)
-    moved = source["checkpoint_bytes"] * writes + source["storage_read_bytes_per_restore"] * reads
+    moved = source.sized.checkpoint_bytes * writes + source.sized.storage_read_bytes_per_restore * reads
     per_round = ceiling.sized.checkpoint_bytes + ceiling.sized.read_bytes_per_restore  # every probe, written and read
     expected = min(MAX_ROUNDS, max(MIN_ROUNDS, COST_REPETITIONS * moved // per_round))
     (point,) = [pp.point for pp in expand(sweep) if pp.point.role == "ceiling"]

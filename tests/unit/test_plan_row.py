@@ -6,7 +6,7 @@ import pytest
 
 from studyctl.definition.expand import expand
 from studyctl.definition.plan import plan_row
-from studyctl.definition.plan_row import GROUPS, OWN_KEYS
+from studyctl.definition.plan_row import GROUPS, OWN_KEYS, with_columns
 from studyctl.definition.restart_plan import RESTART_KEYS
 from tests.unit.test_expand import sweep_of
 
@@ -44,8 +44,9 @@ def test_the_json_row_reads_what_the_attributes_hold() -> None:
 
 def test_columns_replaced_by_name_must_be_the_rows() -> None:
     r = next(r for r in rows() if r.sized is not None)
-    assert r.with_columns({"writes": 7, "estimated_seconds": 1.5}).json() | {"writes": r.writes,
-                                                                              "estimated_seconds": 1.5} \
-        == r.json() | {"estimated_seconds": 1.5}
+    assert r.sized is not None
+    own = {k: getattr(r, k) for k in OWN_KEYS}
+    sized = with_columns(own, r.sized, {"writes": 7, "estimated_seconds": 1.5})
+    assert own["writes"] == 7 and sized.estimated_seconds == 1.5 and sized.checkpoint_bytes == r.sized.checkpoint_bytes
     with pytest.raises(ValueError, match="interval_s"):
-        r.with_columns({"interval_s": 1.0})
+        with_columns(own, r.sized, {"interval_s": 1.0})
