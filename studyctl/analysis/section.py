@@ -83,13 +83,25 @@ class Column:
 class Section:
     """A declared report table: `id` names it (its tests find it by it), `axes` says whether a column per
     varying setting leads its rows, `wide` that HTML may scroll it sideways, `empty` the HTML row shown when
-    it has no rows (none: no such row)."""
+    it has no rows (none: no such row). `title` and `intro` head a section the report draws by itself (one a
+    topic adds through its `REPORT_SECTIONS`); the report's own sections keep their prose in the templates."""
 
     id: str
     columns: tuple[Column, ...]
     axes: bool = False
     wide: bool = False
     empty: str = ""
+    title: str = ""
+    intro: str = ""
+
+
+@dataclass(frozen=True)
+class Declared:
+    """A section a topic adds to the report: its declaration and its rows, a function of the study's tables
+    (`analysis.tables.Tables`, which a topic may not import: it reads the attributes it needs)."""
+
+    section: Section
+    rows: Callable[[Any], Sequence[Any]]
 
 
 @dataclass(frozen=True)
@@ -99,14 +111,6 @@ class Table:
     section: Section
     columns: tuple[Column, ...]
     rows: Sequence[Any]
-
-    @property
-    def wide(self) -> bool:
-        return self.section.wide
-
-    @property
-    def empty(self) -> str:
-        return self.section.empty
 
 
 def axis_column(key: str, title: str) -> Column:

@@ -3,12 +3,17 @@ requests, and `declared_tables`, which fills every declared table for one report
 
 from __future__ import annotations
 
+import importlib
+import importlib.util
+import pkgutil
+from functools import cache
 from typing import Any
 
+import studyctl.analysis
 from studyctl.analysis.hardware.section import HARDWARE, SHAPES
 from studyctl.analysis.recovery.section import RECOVERY
 from studyctl.analysis.report.engines import ENGINES
-from studyctl.analysis.section import Column, Section, Table, fmt, pct, table, value
+from studyctl.analysis.section import Column, Declared, Section, Table, fmt, pct, table, value
 from studyctl.analysis.training.section import TRAINING
 
 
@@ -75,3 +80,21 @@ def declared_tables(context: dict[str, Any]) -> dict[str, Table]:
         "training": table(TRAINING, training["rows"], training["axes"], staged=bool(training["staged"])),
         "recovery": table(RECOVERY, recovery["rows"], recovery["axes"]),
     }
+
+
+@cache
+def topic_declarations() -> tuple[Declared, ...]:
+    """Every `REPORT_SECTIONS` a topic package's `section` module declares, in topic order: a topic adds a
+    report section in its own files, and both templates draw it with no edit."""
+    found: list[Declared] = []
+    for info in sorted(pkgutil.iter_modules(studyctl.analysis.__path__), key=lambda i: i.name):
+        if info.ispkg and importlib.util.find_spec(f"studyctl.analysis.{info.name}.section"):
+            module = importlib.import_module(f"studyctl.analysis.{info.name}.section")
+            found.extend(getattr(module, "REPORT_SECTIONS", ()))
+    return tuple(found)
+
+
+def topic_tables(tables: Any, axes: list[str], titles: dict[str, str]) -> list[Table]:
+    """The topics' own sections for this study, those with rows."""
+    filled = [table(d.section, d.rows(tables), axes, titles) for d in topic_declarations()]
+    return [t for t in filled if t.rows]
