@@ -73,6 +73,7 @@ class Column:
     css: str = ""
     bad_when: str = ""
     study_header: bool = False  # the header is a word from the study (a setting's name): escaped for Markdown
+    copy: bool = False  # a command to copy (`code`): HTML selects it whole in one click
 
     @property
     def left(self) -> bool:

@@ -10,8 +10,10 @@ from functools import cache
 from typing import Any
 
 import studyctl.analysis
+from studyctl.analysis.dlio.section import DLIO_RUNS, run_rows
 from studyctl.analysis.hardware.section import HARDWARE, SHAPES
 from studyctl.analysis.recovery.section import RECOVERY
+from studyctl.analysis.report.coverage import EXCLUDED_REASONS, FAILED_POINTS, UNUSABLE
 from studyctl.analysis.report.engines import ENGINES
 from studyctl.analysis.section import Column, Declared, Section, Table, fmt, pct, table, value
 from studyctl.analysis.training.section import TRAINING
@@ -79,6 +81,10 @@ def declared_tables(context: dict[str, Any]) -> dict[str, Table]:
         "requests": table(REQUESTS, context["requests"], axes, titles),
         "training": table(TRAINING, training["rows"], training["axes"], staged=bool(training["staged"])),
         "recovery": table(RECOVERY, recovery["rows"], recovery["axes"]),
+        "dlio": table(DLIO_RUNS, run_rows(context["dlio_runs"])),
+        "failed": table(FAILED_POINTS, context["coverage"]["failed"]),
+        "problems": table(UNUSABLE, context["problems"]),
+        "excluded": table(EXCLUDED_REASONS, context["excluded_reasons"]),
     }
 
 
