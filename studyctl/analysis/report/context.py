@@ -27,6 +27,7 @@ from studyctl.analysis.report.coverage import coverage
 from studyctl.analysis.report.engines import engine_section
 from studyctl.analysis.report.hardware import hardware_section
 from studyctl.analysis.report.recovery import recovery_section
+from studyctl.analysis.report.sections import declared_tables, topic_tables
 from studyctl.analysis.status import PointStatus
 from studyctl.analysis.tables import HEADLINE, Tables
 from studyctl.analysis.values import missing
@@ -167,10 +168,11 @@ def build_context(study_dir: Path, study: str, description: str | None, tables: 
     # a column per varying setting; one that the others determine (what ran, a zipped axis) adds no row identity
     axes = independent(summary, varying(summary, ("phase", *DERIVED))) if not summary.empty else []
     records = summary_records(summary, axes)
-    return {
+    titles = {a: "ZeRO" if a == "zero_stage" else a for a in axes}
+    context = {
         "study": study, "description": description, "version": studyctl.__version__,
         "generated_at": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-        "axes": axes, "axis_titles": {a: "ZeRO" if a == "zero_stage" else a for a in axes},
+        "axes": axes, "axis_titles": titles,
         "summary": records, "hardware": hardware_section(tables, records), "engines": engine_section(tables.summary),
         "settings": settings(summary) if not summary.empty else [],
         "fixed_settings": fixed_settings(summary) if not summary.empty else [],
@@ -184,4 +186,6 @@ def build_context(study_dir: Path, study: str, description: str | None, tables: 
         "training": cost_section(tables), "recovery": recovery_section(tables),
         # cells on an object store: their requests per checkpoint (tables.REQUEST_COLUMNS, means over checkpoints)
         "requests": [r for r in records if not missing(r.get("requests_put"))],
+        "topic_sections": topic_tables(tables, axes, titles),
     }
+    return {**context, "t": declared_tables(context)}

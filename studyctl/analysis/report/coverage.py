@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 from studyctl.analysis.cells import LABEL_KEYS, point_label
 from studyctl.analysis.results import Failure, Problem
+from studyctl.analysis.section import Column, Section
 from studyctl.analysis.status import PointStatus
 from studyctl.analysis.tables import Tables
 from studyctl.states import EXCLUDED, NOT_FAILED, State
@@ -78,3 +79,25 @@ def coverage(study: str, tables: Tables, statuses: Sequence[PointStatus] | None)
         else:
             cov["other"].append(CoverageRow(s.point_id, s.state, s.attempts, label, "", ""))
     return cov
+
+# The coverage tables both flavours show (the queued points and the excluded ones are a list in Markdown).
+FAILED_POINTS = Section("failed", (
+    Column("point", "point_id", "code", align="left"),
+    Column("state", "state", "text", align="left", css="bad"),
+    Column("attempts", "attempts"),
+    Column("config", "label", "text", align="left"),
+    Column("reason", "reason", "text", align="left"),
+    Column("rerun", "command", "code", align="left", copy=True),
+))
+
+UNUSABLE = Section("problems", (
+    Column("point", "point_id", "code", align="left"),
+    Column("attempt", lambda p: "–" if p.attempt is None else p.attempt),
+    Column("reason", "reason", "text", align="left"),
+    Column("file", "path", "text", align="left", css="muted"),
+))
+
+EXCLUDED_REASONS = Section("excluded", (
+    Column("reason", lambda r: r[0], "text", align="left"),
+    Column("points", lambda r: r[1]),
+))

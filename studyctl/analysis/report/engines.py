@@ -8,6 +8,7 @@ from typing import Any
 import pandas as pd
 
 from studyctl.analysis.engines import BASELINE, ENGINE_AXES, FROM_STREAM, side_by_side
+from studyctl.analysis.section import Column, Section
 from studyctl.analysis.values import missing
 
 NOTES = (
@@ -20,6 +21,20 @@ NOTES = (
     f"bytes, does not need); where the shape has no {BASELINE} cell, the engine's time outside its storage calls, "
     "where its results record them",
 )
+
+ENGINES = Section("engines", (
+    Column("shape", "shape", "text", align="left"),
+    Column("engine", "engine_label", "text", align="left"),
+    Column("phase", "phase", "text", align="left"),
+    Column("n", "n"),
+    Column("time (s)", ("duration_s_mean", "duration_s_ci95"), "est"),
+    Column("GiB/s", "bytes_over_time_GiBps", "fmt"),
+    Column("± 95% CI", "bytes_over_time_GiBps_ci95", "fmt"),
+    Column(f"× {BASELINE}'s\ntime", "times_text", "text", strong="both"),
+    Column("framework's\nshare", "share_text", "text"),
+    Column("limit", "limit", "text", align="left", strong="both"),
+    Column("evidence", "limit_evidence", "text", align="left"),
+), wide=True)
 
 
 def _times(r: dict[str, Any]) -> str:
