@@ -127,6 +127,10 @@ def _cell_record(key: tuple, group_cols: list[str], g: pd.DataFrame) -> dict[str
     return rec
 
 
+# What `phase_nominal_bytes` reads of a row.
+NOMINAL_COLUMNS = ("phase", "bytes", "nominal_checkpoint_bytes", "written_checkpoint_bytes", "nominal_restore_bytes")
+
+
 def phase_nominal_bytes(rec: dict[str, Any]) -> float | None:
     """What this phase moves at full size: the checkpoint for a write; for a restore its own nominal bytes (a full
     or broadcast restore moves more than one checkpoint), else its bytes scaled as the checkpoint was."""
@@ -260,8 +264,9 @@ def _tables(paths: StudyPaths, loaded: LoadedRows, extra_checkpoints: pd.DataFra
     # are points and cells of the study (calibration points are the fit's, ceiling points the shape's)
     fits = fit_all(checkpoints)
     points = summarize_points(checkpoints[measured(checkpoints)].reset_index(drop=True))
+    factors = point_factors(checkpoints, phase_nominal_bytes, fits, NOMINAL_COLUMNS)
     training = training_table([r["training"] for r in loaded.rows if r.get("training")],
-                              load_training(paths.sweep_copy), point_factors(checkpoints, phase_nominal_bytes, fits))
+                              load_training(paths.sweep_copy), factors)
     ranks = point_frame(RANKS, loaded.rows, loaded.stamps, cache_dir, paths.root)
     ceilings = ceilings_table([r["ceiling"] for r in loaded.rows if r.get("ceiling")])
     summary = add_hardware(add_projections(summarize_cells(points), checkpoints, phase_nominal_bytes, fits), ranks,

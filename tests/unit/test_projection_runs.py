@@ -24,7 +24,7 @@ from studyctl.analysis.projection.table import (
     point_factors,
     run_observations,
 )
-from studyctl.analysis.tables import build_tables, phase_nominal_bytes
+from studyctl.analysis.tables import NOMINAL_COLUMNS, build_tables, phase_nominal_bytes
 from studyctl.analysis.values import missing
 from tests.resultgen import make_point, write_result
 
@@ -152,4 +152,7 @@ def test_cost_factors_and_files_per_rank_are_the_row_wise_ones(tables: dict[str,
     old = old_point_factors(checkpoints, phase_nominal_bytes, fits)
     assert len(new) == len(old) and (variant == "empty" or len(new) > 0)
     pd.testing.assert_frame_equal(new, old, check_exact=True)
+    # the first rows cut to what the fit and `phase_nominal_bytes` read: the same factors
+    pd.testing.assert_frame_equal(point_factors(checkpoints, phase_nominal_bytes, fits, NOMINAL_COLUMNS), old,
+                                  check_exact=True)
     assert repr(_files_per_rank(checkpoints)) == repr(old_files_per_rank(checkpoints))

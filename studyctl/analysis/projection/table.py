@@ -174,16 +174,19 @@ def projection_columns(p: Projection | None) -> dict[str, Any]:
 
 
 def point_factors(checkpoints: pd.DataFrame, nominal_bytes: Callable[[dict[str, Any]], float | None],
-                  fits: dict[FitKey, Fit] | None = None) -> pd.DataFrame:
+                  fits: dict[FitKey, Fit] | None = None, nominal_columns: Sequence[str] | None = None
+                  ) -> pd.DataFrame:
     """Per point × phase with a fit: how much longer its phase takes at full size by the fit (fitted time at full
     size / fitted time at its own size), with the band's ends as factors too, and the largest scale and the reach
     it rests on. What the cost view multiplies each repetition's measured seconds by; points of phases with no fit
-    are absent (the caller scales by bytes)."""
+    are absent (the caller scales by bytes). `nominal_columns`: those `nominal_bytes` reads, when known: each run's
+    first row is then built of those and the fit's alone (every column of 20,000 rows was a second of a collect)."""
     columns = ["point_id", "phase", "fit_factor", "fit_factor_lo", "fit_factor_hi", "projection_basis",
                "projection_scale_max", "projection_reach"]
     fits = fit_all(checkpoints) if fits is None else fits
     out = []
-    for run in runs(checkpoints):
+    keep = None if nominal_columns is None else [*FIT_COLUMNS, "point_id", *nominal_columns]
+    for run in runs(checkpoints, keep):
         rec = {**run.first, "bytes": float(run.first["bytes"])}
         found = fits.get(fit_key(rec)) if run.shaped else None
         nominal = nominal_bytes(rec)
