@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 import numpy as np
@@ -29,8 +30,18 @@ FitKey = tuple[Any, ...]
 
 
 def fit_key(row: dict[str, Any]) -> FitKey:
-    shape = Shape(*(row[c] for c in SHAPE_COLUMNS))
-    return (shape.key, row.get("phase"), *(row.get(k) for k in FIT_KEYS))
+    values = [row[c] for c in SHAPE_COLUMNS]
+    try:
+        key = _shape_key(*values)
+    except TypeError:  # an unhashable value: no cache
+        key = Shape(*values).key
+    return (key, row.get("phase"), *(row.get(k) for k in FIT_KEYS))
+
+
+@lru_cache(maxsize=4096, typed=True)  # typed: 4 and 4.0 print differently
+def _shape_key(*values: Any) -> str:
+    """A shape's key once per distinct shape (a dataclass and its string per run were a second of a re-collect)."""
+    return Shape(*values).key
 
 
 RUN = ["point_id", "phase"]  # one run: a point's phase, over its checkpoints

@@ -32,8 +32,10 @@ def _labels(tables: Tables) -> dict[str, str]:
     if pts.empty or "point_id" not in pts:
         return {}
     first = pts.drop_duplicates("point_id")
-    return {r.point_id: point_label({k: getattr(r, k) for k in LABEL_KEYS})
-            for r in first.itertuples() if r.tool == "studyctl"}
+    first = first[first["tool"] == "studyctl"]
+    # by column, the label's columns alone (a row at a time over every column was half a second at 10,000 points)
+    values = zip(first["point_id"].tolist(), *(first[k].tolist() for k in LABEL_KEYS), strict=True)
+    return {pid: point_label(dict(zip(LABEL_KEYS, rest, strict=True))) for pid, *rest in values}
 
 
 def _failed_from_files(study: str, pid: str, error: Failure | None, problem: Problem | None) -> CoverageRow:
