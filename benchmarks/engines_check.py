@@ -26,6 +26,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -272,10 +273,12 @@ def main(repeat: int = 2, shape: str = "cpu", out: Path | None = None, scratch: 
     ours: Samples = {}
     records: list[dict[str, Any]] = []
     results: list[dict[str, Any]] = []
+    runs: dict[str, list[tuple[float, float]]] = {}  # side -> (wall s, CPU s) of each run, its processes'
     try:
         for r in range(repeat):
             order = ("real", "studyctl") if r % 2 == 0 else ("studyctl", "real")
             for side in order:
+                wall, cpu = time.perf_counter(), children_cpu()
                 if side == "real":
                     record = run_real(work, shape, (out or work) / f"real-{r}.json")
                     records.append(record)
@@ -286,15 +289,24 @@ def main(repeat: int = 2, shape: str = "cpu", out: Path | None = None, scratch: 
                     got = run_studyctl(work, f"engines-{r}", SHAPES[shape], device, compute_s, writes, out)
                     results += got
                     merge(ours, studyctl_samples(got, device))
-                print(f"# round {r + 1}/{repeat}: {side} done (load {os.getloadavg()[0]:.1f})", flush=True)
+                runs.setdefault(side, []).append((time.perf_counter() - wall, children_cpu() - cpu))
+                print(f"# round {r + 1}/{repeat}: {side} done in {runs[side][-1][0]:.1f} s wall, "
+                      f"{runs[side][-1][1]:.1f} s CPU (load {os.getloadavg()[0]:.1f})", flush=True)
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    report(records, results, real, ours, device, out)
+    report(records, results, real, ours, device, out, runs)
     return real, ours
 
 
+def children_cpu() -> float:
+    """CPU seconds (user + system) of this process's finished children: the real job's process, or the local
+    backend's mpiexec and the worker it waited for."""
+    t = os.times()
+    return t.children_user + t.children_system
+
+
 def report(records: list[dict[str, Any]], results: list[dict[str, Any]], real: Samples, ours: Samples,
-           device: str, out: Path | None) -> None:
+           device: str, out: Path | None, runs: dict[str, list[tuple[float, float]]] | None = None) -> None:
     env = records[0]["env"] if records else {}
     idle = [r["step_idle"]["median_s"] for r in records]
     lines = [f"# real job: torch {env.get('torch')}, {env.get('device_name')}, shape {env.get('shape')} "
@@ -303,6 +315,13 @@ def report(records: list[dict[str, Any]], results: list[dict[str, Any]], real: S
              f"{', '.join(f'{s:.3f}' for s in idle)} s; load {os.getloadavg()[0]:.1f}"]
     if records and results:
         lines.append("# " + state_line(records[0], results))
+    calls = {name: [r[k]["cpu_s"] for r in records for k in r.get("steps", [])
+                    if k.rpartition("_")[0] == name and "cpu_s" in r[k]]
+             for name in ("torch_save", "torch_load", "dcp_save", "dcp_load")}
+    lines.append("# real job, CPU s per call (process, all threads; median): " + ", ".join(
+        f"{name} {statistics.median(v):.3f}" for name, v in calls.items() if v))
+    lines += [f"# {side} runs (whole process: start-up, training or simulated steps, every save and restore): "
+              + ", ".join(f"{w:.1f} s wall / {c:.1f} s CPU" for w, c in got) for side, got in (runs or {}).items()]
     lines += table(real, ours, device)
     print("\n".join(lines))
     if out is not None:
