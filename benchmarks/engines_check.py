@@ -8,6 +8,10 @@ job holds), engines `torch_save` and `dcp`, strategies sync and async with the s
 real job trained on, submitted through the library API on the local backend; its figures are read from the points'
 result files. The two sides alternate (real first, then studyctl, then the other order), `repeat` rounds.
 
+Both sides take as many samples a round: studyctl's points write `writes` checkpoints each, and the real job runs
+its whole sequence `writes` times over (a job that checkpoints only once measures a cold allocator: its first staging copy
+page-faults every page, which a job's later checkpoints, and a point's, do not).
+
 Figures (seconds; median over the samples, their min-max the spread; ratio = studyctl / real):
   sync save, cold restore   the save call to its return (files fsynced), the load call to its return
   async blocking, persist   async_save's return; from then until the files are complete
@@ -207,11 +211,13 @@ def run_studyctl(scratch: Path, name: str, shape: Shape, device: str, compute_s:
         shutil.rmtree(root, ignore_errors=True)
 
 
-def run_real(scratch: Path, shape: str, out: Path, threads: int = 1) -> dict[str, Any]:
-    """The real job in its own process (so its memory and threads are its own); its record."""
+def run_real(scratch: Path, shape: str, out: Path, threads: int = 1, saves: int = 1) -> dict[str, Any]:
+    """The real job in its own process (so its memory and threads are its own), its sequence of saves and
+    restores `saves` times over (a job checkpoints again and again: its allocator and page cache warm as a studyctl
+    point's do over its writes); its record."""
     d = Path(tempfile.mkdtemp(prefix="engines-real-", dir=scratch))
     try:
-        proc = subprocess.run([sys.executable, "-m", "benchmarks.real_training", str(d), str(out), shape, "1",
+        proc = subprocess.run([sys.executable, "-m", "benchmarks.real_training", str(d), str(out), shape, str(saves),
                                str(threads)], capture_output=True, text=True)
         if proc.returncode:
             raise RuntimeError(f"real_training failed: {proc.stderr[-2000:]}")
@@ -280,7 +286,7 @@ def main(repeat: int = 2, shape: str = "cpu", out: Path | None = None, scratch: 
             for side in order:
                 wall, cpu = time.perf_counter(), children_cpu()
                 if side == "real":
-                    record = run_real(work, shape, (out or work) / f"real-{r}.json")
+                    record = run_real(work, shape, (out or work) / f"real-{r}.json", saves=writes)
                     records.append(record)
                     merge(real, real_samples(record, device))
                 else:
