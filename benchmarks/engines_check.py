@@ -9,8 +9,8 @@ real job trained on, submitted through the library API on the local backend; its
 result files. The two sides alternate (real first, then studyctl, then the other order), `repeat` rounds.
 
 Both sides take as many samples a round: studyctl's points write `writes` checkpoints each, and the real job runs
-its whole sequence `writes` times over (a job that checkpoints only once measures a cold allocator: its first staging copy
-page-faults every page, which a job's later checkpoints, and a point's, do not).
+its whole sequence `writes` times over (a job that checkpoints only once measures a cold allocator: its first
+staging copy page-faults every page, which a job's later checkpoints, and a point's, do not).
 
 Figures (seconds; median over the samples, their min-max the spread; ratio = studyctl / real):
   sync save, cold restore   the save call to its return (files fsynced), the load call to its return
