@@ -95,8 +95,8 @@ def sensitivity() -> None:
 
 def tensor_count(rounds: int = 3, scratch: Path = Path("/var/tmp")) -> None:
     """The same bytes as the real job's state dict (2,320 tensors: AdamW keeps step, m and v per parameter) and as
-    studyctl's `state: torch` files hold them (the optimizer's m and v as flat partitions, DeepSpeed's way: 584),
-    saved and loaded cold with DCP and torch.save, alternating: what the tensor count alone costs."""
+    DeepSpeed holds them (the optimizer's m and v as flat partitions: 582; studyctl's `state: torch` holds the
+    job's count, `state_pair`), saved and loaded cold with DCP, alternating: what the tensor count alone costs."""
     import shutil
     import tempfile
 
