@@ -8,6 +8,10 @@ job holds), engines `torch_save` and `dcp`, strategies sync and async with the s
 real job trained on, submitted through the library API on the local backend; its figures are read from the points'
 result files. The two sides alternate (real first, then studyctl, then the other order), `repeat` rounds.
 
+Both sides take as many samples a round: studyctl's points write `writes` checkpoints each, and the real job runs
+its whole sequence `writes` times over (a job that checkpoints only once measures a cold allocator: its first
+staging copy page-faults every page, which a job's later checkpoints, and a point's, do not).
+
 Figures (seconds; median over the samples, their min-max the spread; ratio = studyctl / real):
   sync save, cold restore   the save call to its return (files fsynced), the load call to its return
   async blocking, persist   async_save's return; from then until the files are complete
@@ -26,6 +30,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -206,11 +211,13 @@ def run_studyctl(scratch: Path, name: str, shape: Shape, device: str, compute_s:
         shutil.rmtree(root, ignore_errors=True)
 
 
-def run_real(scratch: Path, shape: str, out: Path, threads: int = 1) -> dict[str, Any]:
-    """The real job in its own process (so its memory and threads are its own); its record."""
+def run_real(scratch: Path, shape: str, out: Path, threads: int = 1, saves: int = 1) -> dict[str, Any]:
+    """The real job in its own process (so its memory and threads are its own), its sequence of saves and
+    restores `saves` times over (a job checkpoints again and again: its allocator and page cache warm as a studyctl
+    point's do over its writes); its record."""
     d = Path(tempfile.mkdtemp(prefix="engines-real-", dir=scratch))
     try:
-        proc = subprocess.run([sys.executable, "-m", "benchmarks.real_training", str(d), str(out), shape, "1",
+        proc = subprocess.run([sys.executable, "-m", "benchmarks.real_training", str(d), str(out), shape, str(saves),
                                str(threads)], capture_output=True, text=True)
         if proc.returncode:
             raise RuntimeError(f"real_training failed: {proc.stderr[-2000:]}")
@@ -272,12 +279,14 @@ def main(repeat: int = 2, shape: str = "cpu", out: Path | None = None, scratch: 
     ours: Samples = {}
     records: list[dict[str, Any]] = []
     results: list[dict[str, Any]] = []
+    runs: dict[str, list[tuple[float, float]]] = {}  # side -> (wall s, CPU s) of each run, its processes'
     try:
         for r in range(repeat):
             order = ("real", "studyctl") if r % 2 == 0 else ("studyctl", "real")
             for side in order:
+                wall, cpu = time.perf_counter(), children_cpu()
                 if side == "real":
-                    record = run_real(work, shape, (out or work) / f"real-{r}.json")
+                    record = run_real(work, shape, (out or work) / f"real-{r}.json", saves=writes)
                     records.append(record)
                     merge(real, real_samples(record, device))
                 else:
@@ -286,15 +295,24 @@ def main(repeat: int = 2, shape: str = "cpu", out: Path | None = None, scratch: 
                     got = run_studyctl(work, f"engines-{r}", SHAPES[shape], device, compute_s, writes, out)
                     results += got
                     merge(ours, studyctl_samples(got, device))
-                print(f"# round {r + 1}/{repeat}: {side} done (load {os.getloadavg()[0]:.1f})", flush=True)
+                runs.setdefault(side, []).append((time.perf_counter() - wall, children_cpu() - cpu))
+                print(f"# round {r + 1}/{repeat}: {side} done in {runs[side][-1][0]:.1f} s wall, "
+                      f"{runs[side][-1][1]:.1f} s CPU (load {os.getloadavg()[0]:.1f})", flush=True)
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    report(records, results, real, ours, device, out)
+    report(records, results, real, ours, device, out, runs)
     return real, ours
 
 
+def children_cpu() -> float:
+    """CPU seconds (user + system) of this process's finished children: the real job's process, or the local
+    backend's mpiexec and the worker it waited for."""
+    t = os.times()
+    return t.children_user + t.children_system
+
+
 def report(records: list[dict[str, Any]], results: list[dict[str, Any]], real: Samples, ours: Samples,
-           device: str, out: Path | None) -> None:
+           device: str, out: Path | None, runs: dict[str, list[tuple[float, float]]] | None = None) -> None:
     env = records[0]["env"] if records else {}
     idle = [r["step_idle"]["median_s"] for r in records]
     lines = [f"# real job: torch {env.get('torch')}, {env.get('device_name')}, shape {env.get('shape')} "
@@ -303,6 +321,13 @@ def report(records: list[dict[str, Any]], results: list[dict[str, Any]], real: S
              f"{', '.join(f'{s:.3f}' for s in idle)} s; load {os.getloadavg()[0]:.1f}"]
     if records and results:
         lines.append("# " + state_line(records[0], results))
+    calls = {name: [r[k]["cpu_s"] for r in records for k in r.get("steps", [])
+                    if k.rpartition("_")[0] == name and "cpu_s" in r[k]]
+             for name in ("torch_save", "torch_load", "dcp_save", "dcp_load")}
+    lines.append("# real job, CPU s per call (process, all threads; median): " + ", ".join(
+        f"{name} {statistics.median(v):.3f}" for name, v in calls.items() if v))
+    lines += [f"# {side} runs (whole process: start-up, training or simulated steps, every save and restore): "
+              + ", ".join(f"{w:.1f} s wall / {c:.1f} s CPU" for w, c in got) for side, got in (runs or {}).items()]
     lines += table(real, ours, device)
     print("\n".join(lines))
     if out is not None:

@@ -25,7 +25,9 @@ import sys
 import threading
 import time
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
+from typing import Any
 
 from benchmarks import engines_check
 
@@ -93,8 +95,8 @@ def sensitivity() -> None:
 
 def tensor_count(rounds: int = 3, scratch: Path = Path("/var/tmp")) -> None:
     """The same bytes as the real job's state dict (2,320 tensors: AdamW keeps step, m and v per parameter) and as
-    studyctl's `state: torch` files hold them (the optimizer's m and v as flat partitions, DeepSpeed's way: 584),
-    saved and loaded cold with DCP and torch.save, alternating: what the tensor count alone costs."""
+    DeepSpeed holds them (the optimizer's m and v as flat partitions: 582; studyctl's `state: torch` holds the
+    job's count, `state_pair`), saved and loaded cold with DCP, alternating: what the tensor count alone costs."""
     import shutil
     import tempfile
 
@@ -138,11 +140,85 @@ def tensor_count(rounds: int = 3, scratch: Path = Path("/var/tmp")) -> None:
         f"{statistics.median(got['flat ' + what]):.2f} s" for what in ("save", "load")))
 
 
+def _save_parts(torch: Any, state: dict[str, Any], d: Path) -> None:
+    for key, part in state.items():
+        torch.save(part, d / f"{key}.pt")
+
+
+def state_pair(rounds: int = 3, scratch: Path = Path("/var/tmp"), shape_name: str = "cpu") -> None:
+    """The real job's state dict against studyctl's `state: torch` tensors of the same model (its plan, allocated as
+    the worker allocates it), in one process, alternating: DCP save and cold load, and torch.save of the two files
+    to paths, wall and process CPU seconds. What is left of the engine figures' gap once the processes, the
+    storage stream and the load are the same: the tensors' count, names, nesting and sizes alone."""
+    import shutil
+    import tempfile
+    from dataclasses import replace
+
+    import torch
+    import torch.distributed as dist
+    import torch.distributed.checkpoint as dcp
+
+    from benchmarks.engines_direct import drop_pages
+    from benchmarks.real_training import POSITIONS, SHAPES, VOCAB, Job, files
+    from studyctl.definition.catalog import CATALOG
+    from studyctl.definition.engine_tensors import file_tensors
+    from studyctl.definition.layout import Convention, Parallelism
+    from worker.engines.state import RankState
+
+    torch.set_num_threads(1)
+    shape = SHAPES[shape_name]
+    job = Job(torch, shape, "cpu")
+    job.steps(1)
+    real = job.state()
+    m = replace(CATALOG["gpt2-1.5b"], num_layers=shape.n_layer, hidden_size=shape.n_embd,
+                ffn_hidden_size=4 * shape.n_embd, num_attention_heads=shape.n_head, num_kv_heads=shape.n_head,
+                vocab_size=VOCAB, position_embeddings=POSITIONS)
+    ours_state = RankState(file_tensors(m, Parallelism(1, 1, 1, 0), 0, conv=Convention("torch")),
+                           torch.device("cpu"), 0)
+    ours_state.allocate()
+    ours = ours_state.by_kind()
+    os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
+    os.environ.setdefault("MASTER_PORT", str(29400 + os.getpid() % 1000))
+    dist.init_process_group("gloo", rank=0, world_size=1)
+    got: dict[str, list[tuple[float, float]]] = {}
+
+    def timed(key: str, fn: Callable[[], object]) -> None:
+        wall, cpu = time.perf_counter(), time.process_time()
+        fn()
+        got.setdefault(key, []).append((time.perf_counter() - wall, time.process_time() - cpu))
+
+    root = Path(tempfile.mkdtemp(prefix="state-pair-", dir=scratch))
+    try:
+        for r in range(rounds):
+            for name, state in (("real", real), ("studyctl", ours)) if r % 2 == 0 else (
+                    ("studyctl", ours), ("real", real)):
+                d = root / f"{name}{r}"
+                timed(f"{name} dcp save", partial(dcp.save, state,
+                                                  storage_writer=dcp.FileSystemWriter(d, thread_count=1)))
+                drop_pages([Path(p) for p in files(d)])
+                timed(f"{name} dcp load", partial(dcp.load, state, storage_reader=dcp.FileSystemReader(d)))
+                shutil.rmtree(d)
+                d.mkdir()
+                timed(f"{name} torch.save", partial(_save_parts, torch, state, d))
+                shutil.rmtree(d)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+        dist.destroy_process_group()
+    print(f"# the same calls on the real state dict and on studyctl's tensors, one process, {rounds} alternating "
+          f"rounds (load {os.getloadavg()[0]:.1f}): " + "; ".join(
+              f"{what}: real {statistics.median(w for w, _ in got['real ' + what]):.2f} s wall / "
+              f"{statistics.median(c for _, c in got['real ' + what]):.2f} s CPU, studyctl "
+              f"{statistics.median(w for w, _ in got['studyctl ' + what]):.2f} / "
+              f"{statistics.median(c for _, c in got['studyctl ' + what]):.2f}"
+              for what in ("dcp save", "dcp load", "torch.save")))
+
+
 def main(repeat: int = 2, out: Path | None = None) -> None:
     print(f"\n## A real CPU training job's checkpoints vs studyctl (`python -m benchmarks engines_cpu {repeat}`)")
     sensitivity()
     engines_check.main(repeat, "cpu", out)
     tensor_count()
+    state_pair()
 
 
 if __name__ == "__main__":

@@ -51,8 +51,8 @@ def tensors(config: dict[str, Any], rank: int, world: int) -> dict[str, dict[str
     for f in file_tensors(CATALOG[config["model"]], par, rank, config["scale"]):
         named = {}
         for t in f.tensors:
-            named[t.name] = torch.empty(t.numel, dtype=DTYPES[t.dtype])
-            named[t.name].view(torch.uint8).random_(0, 256)
+            named[t.name] = torch.empty(t.shape, dtype=DTYPES[t.dtype])
+            named[t.name].reshape(-1).view(torch.uint8).random_(0, 256)
         out[f.file.name] = named
     return out
 

@@ -11,7 +11,8 @@ state dict {"model", "optim"} is then checkpointed the ways a user's job does it
   torch.load    the same files read back cold (pages dropped with fadvise, as studyctl drops them)
   dcp.save      `torch.distributed.checkpoint` with a FileSystemWriter (1 writer thread, files synced)
   dcp.load      into the live state, cold
-  dcp async     `dcp.async_save` BESIDE REAL TRAINING STEPS, with each stager of STAGERS (a fresh one per save):
+  dcp async     `dcp.async_save` BESIDE REAL TRAINING STEPS, with each stager of STAGERS (a fresh one per save;
+                "default" is DCP's own default, `NO_STAGING_OPTIONS`):
                 training blocked until it returns; the persist until the files are complete; the steps that ran
                 meanwhile against idle steps right before and after: lost compute = sum(during) - n x idle.
 
@@ -63,6 +64,11 @@ STAGERS: dict[str, dict[str, dict[str, bool]]] = {
     "cpu": {"default": {}, "shared+async": {"use_pinned_memory": False, "use_shared_memory": True,
                                             "use_async_staging": True, "use_non_blocking_copy": False}},
 }
+# DCP's default staging: what `dcp.async_save(state, checkpoint_id=...)` builds (the H200 figures' call, and the
+# stager studyctl's `dcp` engine builds from a point's options). Passed explicitly: a FileSystemWriter handed to
+# async_save without a stager would stage through its own BlockingAsyncStager, other code than that default.
+NO_STAGING_OPTIONS = {"use_pinned_memory": False, "use_shared_memory": False, "use_async_staging": False,
+                      "use_non_blocking_copy": False}
 IDLE_STEPS = 6  # idle steps right before and right after each async save
 
 
@@ -161,12 +167,13 @@ class Run:
         tmp.replace(self.out)
         print(key, json.dumps(value, default=str), flush=True)
 
-    def timed(self, fn: Callable[[], Any]) -> float:
+    def timed(self, fn: Callable[[], Any]) -> tuple[float, float]:
+        """(wall, CPU) seconds of a call: the CPU the whole process spent in it, its threads included."""
         self.job.sync()
-        start = time.perf_counter()
+        start, cpu = time.perf_counter(), time.process_time()
         fn()
         self.job.sync()
-        return time.perf_counter() - start
+        return time.perf_counter() - start, time.process_time() - cpu
 
     def torch_save(self, rep: int) -> None:
         """torch.save of model and optimizer, each file fsynced, then the directory; a cold torch.load of both."""
@@ -180,11 +187,12 @@ class Run:
                 fsync(Path(path))
             fsync(d)
 
-        seconds = self.timed(save)
-        self.log(f"torch_save_{rep}", {"bytes": nbytes(paths), "s": seconds})
+        seconds, cpu = self.timed(save)
+        self.log(f"torch_save_{rep}", {"bytes": nbytes(paths), "s": seconds, "cpu_s": cpu})
         drop_pages([Path(p) for p in paths])
-        seconds = self.timed(lambda: [torch.load(p, map_location=self.device, weights_only=True) for p in paths])
-        self.log(f"torch_load_{rep}", {"bytes": nbytes(paths), "s": seconds})
+        seconds, cpu = self.timed(lambda: [torch.load(p, map_location=self.device, weights_only=True)
+                                           for p in paths])
+        self.log(f"torch_load_{rep}", {"bytes": nbytes(paths), "s": seconds, "cpu_s": cpu})
         shutil.rmtree(d)
 
     def dcp_sync(self, rep: int) -> None:
@@ -192,12 +200,12 @@ class Run:
         import torch.distributed.checkpoint as dcp
 
         d = self.root / f"dcp_sync{rep}"
-        seconds = self.timed(lambda: dcp.save(self.state, storage_writer=dcp.FileSystemWriter(d, thread_count=1)))
+        seconds, cpu = self.timed(lambda: dcp.save(self.state, storage_writer=dcp.FileSystemWriter(d, thread_count=1)))
         paths = files(d)
-        self.log(f"dcp_save_{rep}", {"bytes": nbytes(paths), "files": len(paths), "s": seconds})
+        self.log(f"dcp_save_{rep}", {"bytes": nbytes(paths), "files": len(paths), "s": seconds, "cpu_s": cpu})
         drop_pages([Path(p) for p in paths])
-        seconds = self.timed(lambda: dcp.load(self.state, storage_reader=dcp.FileSystemReader(d)))
-        self.log(f"dcp_load_{rep}", {"bytes": nbytes(paths), "s": seconds})
+        seconds, cpu = self.timed(lambda: dcp.load(self.state, storage_reader=dcp.FileSystemReader(d)))
+        self.log(f"dcp_load_{rep}", {"bytes": nbytes(paths), "s": seconds, "cpu_s": cpu})
         shutil.rmtree(d)
 
     def dcp_async(self, stager_name: str, rep: int) -> None:
@@ -206,8 +214,7 @@ class Run:
         from torch.distributed.checkpoint.staging import DefaultStager, StagingOptions
 
         d = self.root / f"dcp_async_{rep}"
-        options = STAGERS[self.device][stager_name]
-        stager = DefaultStager(StagingOptions(**options)) if options else None
+        stager = DefaultStager(StagingOptions(**{**NO_STAGING_OPTIONS, **STAGERS[self.device][stager_name]}))
         before = self.job.steps(IDLE_STEPS)
         self.job.sync()
         start = time.perf_counter()
@@ -225,8 +232,7 @@ class Run:
         upload.result()
         done = time.perf_counter() - start
         after = self.job.steps(IDLE_STEPS)
-        if stager is not None:
-            stager.close()
+        stager.close()
         idle = statistics.fmean(before + after)
         paths = files(d)
         self.log(f"dcp_async_{stager_name}_{rep}", {

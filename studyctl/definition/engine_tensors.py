@@ -11,8 +11,11 @@ following the in-file layout of `tensor_layout`:
   Megatron and DeepSpeed hold a partition as one flat tensor; torch.optim holds its state per parameter, so
   under state torch the partition is cut at the parameter tensors' bounds into one tensor per tensor it
   covers (`tensor_layout.parameter_runs`), named after the parameter (`layers.{layer}.{j}.exp_avg`), as many
-  records as a real AdamW state dict (torch.distributed.checkpoint writes one per tensor). Torch's per-parameter
-  `step` scalars are left out: their bytes are in no DLIO file size, and adding them would change the files.
+  records as a real AdamW state dict (torch.distributed.checkpoint writes one per tensor). After its groups it
+  holds torch.optim's per-parameter `step`: a 0-dim fp32 tensor for every parameter tensor of the rank's stage
+  (`layout.stage_parameters`, `layers.{layer}.{j}.step`), the bytes state torch adds to the file
+  (`layout.optimizer_step_bytes`); steps follow the parameters the rank holds, as torch.optim keys its state,
+  the moments the flat partition, where DLIO's sizes put them.
 
 The state convention (`layout.Convention`) names the dtypes and the optimizer's groups (megatron: bf16 weights,
 fp32 master + Adam m, v; torch: fp32 weights, Adam m, v); the file's size (one source: `rank_files`) must be
@@ -21,7 +24,8 @@ the data-parallel ranks (`replicated_writer: spread`, Megatron's fully parallel 
 file's elements (`layout.file_elements`), as Megatron saves a flattened buffer's shard. With `scale` < 1
 every tensor shrinks in proportion (floor), the last tensor of the file
 takes the rounding, and the bytes short of one element (a scaled size need not be a multiple of the element
-size) are a trailing uint8 tensor, so a file's tensors always sum to its `nbytes` exactly.
+size) are a trailing uint8 tensor, so a file's tensors always sum to its `nbytes` exactly; steps are never
+scaled (the layout adds them unscaled), so the moments fill what the steps leave.
 
 Names are unique over the ranks of a checkpoint (the file name is their prefix: DLIO's names are unique in a
 step directory), so torch.distributed.checkpoint saves every rank's tensors instead of deduplicating them.
@@ -29,11 +33,12 @@ step directory), so torch.distributed.checkpoint saves every rank's tensors inst
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from studyctl.definition.catalog import DTYPE_BYTES, ModelSpec
 from studyctl.definition.layout import (
     DEFAULT_CONVENTION,
+    STEP_DTYPE,
     CheckpointFile,
     Convention,
     Naming,
@@ -41,9 +46,11 @@ from studyctl.definition.layout import (
     file_dtype,
     file_elements,
     layer_tensors,
+    optimizer_step_bytes,
     rank_files,
     replicated_kinds,
     stage_layers,
+    stage_parameters,
 )
 from studyctl.definition.tensor_layout import held, model_shards, optimizer_piece, optimizer_sizes, parameter_runs
 
@@ -59,15 +66,21 @@ TORCH_DTYPES: dict[str, str] = {"fp16": "float16", "bf16": "bfloat16", "fp32": "
 
 @dataclass(frozen=True)
 class TensorSpec:
-    """One named tensor of a file: its dtype (a catalog dtype name, or uint8 for the padding) and elements."""
+    """One named tensor of a file: its dtype (a catalog dtype name, or uint8 for the padding) and elements;
+    `scalar`: a 0-dim tensor of one element (an optimizer step), else 1-D."""
 
     name: str
     dtype: str
     numel: int
+    scalar: bool = False
 
     @property
     def nbytes(self) -> int:
         return self.numel * ELEMENT_BYTES[self.dtype]
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return () if self.scalar else (self.numel,)
 
 
 @dataclass(frozen=True)
@@ -165,17 +178,30 @@ def file_tensors(m: ModelSpec, par: Parallelism, rank: int, scale: float = 1.0, 
             held_pieces = _model_pieces(m, par, rank, layers[f.name])
             dtype = _model_dtype(m, conv, n.nbytes, sum(e for _, e in held_pieces), f.name)
             specs = [TensorSpec(name, dtype, e) for name, e in held_pieces]
-        else:
-            specs = _optimizer_specs(m, par, rank, conv, n)
-        out.append(FileTensors(f, _scaled(specs, f.nbytes, f"{f.name}/")))
+            out.append(FileTensors(f, _scaled(specs, f.nbytes, f"{f.name}/")))
+            continue
+        steps = _steps(m, par, rank, conv)
+        moments = _scaled(_optimizer_specs(m, par, rank, conv, n), f.nbytes - sum(t.nbytes for t in steps),
+                          f"{f.name}/")
+        out.append(FileTensors(f, moments + tuple(replace(t, name=f"{f.name}/{t.name}") for t in steps)))
     return out
+
+
+def _steps(m: ModelSpec, par: Parallelism, rank: int, conv: Convention) -> tuple[TensorSpec, ...]:
+    """The optimizer's per-parameter steps the rank's file holds (module docstring), as many as the layout sized."""
+    stage = par.coords(rank)[1]
+    if not optimizer_step_bytes(m, par, stage, conv):
+        return ()
+    return tuple(TensorSpec(f"layers.{layer}.{j}.step", STEP_DTYPE, 1, scalar=True)
+                 for layer, j in stage_parameters(m, par.pipeline, stage))
 
 
 def _optimizer_specs(m: ModelSpec, par: Parallelism, rank: int, conv: Convention,
                      nominal: CheckpointFile) -> list[TensorSpec]:
     """Each group's partition (flat, or per parameter tensor under a per-tensor convention), then its small."""
     part, small = optimizer_sizes(m, par)
-    groups = GROUP_NAMES[_optimizer_groups(m, par, conv, nominal.nbytes, nominal.name)]
+    steps = optimizer_step_bytes(m, par, par.coords(rank)[1], conv)
+    groups = GROUP_NAMES[_optimizer_groups(m, par, conv, nominal.nbytes - steps, nominal.name)]
     lo = optimizer_piece(par, rank) * part
     runs = parameter_runs(m, lo, lo + part) if conv.per_tensor_optimizer() else []
     out = []

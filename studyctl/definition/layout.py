@@ -15,6 +15,16 @@ parallel save: each such file is cut evenly over the DP ranks of its model-paral
 first bytes % DP ranks one byte more, so totals stay exact; a piece of 0 bytes is not written), DP rank d
 writing its piece as `zero_pp_rank_{d}_` + the file's name (a name that already starts with DeepSpeed's
 `zero_pp_rank_{d}_`, ZeRO 0's, keeps it).
+
+Optimizer steps (`optimizer_step_bytes`): torch.optim keeps a `step` per parameter, a 0-dim fp32 tensor, that
+DLIO's sizes have no room for; a real AdamW checkpoint holds one per parameter tensor, and DCP pays per tensor.
+So under state torch each optimizer file grows by 4 B per parameter tensor its rank holds a piece of: every
+tensor of its pipeline stage (`stage_parameters`; TP holds a block of each, ZeRO-3 a shard, as FSDP keeps a step
+per local shard), under every ZeRO stage, whatever part of the flat vector the file's moments cover. The steps
+are not scaled (a smaller run has as many parameters), so at `scale` < 1 the file is its scaled moments plus
+4 B a step. Under ZeRO 0 with spread the optimizer file, steps included, is cut into DP pieces like any shared
+file. State megatron holds none (DeepSpeed and Megatron keep one step per parameter group, in DLIO's small
+tensors), so its files, DLIO's, are unchanged.
 """
 
 from __future__ import annotations
@@ -31,6 +41,8 @@ from studyctl.definition.vocabulary import StateConvention as StateConvention
 
 OPTIMIZER_GROUPS = 3  # fp32 master weights, Adam m, Adam v
 OPTIMIZER_SMALL_TENSOR_FACTOR = 5  # DLIO adds 3 tensors of 5h elements; kept for exact agreement
+STEP_DTYPE = "fp32"  # torch.optim's per-parameter `step`: one 0-dim fp32 tensor (module docstring)
+STEP_BYTES = DTYPE_BYTES[STEP_DTYPE]
 
 
 # What each state convention keeps per parameter: (weights at the optimizer's precision, optimizer groups, its
@@ -56,7 +68,8 @@ class Convention:
         return STATE_CONVENTIONS[self.state][1]
 
     def per_tensor_optimizer(self) -> bool:
-        """Whether the optimizer file holds its state one tensor per parameter tensor (`engine_tensors`)."""
+        """Whether the optimizer file holds its state one tensor per parameter tensor (`engine_tensors`), as
+        torch.optim does, with a `step` per parameter (`optimizer_step_bytes`)."""
         return STATE_CONVENTIONS[self.state][2]
 
     def weight_dtype(self, m: ModelSpec) -> str:
@@ -202,6 +215,18 @@ def layer_tensors(m: ModelSpec, layer: int) -> list[tuple[int, bool]]:
     return tensors
 
 
+def stage_parameters(m: ModelSpec, pipeline: int, stage: int) -> list[tuple[int, int]]:
+    """(layer, index in layer) of every parameter tensor of a pipeline stage: each of its ranks holds a piece of
+    every one (whole, its TP block, its ZeRO-3 shard), so each has an optimizer step for every one."""
+    return [(layer, j) for layer in stage_layers(m.num_layers, pipeline, stage)
+            for j in range(len(layer_tensors(m, layer)))]
+
+
+def optimizer_step_bytes(m: ModelSpec, par: Parallelism, stage: int, conv: Convention) -> int:
+    """Bytes of the `step` tensors in an optimizer file of a rank of `stage` (module docstring), at any scale."""
+    return STEP_BYTES * len(stage_parameters(m, par.pipeline, stage)) if conv.per_tensor_optimizer() else 0
+
+
 def layer_elements(m: ModelSpec, layer: int, tp: int, shard: int) -> int:
     """Elements of one layer index held by one rank (tp split, then ZeRO-3 shard), DLIO's integer divisions."""
     return sum((n // tp if split else n) // shard for n, split in layer_tensors(m, layer))
@@ -263,7 +288,8 @@ def _replica_files(m: ModelSpec, par: Parallelism, pp: int, dp: int, mp: int, sc
     wb = DTYPE_BYTES[conv.weight_dtype(m)]
     names = _names(naming, dp, mp)
     layers = stage_layers(m.num_layers, par.pipeline, pp)
-    optim = CheckpointFile(names["optimizer"], _scaled(_optimizer_bytes(m, par, conv), scale), "optimizer")
+    optim = CheckpointFile(names["optimizer"], _scaled(_optimizer_bytes(m, par, conv), scale)
+                           + optimizer_step_bytes(m, par, pp, conv), "optimizer")
     if zero == 3:
         nbytes = sum(layer_elements(m, i, par.tensor, par.data) for i in layers) * wb
         return [CheckpointFile(names["sharded"], _scaled(nbytes, scale), "model"), optim]

@@ -18,7 +18,8 @@ do) is exact. Element counts follow DLIO's integer divisions, so every file's si
   0), MP·DP under ZeRO ≥ 1, piece mp·DP + dp (a model-parallel rank's share, cut over its DP group, as ZeRO
   partitions it). The 5h small elements per group are state every writer holds alike (a copy each).
   Under a per-tensor state convention (torch) a partition is stored as its runs of the parameter tensors it
-  covers (`parameter_runs`), one tensor each, in the same order, so its bytes lie where they did.
+  covers (`parameter_runs`), one tensor each, in the same order, so its bytes lie where they did; its
+  per-parameter steps follow the last group (`layout.optimizer_step_bytes`), so no group's bytes move.
 - With `scale` < 1 every tensor shrinks in proportion: nominal byte x of a file of nominal size X lies at
   ⌊x·S/X⌋ of the file as written (size S), so pieces keep their order and their share of the file.
 """

@@ -3,8 +3,10 @@
 The oracle below takes DLIO's own layout (state megatron, writer dp0: the files the DLIO size table pins) and
 applies the rules as the README states them, rank by rank over every running rank, without layout.py's
 classes, pieces or groups: model files of state torch hold their elements at 4 B instead of 2, its optimizer 2
-groups of (n + 5h) instead of 3; with spread each file the replicas share is cut into DP pieces, piece d of B
-bytes being B // DP + (d < B % DP), named `zero_pp_rank_{d}_` + the file's name. The totals layout.py gives
+groups of (n + 5h) instead of 3, plus torch.optim's 4 B `step` for every parameter tensor of the rank's pipeline
+stage (counted here from the architecture: norms, matrices, biases, embeddings per layer kind), unscaled; with
+spread each file the replicas share is cut into DP pieces, piece d of B bytes being B // DP + (d < B % DP),
+named `zero_pp_rank_{d}_` + the file's name. The totals layout.py gives
 (from one representative rank per class) must agree with the brute force for every layout drawn.
 """
 
@@ -30,6 +32,30 @@ SMALL = ModelSpec("small", num_layers=4, hidden_size=512, ffn_hidden_size=1408, 
 SHARED = {0: ("model", "optimizer"), 1: ("model",), 2: ("model",), 3: ()}  # what DP replicas hold in common
 
 
+def _parameter_tensors(m: ModelSpec, layer: int) -> int:
+    """How many parameter tensors a layer index has: 0 embedding (+ positions), 1..L transformer, L+1 the
+    output head (none when tied), L+2 the final norm (weight, + bias)."""
+    norm = 2 if m.biases else 1
+    if layer == 0:
+        return 1 + bool(m.position_embeddings)
+    if layer == m.num_layers + 1:
+        return 0 if m.tied_embeddings else 1
+    if layer == m.num_layers + 2:
+        return norm
+    return 2 * norm + 4 + (4 if m.biases else 0)  # 2 norms, qkv, out, up, down (+ their 4 biases)
+
+
+def _stage_steps(m: ModelSpec, pp: int, stage: int) -> int:
+    """Parameter tensors of a pipeline stage, its layers cut as DLIO cuts them (the first L mod PP stages one
+    more transformer layer; the embedding in the first, head and final norm in the last)."""
+    base, extra = divmod(m.num_layers, pp)
+    first = sum(base + (s < extra) for s in range(stage)) + 1
+    layers = list(range(first, first + base + (stage < extra)))
+    layers += [0] if stage == 0 else []
+    layers += [m.num_layers + 1, m.num_layers + 2] if stage == pp - 1 else []
+    return sum(_parameter_tensors(m, i) for i in layers)
+
+
 def _oracle(m: ModelSpec, par: Parallelism, scale: float, state: str, writer: str) -> list[list[tuple[str, int, str]]]:
     """Every running rank's (name, bytes, kind), from DLIO's nominal files and the rules alone."""
     mp = par.tensor * par.pipeline
@@ -43,6 +69,8 @@ def _oracle(m: ModelSpec, par: Parallelism, scale: float, state: str, writer: st
             if state == "torch":
                 nominal = nominal * 2 if f.kind == "model" else nominal // 3 * 2
             nbytes = nominal if scale >= 1 else max(1, int(nominal * scale))
+            if state == "torch" and f.kind == "optimizer":
+                nbytes += 4 * _stage_steps(m, par.pipeline, (rank // par.tensor) % par.pipeline)
             shared = f.kind in SHARED[par.zero_stage]
             name = f.name if par.zero_stage == 3 or not (f.kind == "optimizer" and not shared) \
                 else f.name.replace("zero_pp_rank_0_", f"zero_pp_rank_{dp}_")
@@ -71,7 +99,7 @@ def test_small_model_by_hand() -> None:
     par = Parallelism(1, 1, 1, 0)
     megatron, torch = summarize(SMALL, par), summarize(SMALL, par, 1.0, Convention("torch"))
     assert megatron.total_bytes == n * 2 + 3 * (n + small) * 4
-    assert torch.total_bytes == n * 4 + 2 * (n + small) * 4
+    assert torch.total_bytes == n * 4 + 2 * (n + small) * 4 + 4 * (1 + 4 * 6 + 1 + 1)  # + a step per tensor
     assert torch.model_bytes == n * 4
 
 

@@ -94,10 +94,14 @@ def test_scaled_tensors_shrink_in_proportion_and_the_last_takes_the_rounding() -
 def test_a_torch_state_holds_fp32_weights_and_two_groups() -> None:
     """PyTorch's AMP/FSDP2 state (fp32 weights, Adam m and v: 12 B/param), its files twice the weights' and two
     thirds of the optimizer's bytes of the megatron state's; the optimizer's state per parameter tensor (rank 0
-    of 2 under ZeRO 1 holds the first half of the flat vector: the tensors it reaches, the last one cut)."""
+    of 2 under ZeRO 1 holds the first half of the flat vector: the tensors it reaches, the last one cut), then
+    torch.optim's 0-dim fp32 `step` for every parameter tensor of its stage (all 27: it holds a shard of each)."""
     m, par = SMALL, Parallelism(1, 1, 2, 1)
     megatron = rank_files(m, par, 0)
-    torch_files = [replace(f, nbytes=f.nbytes * 2 if f.kind == "model" else f.nbytes * 2 // 3) for f in megatron]
+    every = [f"layers.{i}.{j}" for i in range(m.num_layers + 3) for j in range(len(layer_tensors(m, i)))]
+    assert len(every) == 27
+    torch_files = [replace(f, nbytes=f.nbytes * 2 if f.kind == "model" else f.nbytes * 2 // 3 + 4 * 27)
+                   for f in megatron]
     assert torch_files == rank_files(m, par, 0, conv=Convention("torch"))
     planned = file_tensors(m, par, 0, conv=Convention("torch"))
     model, optim = planned
@@ -109,7 +113,30 @@ def test_a_torch_state_holds_fp32_weights_and_two_groups() -> None:
                 params.append((f"layers.{i}.{j}", min(n, half - element)))
             element += n
     assert [(t.name.split("/")[1], t.numel) for t in optim.tensors] == [
-        spec for g in GROUP_NAMES[2] for spec in [*((f"{p}.{g}", n) for p, n in params), (f"{g}.small", 5 * 512)]]
+        spec for g in GROUP_NAMES[2] for spec in [*((f"{p}.{g}", n) for p, n in params), (f"{g}.small", 5 * 512)]
+    ] + [(f"{p}.step", 1) for p in every]
+    steps = optim.tensors[-27:]
+    assert all(t.scalar and t.shape == () and t.dtype == "fp32" for t in steps)
+    assert not any(t.scalar for t in optim.tensors[:-27])
+
+
+@pytest.mark.parametrize(("tp", "pp", "dp", "zero"), [(2, 2, 2, 0), (1, 3, 2, 1), (1, 1, 3, 3), (2, 1, 2, 2)])
+def test_a_torch_optimizer_holds_a_step_per_parameter_of_its_stage_at_any_scale(tp: int, pp: int, dp: int,
+                                                                                zero: int) -> None:
+    """Every optimizer file a rank writes holds one step for each parameter tensor of its pipeline stage, under
+    every ZeRO stage and TP rank, and the same steps at scale 0.01 (a smaller run has as many parameters)."""
+    m, par, conv = SMALL, Parallelism(tp, pp, dp, zero), Convention("torch")
+    for rank in range(par.world_size):
+        stage = par.coords(rank)[1]
+        want = [f"layers.{i}.{j}.step" for i in stage_layers(m.num_layers, pp, stage)
+                for j in range(len(layer_tensors(m, i)))]
+        for scale in (1.0, 0.01):
+            optims = [p for p in file_tensors(m, par, rank, scale, conv=conv) if p.file.kind == "optimizer"]
+            for p in optims:
+                assert [t.name.split("/")[1] for t in p.tensors if t.scalar] == want
+            moments = [f.nbytes * 2 // 3 for f in rank_files(m, par, rank) if f.kind == "optimizer"]
+            assert [p.file.nbytes for p in optims] == [
+                (x if scale == 1.0 else int(x * scale)) + 4 * len(want) for x in moments]
 
 
 @pytest.mark.parametrize(("kind", "factor"), [("model", 3), ("optimizer", 4)])
@@ -186,13 +213,15 @@ def test_a_torch_state_fills_every_file_exactly(model: ModelSpec, tp: int, pp: i
 
 
 @pytest.mark.parametrize("name", ["gpt2-125m", "gpt2-1.5b", "llama3-8b"])
-def test_a_torch_optimizer_holds_two_tensors_per_parameter_tensor(name: str) -> None:
-    """With one writer (ZeRO 0, TP 1, PP 1) the optimizer file holds Adam m and v for every parameter tensor of
-    the model, as a real AdamW state dict does, plus each group's small tensor; the megatron one stays flat."""
+def test_a_torch_optimizer_holds_three_tensors_per_parameter_tensor(name: str) -> None:
+    """With one writer (ZeRO 0, TP 1, PP 1) the optimizer file holds Adam m, v and step for every parameter tensor
+    of the model, as a real AdamW state dict does (gpt2-1.5b: 580 each), plus each group's small tensor; the
+    megatron one stays flat."""
     m, par = CATALOG[name], Parallelism(1, 1, 1, 0)
     parameter_tensors = sum(len(layer_tensors(m, i)) for i in range(m.num_layers + 3))
     (torch_optim,) = [p for p in file_tensors(m, par, 0, conv=Convention("torch")) if p.file.kind == "optimizer"]
-    assert len(torch_optim.tensors) == 2 * parameter_tensors + 2
-    assert sum(t.numel for t in torch_optim.tensors) == 2 * (num_parameters(m) + 5 * m.hidden_size)
+    assert len(torch_optim.tensors) == 3 * parameter_tensors + 2
+    assert sum(t.numel for t in torch_optim.tensors) == 2 * (num_parameters(m) + 5 * m.hidden_size) + parameter_tensors
+    assert name != "gpt2-1.5b" or parameter_tensors == 580
     (flat,) = [p for p in file_tensors(m, par, 0) if p.file.kind == "optimizer"]
     assert len(flat.tensors) == 2 * len(GROUP_NAMES[3])

@@ -34,9 +34,11 @@ def test_the_check_sweep_runs_each_engine_sync_and_dcp_async_with_each_stager(tm
 
 def test_the_studyctl_model_holds_the_real_models_bytes(tmp_path: Path) -> None:
     """studyctl's custom model has the real model's parameters (counted here on the meta device: no memory), and
-    its checkpoint their fp32 weights + Adam m, v (12 B/param) and DLIO's small 5h tensor per Adam group."""
+    its checkpoint their fp32 weights + Adam m, v (12 B/param), DLIO's small 5h tensor per Adam group and a step per
+    parameter tensor: as many tensors as the real job's state dict (weights, m, v, step), plus the 2 small."""
     torch = pytest.importorskip("torch")
     from benchmarks.dispatch_share import gpt2
+    from studyctl.definition.engine_tensors import file_tensors
     from studyctl.definition.layout import summarize
 
     for name in ("tiny", "cpu"):
@@ -47,7 +49,10 @@ def test_the_studyctl_model_holds_the_real_models_bytes(tmp_path: Path) -> None:
         point = _points(tmp_path, engines_check.sweep_text("s", shape, "cpu", tmp_path, 0.3, 1))[0]
         summary = summarize(point.model, point.parallelism, conv=point.checkpoint.convention)
         assert summary.num_parameters == params
-        assert summary.total_bytes == 12 * params + 2 * 5 * shape.n_embd * 4
+        tensors = len(list(model.parameters()))  # AdamW keeps a 4 B `step` for each, as studyctl's file does
+        assert summary.total_bytes == 12 * params + 2 * 5 * shape.n_embd * 4 + 4 * tensors
+        planned = file_tensors(point.model, point.parallelism, 0, conv=point.checkpoint.convention)
+        assert sum(len(f.tensors) for f in planned) == 4 * tensors + 2  # the real state's 4 per parameter + 2 small
 
 
 def _record() -> dict[str, Any]:

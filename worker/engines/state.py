@@ -21,8 +21,8 @@ PAGE = 4096
 
 
 def as_bytes(t: torch.Tensor) -> torch.Tensor:
-    """The tensor's memory as a flat uint8 view (the tensors are 1-D and contiguous)."""
-    return t.view(torch.uint8)
+    """The tensor's memory as a flat uint8 view (the tensors are contiguous: 1-D, or 0-dim steps)."""
+    return t.reshape(-1).view(torch.uint8)
 
 
 class RankState:
@@ -44,13 +44,13 @@ class RankState:
         gen = torch.Generator(device=self.device).manual_seed(self.seed)
         for f in self.plan:
             self.files[f.file.name] = {
-                t.name: self._filled(t.numel, getattr(torch, TORCH_DTYPES[t.dtype]), gen) if fill else
-                torch.zeros(t.numel, dtype=getattr(torch, TORCH_DTYPES[t.dtype]), device=self.device)
+                t.name: self._filled(t.shape, getattr(torch, TORCH_DTYPES[t.dtype]), gen) if fill else
+                torch.zeros(t.shape, dtype=getattr(torch, TORCH_DTYPES[t.dtype]), device=self.device)
                 for t in f.tensors}
         synchronize(self.device)
 
-    def _filled(self, numel: int, dtype: torch.dtype, gen: torch.Generator) -> torch.Tensor:
-        t = torch.empty(numel, dtype=dtype, device=self.device)
+    def _filled(self, shape: tuple[int, ...], dtype: torch.dtype, gen: torch.Generator) -> torch.Tensor:
+        t = torch.empty(shape, dtype=dtype, device=self.device)
         as_bytes(t).random_(0, 256, generator=gen)
         return t
 
