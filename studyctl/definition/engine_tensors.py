@@ -13,7 +13,7 @@ following the in-file layout of `tensor_layout`:
   covers (`tensor_layout.parameter_runs`), named after the parameter (`layers.{layer}.{j}.exp_avg`), as many
   records as a real AdamW state dict (torch.distributed.checkpoint writes one per tensor). After its groups it
   holds torch.optim's per-parameter `step`: a 0-dim fp32 tensor for every parameter tensor of the rank's stage
-  (`layout.stage_parameters`, `layers.{layer}.{j}.step`), the bytes state torch adds to the file
+  (`model_tensors.stage_parameters`, `layers.{layer}.{j}.step`), the bytes state torch adds to the file
   (`layout.optimizer_step_bytes`); steps follow the parameters the rank holds, as torch.optim keys its state,
   the moments the flat partition, where DLIO's sizes put them.
 
@@ -45,13 +45,11 @@ from studyctl.definition.layout import (
     Parallelism,
     file_dtype,
     file_elements,
-    layer_tensors,
     optimizer_step_bytes,
     rank_files,
     replicated_kinds,
-    stage_layers,
-    stage_parameters,
 )
+from studyctl.definition.model_tensors import layer_tensors, stage_layers, stage_parameters
 from studyctl.definition.tensor_layout import held, model_shards, optimizer_piece, optimizer_sizes, parameter_runs
 
 # The groups an optimizer file holds, by how many there are: Adam's two moments, and the fp32 master weights

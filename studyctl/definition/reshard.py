@@ -21,7 +21,8 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from studyctl.definition.catalog import ModelSpec
-from studyctl.definition.layout import Naming, Parallelism, layer_tensors, layout_problems, stage_layers
+from studyctl.definition.layout import Naming, Parallelism, layout_problems
+from studyctl.definition.model_tensors import layer_tensors, stage_layers
 from studyctl.definition.restore_rules import restore_rule
 from studyctl.definition.tensor_layout import (
     cuts,

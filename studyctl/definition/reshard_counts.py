@@ -18,7 +18,8 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from studyctl.definition.catalog import ModelSpec
-from studyctl.definition.layout import OPTIMIZER_GROUPS, Naming, Parallelism, layer_tensors
+from studyctl.definition.layout import OPTIMIZER_GROUPS, Naming, Parallelism
+from studyctl.definition.model_tensors import layer_tensors
 from studyctl.definition.reshard import check_restart, weight_ranges
 from studyctl.definition.restore_rules import restore_rule
 from studyctl.definition.tensor_layout import (

@@ -5,7 +5,8 @@ definition, chosen so that loading onto another layout (what torch.distributed.c
 do) is exact. Element counts follow DLIO's integer divisions, so every file's size is unchanged.
 
 - A **model-state file** holds its rank's piece of every tensor of its pipeline stage, layer by layer
-  (`layout.stage_layers`), in each layer DLIO's tensor order (`layout.layer_tensors`), each piece contiguous.
+  (`model_tensors.stage_layers`), in each layer DLIO's tensor order (`model_tensors.layer_tensors`), each piece
+  contiguous.
   A TP-split tensor is stored with its split dimension outermost (column-parallel weights as Megatron keeps
   them, row-parallel ones transposed), so TP rank t holds the contiguous block [t·q, (t+1)·q) of its elements,
   q = n // TP; the last n mod TP elements are in no file (DLIO drops them) and a restart needing them
@@ -37,11 +38,10 @@ from studyctl.definition.layout import (
     CheckpointFile,
     Naming,
     Parallelism,
-    layer_tensors,
     num_parameters,
     rank_files,
-    stage_layers,
 )
+from studyctl.definition.model_tensors import layer_tensors, stage_layers
 
 
 def cuts(lo: int, hi: int, size: int, parts: int) -> Iterator[tuple[int, int, int]]:

@@ -14,7 +14,8 @@ from collections import defaultdict
 from functools import lru_cache
 
 from studyctl.definition.catalog import ModelSpec
-from studyctl.definition.layout import Parallelism, layer_tensors, num_parameters, rank_files, stage_layers
+from studyctl.definition.layout import Parallelism, num_parameters, rank_files
+from studyctl.definition.model_tensors import layer_tensors, stage_layers
 
 Bytes = dict[str, set[int]]  # file name → byte offsets
 

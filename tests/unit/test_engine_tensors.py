@@ -16,14 +16,13 @@ from studyctl.definition.layout import (
     Convention,
     Parallelism,
     file_elements,
-    layer_tensors,
     layout_problems,
     num_parameters,
     rank_files,
     replica_files,
     replicated_kinds,
-    stage_layers,
 )
+from studyctl.definition.model_tensors import layer_tensors, stage_layers
 from tests.unit.test_layout import SMALL, models
 
 
