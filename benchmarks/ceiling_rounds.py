@@ -31,7 +31,7 @@ from typing import Any
 
 from benchmarks.ceiling_vs_fio import ceiling_task
 from benchmarks.worker_vs_fio import MPIEXEC
-from studyctl.definition.tdist import t_quantile_975
+from studyctl.definition.inputs.tdist import t_quantile_975
 
 RATES = ("storage_write_GiBps", "storage_read_GiBps")
 

@@ -1,9 +1,9 @@
 """The ceiling point's storage probe against fio on the same bytes, ranks and block (its target: >= 0.95x fio).
 
 A ceiling point (worker.ceiling) writes and fsyncs one file per rank of the largest shard, then reads it back cold,
-and the same with the checkpoint's bytes spread evenly, each up to definition.ceilings.PROBE_MAX_BYTES per rank
+and the same with the checkpoint's bytes spread evenly, each up to definition.planning.ceilings.PROBE_MAX_BYTES per rank
 (`probes_run`; a phase also stops at PROBE_STREAM_S: keep --gib-per-rank within what the disk moves in that time);
-each the median of its rounds (definition.ceilings.another_round). fio runs the same
+each the median of its rounds (definition.planning.ceilings.another_round). fio runs the same
 pattern (docs/io-limits.md: one job per rank, `bs` = the block, end_fsync=1, the read job on the same
 files with the page cache invalidated; direct=1 for the direct mode) right before and right after the worker,
 for both sizes; the ratio is the worker's / the mean of fio's two; a run whose two fio figures differ by more
@@ -24,10 +24,10 @@ import tempfile
 from pathlib import Path
 
 from benchmarks.worker_vs_fio import GIB, MIB, MPIEXEC, fio_pair
-from studyctl.definition.catalog import lookup
-from studyctl.definition.ceilings import probes_run
-from studyctl.definition.layout import summarize
-from studyctl.definition.points import CheckpointOptions, Point, WorkerTask
+from studyctl.definition.checkpoint.layout import summarize
+from studyctl.definition.checkpoint.points import CheckpointOptions, Point, WorkerTask
+from studyctl.definition.inputs.catalog import lookup
+from studyctl.definition.planning.ceilings import probes_run
 
 PROBES = {"largest": ("storage_write_GiBps", "storage_read_GiBps"), "even": ("even_write_GiBps", "even_read_GiBps")}
 

@@ -25,7 +25,7 @@ from collections.abc import Callable
 from typing import Any
 
 H200_STEP_S = 0.378  # ../shared/gpu/h200-torch.json step_idle.mean_s
-DEFAULT_SHARE = 0.25  # studyctl.definition.training.DISPATCH_SHARE, the figure this benchmark derives
+DEFAULT_SHARE = 0.25  # studyctl.definition.inputs.training.DISPATCH_SHARE, the figure this benchmark derives
 LAUNCH_US = 4.0  # a CUDA kernel launch's host cost (cudaLaunchKernel, typically 2-5 µs)
 N_LAYER, N_HEAD = 48, 25
 XL = {"n_embd": 1600, "vocab": 50257, "seq": 1024, "batch": 8}  # the H200 run's shape

@@ -160,9 +160,9 @@ def state_pair(rounds: int = 3, scratch: Path = Path("/var/tmp"), shape_name: st
 
     from benchmarks.engines_direct import drop_pages
     from benchmarks.real_training import POSITIONS, SHAPES, VOCAB, Job, files
-    from studyctl.definition.catalog import CATALOG
-    from studyctl.definition.engine_tensors import file_tensors
-    from studyctl.definition.layout import Convention, Parallelism
+    from studyctl.definition.checkpoint.engine_tensors import file_tensors
+    from studyctl.definition.checkpoint.layout import Convention, Parallelism
+    from studyctl.definition.inputs.catalog import CATALOG
     from worker.engines.state import RankState
 
     torch.set_num_threads(1)

@@ -4,7 +4,8 @@
 
 CONFIG: {"model", "tp", "pp", "zero", "scale", "root", "engine": "torch_save"|"dcp", "saves": ["sync"|"async"],
 "fsync", "crc32", "dcp_threads", "threads"}. Nothing of studyctl runs here but the list of tensors (names, dtypes,
-sizes) each rank holds, from `studyctl.definition.engine_tensors`, so the comparison is of the same bytes. The rest is
+sizes) each rank holds, from `studyctl.definition.checkpoint.engine_tensors`, so the comparison is of the same bytes.
+The rest is
 what a user writes: random tensors, each checkpoint into a fresh directory: `torch.save` of each file's dict
 (then an fsync of the file and the directory), or `dcp.save` / `dcp.async_save` with a `FileSystemWriter`
 (async: the stager a CPU job configures); after the saves, the first checkpoint's pages dropped with fadvise, a
@@ -42,9 +43,9 @@ DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32, 
 
 
 def tensors(config: dict[str, Any], rank: int, world: int) -> dict[str, dict[str, torch.Tensor]]:
-    from studyctl.definition.catalog import CATALOG
-    from studyctl.definition.engine_tensors import file_tensors
-    from studyctl.definition.layout import Parallelism
+    from studyctl.definition.checkpoint.engine_tensors import file_tensors
+    from studyctl.definition.checkpoint.layout import Parallelism
+    from studyctl.definition.inputs.catalog import CATALOG
 
     par = Parallelism(config["tp"], config["pp"], world // (config["tp"] * config["pp"]), config["zero"])
     out = {}

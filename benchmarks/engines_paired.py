@@ -28,9 +28,9 @@ def main(engine: str, reps: int, root: Path) -> None:
     import torch.distributed as dist
     from mpi4py import MPI
 
-    from studyctl.definition.catalog import CATALOG
-    from studyctl.definition.engine_tensors import file_tensors
-    from studyctl.definition.layout import Parallelism
+    from studyctl.definition.checkpoint.engine_tensors import file_tensors
+    from studyctl.definition.checkpoint.layout import Parallelism
+    from studyctl.definition.inputs.catalog import CATALOG
     from worker.engines import EngineOptions, PathTarget, make_engine
 
     comm = MPI.COMM_WORLD

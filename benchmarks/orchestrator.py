@@ -14,9 +14,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 from studyctl.attempt.records import Update
-from studyctl.definition.expand import iter_points
-from studyctl.definition.plan import plan_rows, summarize_plan
-from studyctl.definition.sweep import parse_sweep
+from studyctl.definition.planning.expand import iter_points
+from studyctl.definition.planning.plan import plan_rows, summarize_plan
+from studyctl.definition.planning.sweep import parse_sweep
 from studyctl.states import State
 from studyctl.study.ledger import Ledger
 
@@ -44,7 +44,8 @@ def timed(fn: Callable[[], object], repeat: int) -> list[float]:
 def bench_plan(repeat: int) -> tuple[int, list[float]]:
     def run() -> int:
         sweep = parse_sweep(BIG_STUDY, Path("bench.yaml"))  # fresh caches each time: a cold `plan`
-        from studyctl.definition import expand, layout, needs, plan, points, strategies
+        from studyctl.definition.checkpoint import layout, points
+        from studyctl.definition.planning import expand, needs, plan, strategies
 
         for fn in (expand._problems, expand._checkpoint_options, layout.summarize, layout.num_parameters,
                    points.restore_bytes, plan._sized, plan._settings, plan.storage_read_bytes,

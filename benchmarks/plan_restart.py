@@ -1,5 +1,6 @@
 """`studyctl plan` of one restart point (recovery grow_to) at 1k, 10k and 100k ranks, before and after the plan's
-restart figures were found by arithmetic (`definition.reshard_counts`) instead of by listing every rank's reads.
+restart figures were found by arithmetic (`definition.checkpoint.reshard_counts`) instead of by listing every rank's
+reads.
 
 Each figure is the plan of one sweep in a fresh process (expansion, every plan row and its restart columns, the
 capacity judgement: what `studyctl plan` computes, without printing), CPU seconds of that process (the machine
@@ -63,7 +64,7 @@ def timed(code: Path, sweep: Path, repeat: int, limit_s: float) -> tuple[float, 
 
 def before_commit() -> str:
     added = subprocess.run(["git", "log", "--follow", "--diff-filter=A", "--format=%H", "--",
-                            "studyctl/definition/reshard_counts.py"],
+                            "studyctl/definition/checkpoint/reshard_counts.py"],
                            cwd=ROOT, capture_output=True, text=True, check=True).stdout.split()
     return f"{added[-1]}^" if added else "HEAD"
 

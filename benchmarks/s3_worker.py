@@ -19,11 +19,11 @@ import uuid
 from pathlib import Path
 
 from benchmarks.s3_clients import Shape, Studyctl, available, timed
-from studyctl.definition.catalog import lookup
-from studyctl.definition.filesystems import ObjectStoreSpec
-from studyctl.definition.layout import rank_files
-from studyctl.definition.points import CheckpointOptions, Point, WorkerTask
-from studyctl.definition.result_schema import Result
+from studyctl.definition.checkpoint.layout import rank_files
+from studyctl.definition.checkpoint.points import CheckpointOptions, Point, WorkerTask
+from studyctl.definition.inputs.catalog import lookup
+from studyctl.definition.inputs.filesystems import ObjectStoreSpec
+from studyctl.definition.result.result_schema import Result
 from studyctl.objstore.client import ObjectClient
 from studyctl.objstore.target import S3Target
 from studyctl.units import MIB

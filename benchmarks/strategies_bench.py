@@ -24,10 +24,10 @@ import tempfile
 from pathlib import Path
 
 from benchmarks.worker_vs_fio import MPIEXEC, fio
-from studyctl.definition.catalog import lookup
-from studyctl.definition.layout import rank_files, summarize
-from studyctl.definition.points import CheckpointOptions, Point, WorkerTask
-from studyctl.definition.training import SimulatedStep
+from studyctl.definition.checkpoint.layout import rank_files, summarize
+from studyctl.definition.checkpoint.points import CheckpointOptions, Point, WorkerTask
+from studyctl.definition.inputs.catalog import lookup
+from studyctl.definition.inputs.training import SimulatedStep
 from studyctl.units import GIB, MIB
 
 BLOCK_MIB = 16

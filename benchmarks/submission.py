@@ -14,9 +14,9 @@ from pathlib import Path
 from studyctl.attempt.paths import StudyPaths
 from studyctl.attempt.records import Launch
 from studyctl.backends.slurm import SlurmBackend, shape_of
-from studyctl.definition.catalog import lookup
-from studyctl.definition.options import SlurmOptions
-from studyctl.definition.points import CheckpointOptions, Point, WorkerTask
+from studyctl.definition.checkpoint.points import CheckpointOptions, Point, WorkerTask
+from studyctl.definition.inputs.catalog import lookup
+from studyctl.definition.inputs.options import SlurmOptions
 
 
 def main(points: int = 500) -> int:

@@ -12,9 +12,9 @@ import sys
 import tempfile
 from pathlib import Path
 
-from studyctl.definition.catalog import lookup
-from studyctl.definition.layout import summarize
-from studyctl.definition.points import CheckpointOptions, Point, WorkerTask
+from studyctl.definition.checkpoint.layout import summarize
+from studyctl.definition.checkpoint.points import CheckpointOptions, Point, WorkerTask
+from studyctl.definition.inputs.catalog import lookup
 from studyctl.units import MIB
 
 MPIEXEC = str(Path(sys.executable).parent / "mpiexec")

@@ -34,9 +34,9 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from studyctl.definition.catalog import lookup
-from studyctl.definition.layout import summarize
-from studyctl.definition.points import CheckpointOptions, Point, WorkerTask
+from studyctl.definition.checkpoint.layout import summarize
+from studyctl.definition.checkpoint.points import CheckpointOptions, Point, WorkerTask
+from studyctl.definition.inputs.catalog import lookup
 from studyctl.units import GIB, MIB
 
 MPIEXEC = str(Path(sys.executable).parent / "mpiexec")

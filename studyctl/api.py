@@ -20,13 +20,13 @@ from studyctl.attempt.paths import StudyPaths
 from studyctl.attempt.records import Update
 from studyctl.backends.base import DEFAULT as DEFAULT_BACKEND
 from studyctl.backends.base import check_name as check_backend
-from studyctl.definition.expand import iter_points
-from studyctl.definition.modelinfo import model_rows
-from studyctl.definition.needs import BLOCKS_ON, RESTORE_AT, TrainingNeeds
-from studyctl.definition.plan import PlanSummary, check_budget, plan_rows, refuse_engines_without_torch
-from studyctl.definition.plan_row import PlanRow, SizedColumns
-from studyctl.definition.reshard_counts import ReshardSummary
-from studyctl.definition.sweep import SweepFile
+from studyctl.definition.checkpoint.modelinfo import model_rows
+from studyctl.definition.checkpoint.reshard_counts import ReshardSummary
+from studyctl.definition.planning.expand import iter_points
+from studyctl.definition.planning.needs import BLOCKS_ON, RESTORE_AT, TrainingNeeds
+from studyctl.definition.planning.plan import PlanSummary, check_budget, plan_rows, refuse_engines_without_torch
+from studyctl.definition.planning.plan_row import PlanRow, SizedColumns
+from studyctl.definition.planning.sweep import SweepFile
 from studyctl.errors import UserError
 from studyctl.states import EXCLUDED
 from studyctl.study.cancel import cancel
@@ -40,7 +40,7 @@ if TYPE_CHECKING:
     from studyctl.analysis.compare import CompareResult
     from studyctl.analysis.mlperf.view import ModelVerdict
     from studyctl.analysis.status import PointStatus
-    from studyctl.definition.expand import PlannedPoint
+    from studyctl.definition.planning.expand import PlannedPoint
 
 __all__ = [
     "BLOCKS_ON",
@@ -83,7 +83,7 @@ class Plan:
     summary: PlanSummary = field(default_factory=PlanSummary)
     _judge: Any = field(default=None, init=False, repr=False)  # backends.capacity.Judge, fed by rows()
     _left_out: list[str] = field(default_factory=list, init=False, repr=False)  # added points that do not fit
-    _capacity: Any = field(default=None, init=False, repr=False)  # definition.plan.Capacity, read once
+    _capacity: Any = field(default=None, init=False, repr=False)  # definition.planning.plan.Capacity, read once
 
     def capacity_here(self) -> Any:
         """What the plan's backend offers (free space, memory), read once per plan."""
@@ -115,7 +115,7 @@ class Plan:
         """Per resource shape: the full-size time an earlier run of this study predicts (its fit, band and scale),
         else what calibration will measure (the analysis stack loads only where an earlier collect left tables)."""
         from studyctl.analysis.projection.plan import projection_lines
-        from studyctl.definition.calibration import shape_calibrations
+        from studyctl.definition.planning.calibration import shape_calibrations
 
         table = StudyPaths((results / self.sweep.study).resolve()).tables / "checkpoints.parquet"
         free = self.capacity_here().free_bytes
@@ -129,7 +129,7 @@ class Plan:
 def _as_run(sweep: SweepFile, backend: str, left_out: list[str], capacity: Any = None) -> Iterator[PlannedPoint]:
     """The points as submit would run them on `backend` (`study.store.planned_to_run`), streamed."""
     from studyctl.backends.base import backend_class
-    from studyctl.definition.fit_added import within_capacity
+    from studyctl.definition.planning.fit_added import within_capacity
 
     cls = backend_class(backend)
     return within_capacity(sweep, iter_points(sweep), capacity or cls.capacity(sweep),

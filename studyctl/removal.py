@@ -16,7 +16,7 @@ from typing import Protocol
 
 
 class RemovablePlace(Protocol):
-    """What a removal needs of a place (`definition.places.Place` is one)."""
+    """What a removal needs of a place (`definition.checkpoint.places.Place` is one)."""
 
     @property
     def root(self) -> str: ...

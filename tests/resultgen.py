@@ -1,4 +1,5 @@
-"""Hand-made result files that validate against `definition.result_schema.Result`, with bandwidths the test chooses.
+"""Hand-made result files that validate against `definition.result.result_schema.Result`, with bandwidths the test
+chooses.
 
 Used by the collect/report/compare tests and by benchmarks/collect_bench.py, so neither needs MPI.
 """
@@ -11,12 +12,12 @@ import statistics
 from pathlib import Path
 from typing import Any
 
-from studyctl.definition.catalog import lookup
-from studyctl.definition.ceilings import ceiling_of, probe_bytes
-from studyctl.definition.layout import rank_files
-from studyctl.definition.points import CheckpointOptions, Point, restore_bytes
-from studyctl.definition.result_schema import Result
-from studyctl.definition.shapes import shape_of
+from studyctl.definition.checkpoint.layout import rank_files
+from studyctl.definition.checkpoint.points import CheckpointOptions, Point, restore_bytes
+from studyctl.definition.inputs.catalog import lookup
+from studyctl.definition.planning.ceilings import ceiling_of, probe_bytes
+from studyctl.definition.planning.shapes import shape_of
+from studyctl.definition.result.result_schema import Result
 
 GIB = 1 << 30
 
@@ -39,7 +40,7 @@ def _split(duration: float, shares: dict[str, float] | None) -> dict[str, float]
 
 
 def layout_bytes(point: Point) -> list[tuple[int, int]]:
-    """(bytes, files) per rank as the layout writes them (`definition.layout.rank_files`)."""
+    """(bytes, files) per rank as the layout writes them (`definition.checkpoint.layout.rank_files`)."""
     out = []
     for r in range(point.world_size):
         files = rank_files(point.model, point.parallelism, r, point.checkpoint.scale)
@@ -306,8 +307,8 @@ def write_ceiling(study_dir: Path, point: Point, write: float, read: float, stre
 def recovery_timing(point: Point, launch_s: float, restore_s: float, ready_s: float) -> dict[str, Any]:
     """A RecoveryTiming of `point`'s restart as the plan has it (layouts, bytes and files the restart reads; each
     new rank its even share), with the phases' seconds given."""
-    from studyctl.definition.recovery import restart_layout
-    from studyctl.definition.reshard_counts import reshard_summary
+    from studyctl.definition.checkpoint.recovery import restart_layout
+    from studyctl.definition.checkpoint.reshard_counts import reshard_summary
 
     assert point.recovery is not None
     old, opts = point.parallelism, point.checkpoint

@@ -9,7 +9,7 @@ import os
 
 import pytest
 
-from studyctl.definition.layout import CheckpointFile
+from studyctl.definition.checkpoint.layout import CheckpointFile
 from worker import io
 from worker.storage import Storage
 

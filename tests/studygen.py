@@ -13,9 +13,9 @@ from pathlib import Path
 
 from studyctl.attempt.paths import StudyPaths
 from studyctl.attempt.records import Update
-from studyctl.definition.expand import expand
-from studyctl.definition.points import WorkerTask
-from studyctl.definition.sweep import load_sweep
+from studyctl.definition.checkpoint.points import WorkerTask
+from studyctl.definition.planning.expand import expand
+from studyctl.definition.planning.sweep import load_sweep
 from studyctl.states import FailureClass, State
 from studyctl.study.ledger import Ledger
 from studyctl.study.store import sync_points

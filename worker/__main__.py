@@ -14,7 +14,7 @@ def main(argv: list[str]) -> int:
         return 2
     from mpi4py import MPI
 
-    from studyctl.definition.result_schema import RECORD_REFUSED_EXIT
+    from studyctl.definition.result.result_schema import RECORD_REFUSED_EXIT
     from worker.record import RecordRefused
     from worker.run import WorkerFailure, run_task
 

@@ -3,11 +3,12 @@
 Storage is the fio pattern, measured as the point's own phases are (worker.clock: barrier, per-rank stamps, the
 vote) with the point's I/O mode, block and cold-read method (worker.io): every rank writes and fsyncs one file of
 the largest shard any rank of the shape writes, then reads it back cold; then the same with the checkpoint spread
-evenly over the ranks. Each phase streams at most definition.ceilings.PROBE_MAX_BYTES per rank and starts no
-block after PROBE_STREAM_S (fio's time_based); rounds follow the probe rule (definition.ceilings.another_round:
+evenly over the ranks. Each phase streams at most definition.planning.ceilings.PROBE_MAX_BYTES per rank and starts no
+block after PROBE_STREAM_S (fio's time_based); rounds follow the probe rule (definition.planning.ceilings.another_round:
 until every rate's CI is narrow, within a budget and the cost of the cell it judges), after a ramp round that is not
 recorded (fio's ramp_time), every other round recorded, the median reported. Then the network
-and the memory copy (worker.ceiling_probes), of the largest shard up to definition.ceilings.MEMCPY_MAX_BYTES per
+and the memory copy (worker.ceiling_probes), of the largest shard up to definition.planning.ceilings.MEMCPY_MAX_BYTES
+per
 rank, by the same rule. The result is a normal Result whose checkpoints are the largest-shard probe's writes and
 reads, with `ceilings` filled. Memory: the rank's one buffer, as the point's own phases use, and the memory
 copy's bounded pieces (plan counts both).
@@ -23,7 +24,7 @@ from pathlib import Path
 from time import perf_counter_ns
 from typing import Any
 
-from studyctl.definition.ceilings import (
+from studyctl.definition.planning.ceilings import (
     PROBE_STREAM_S,
     PROBES,
     RAMP_ROUNDS,
@@ -34,8 +35,8 @@ from studyctl.definition.ceilings import (
     round_limit,
     stream_bytes,
 )
-from studyctl.definition.result_schema import CeilingInfo, CheckpointTiming
-from studyctl.definition.shapes import shape_of
+from studyctl.definition.planning.shapes import shape_of
+from studyctl.definition.result.result_schema import CeilingInfo, CheckpointTiming
 from studyctl.states import FailureClass
 from studyctl.units import MIB, format_bytes
 from worker import ceiling_probes, ceiling_shared, io

@@ -1,8 +1,8 @@
 """A ceiling point's network and host-memory probes, on the rank's one buffer, and the rounds every
-probe runs (`repeat`: definition.ceilings.another_round, the rule plan estimates with).
+probe runs (`repeat`: definition.planning.ceilings.another_round, the rule plan estimates with).
 
 Each moves `nbytes` per rank per round: the ceiling passes the largest shard up to
-definition.ceilings.MEMCPY_MAX_BYTES (a stream's rate, reached well within it).
+definition.planning.ceilings.MEMCPY_MAX_BYTES (a stream's rate, reached well within it).
 
 Network: what a broadcast restore could reach between nodes. Point-to-point: the ranks of node 2k each send
 those bytes to the rank of the same place on node 2k+1, every pair at once; broadcast: rank 0 sends the
@@ -12,7 +12,7 @@ last rank's end; None on one node. On simulated nodes (the local backend: proven
 
 Memory copy: what an async snapshot could reach: every rank copies its bytes at once the way
 worker.persist.Snapshot.fill does, one memmove (slice assignment) from a state into a snapshot, in pieces of at
-most definition.ceilings.MEMCPY_MAX_BYTES (so the probe's memory stays bounded; plan counts it).
+most definition.planning.ceilings.MEMCPY_MAX_BYTES (so the probe's memory stays bounded; plan counts it).
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from studyctl.definition.ceilings import MAX_ROUNDS, STREAM_BUDGET_S, another_round, copy_piece
+from studyctl.definition.planning.ceilings import MAX_ROUNDS, STREAM_BUDGET_S, another_round, copy_piece
 from studyctl.units import GIB
 from worker import io
 from worker.persist import Snapshot
@@ -112,7 +112,7 @@ def network(comm: Any, buf: io.Buffer, nbytes: int, node: str, max_rounds: int =
 
 
 def memcpy(comm: Any, nbytes: int, max_rounds: int = MAX_ROUNDS) -> Rounds:
-    """Every rank copies `nbytes` at once, in pieces of definition.ceilings.copy_piece, one memmove each; every
+    """Every rank copies `nbytes` at once, in pieces of definition.planning.ceilings.copy_piece, one memmove each; every
     round's memcpy_GiBps_per_rank (mean over ranks of a rank's bytes / its own duration) and memcpy_GiBps (every
     rank's bytes / (last end - first start))."""
     piece = copy_piece(nbytes)

@@ -1,7 +1,7 @@
 """`ceilings: shared`: a ceiling is a property of its shape, so a study reuses one another study of the
 same results root measured on the same shape, filesystem path and nodes, instead of measuring its own.
 
-A study that measures a shared ceiling leaves a record beside its points (definition.ceilings.shared_record):
+A study that measures a shared ceiling leaves a record beside its points (definition.planning.ceilings.shared_record):
 the result's path within that study. Looking one up reads at most one small record per study, never the
 studies' points. Everything read is another study's data: bounded, validated (the result schema and the same
 plausibility rules collect holds a result to), and only a result inside that study, of the same shape, path and
@@ -20,11 +20,11 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from studyctl.definition.ceilings import shared_record
-from studyctl.definition.plausibility import implausible
-from studyctl.definition.points import WorkerTask
-from studyctl.definition.result_schema import CeilingInfo, CheckpointTiming, Result
-from studyctl.definition.shapes import shape_of
+from studyctl.definition.checkpoint.points import WorkerTask
+from studyctl.definition.planning.ceilings import shared_record
+from studyctl.definition.planning.shapes import shape_of
+from studyctl.definition.result.plausibility import implausible
+from studyctl.definition.result.result_schema import CeilingInfo, CheckpointTiming, Result
 from studyctl.fsutil import atomic_write_text
 
 MAX_STUDIES = 10_000  # study directories looked at, at most

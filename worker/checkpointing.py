@@ -14,11 +14,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from studyctl.definition.layout import CheckpointFile
-from studyctl.definition.points import WorkerTask
-from studyctl.definition.restore_rules import restore_rule
-from studyctl.definition.result_fields import StrategyInfo, StrategyTiming
-from studyctl.definition.result_schema import CheckpointTiming
+from studyctl.definition.checkpoint.layout import CheckpointFile
+from studyctl.definition.checkpoint.points import WorkerTask
+from studyctl.definition.checkpoint.restore_rules import restore_rule
+from studyctl.definition.result.result_fields import StrategyInfo, StrategyTiming
+from studyctl.definition.result.result_schema import CheckpointTiming
 from studyctl.removal import remove_place
 from studyctl.states import FailureClass
 from worker import io, stop

@@ -11,8 +11,8 @@ import fcntl
 import os
 
 from studyctl import host
-from studyctl.definition.filesystems import kind_problem, must_exist
-from studyctl.definition.points import WorkerTask
+from studyctl.definition.checkpoint.points import WorkerTask
+from studyctl.definition.inputs.filesystems import kind_problem, must_exist
 
 
 def misplacement(path: str, kind: str | None) -> tuple[str, str] | None:

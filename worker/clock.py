@@ -7,7 +7,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from studyctl.definition.result_schema import Phase as PhaseName
+from studyctl.definition.result.result_schema import Phase as PhaseName
 from studyctl.states import FailureClass
 from worker import io, residency
 from worker.timing import checkpoint_timing

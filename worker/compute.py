@@ -38,8 +38,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from studyctl.definition.points import CALIBRATION_STEPS
-from studyctl.definition.training import DISPATCH_SHARE
+from studyctl.definition.checkpoint.points import CALIBRATION_STEPS
+from studyctl.definition.inputs.training import DISPATCH_SHARE
 from studyctl.units import MIB
 
 ARRAY_BYTES = 4 << 20  # larger than a core's cache: memory traffic, like a real step's

@@ -25,12 +25,12 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO
 
-from studyctl.definition.engine_tensors import file_tensors, read_tensors
-from studyctl.definition.engines import DCP_METADATA, dcp_file_names
-from studyctl.definition.layout import CheckpointFile, step_dir_name
-from studyctl.definition.points import WorkerTask, restore_files
-from studyctl.definition.restore_rules import restore_rule
-from studyctl.definition.result_fields import EngineInfo, EngineTiming
+from studyctl.definition.checkpoint.engine_tensors import file_tensors, read_tensors
+from studyctl.definition.checkpoint.engines import DCP_METADATA, dcp_file_names
+from studyctl.definition.checkpoint.layout import CheckpointFile, step_dir_name
+from studyctl.definition.checkpoint.points import WorkerTask, restore_files
+from studyctl.definition.checkpoint.restore_rules import restore_rule
+from studyctl.definition.result.result_fields import EngineInfo, EngineTiming
 from studyctl.states import FailureClass
 from worker import io, residency
 from worker.clock import WorkerFailure

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from studyctl.definition.points import Point
+from studyctl.definition.checkpoint.points import Point
 
 
 def keeps(point: Point) -> tuple[bool, bool]:

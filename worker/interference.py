@@ -15,8 +15,8 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from studyctl.definition.result_fields import StrategyTiming
-from studyctl.definition.tdist import t_quantile_975
+from studyctl.definition.inputs.tdist import t_quantile_975
+from studyctl.definition.result.result_fields import StrategyTiming
 from studyctl.units import GIB
 
 

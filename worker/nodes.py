@@ -12,8 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from studyctl.definition.places import Place
-from studyctl.definition.points import WorkerTask
+from studyctl.definition.checkpoint.places import Place
+from studyctl.definition.checkpoint.points import WorkerTask
 from worker import provenance
 
 

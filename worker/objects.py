@@ -25,8 +25,8 @@ from functools import partial
 from time import perf_counter_ns
 from typing import Any, TypeVar
 
-from studyctl.definition.objects import key_problem, object_size_problem, object_target, place_target
-from studyctl.definition.points import WorkerTask
+from studyctl.definition.checkpoint.objects import key_problem, object_size_problem, object_target, place_target
+from studyctl.definition.checkpoint.points import WorkerTask
 from studyctl.objstore.cache import drop_server_cache
 from studyctl.objstore.client import ObjectClient
 from studyctl.objstore.counts import RequestCounts

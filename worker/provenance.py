@@ -6,7 +6,7 @@ import os
 import platform
 import time
 
-from studyctl.definition.result_schema import SlurmInfo
+from studyctl.definition.result.result_schema import SlurmInfo
 
 
 def slurm_info() -> SlurmInfo | None:

@@ -7,9 +7,9 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from studyctl.definition.points import WorkerTask
-from studyctl.definition.result_fields import EngineInfo, StrategyInfo
-from studyctl.definition.result_schema import (
+from studyctl.definition.checkpoint.points import WorkerTask
+from studyctl.definition.result.result_fields import EngineInfo, StrategyInfo
+from studyctl.definition.result.result_schema import (
     SCHEMA_VERSION,
     CeilingInfo,
     FilesystemInfo,

@@ -6,7 +6,7 @@ under Slurm `relaunch_srun` runs once in the batch script (submitit without srun
 larger world and starts each world as its own job step (`srun -N NODES -n RANKS`). Right before the restart's
 launcher is invoked it stamps the wall clock into STUDYCTL_LAUNCH_T0: the restart's launch phase runs from there
 until every rank has passed MPI init. The writing world leaves its result beside the final one
-(`definition.recovery.before_restart_path`); the restart adds its timing and writes the point's result.
+(`definition.checkpoint.recovery.before_restart_path`); the restart adds its timing and writes the point's result.
 """
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ import sys
 import time
 from pathlib import Path
 
-from studyctl.definition.points import WorkerTask
-from studyctl.definition.recovery import LAUNCH_T0_ENV, before_restart_path, restart_world
+from studyctl.definition.checkpoint.points import WorkerTask
+from studyctl.definition.checkpoint.recovery import LAUNCH_T0_ENV, before_restart_path, restart_world
 from studyctl.fsutil import atomic_write_text
 
 LAUNCH_HOST_ENV = "STUDYCTL_LAUNCH_HOST"  # the launcher's host: the restart says whether it shared its clock

@@ -1,5 +1,5 @@
 """A resharded restore on one rank of the restarted world: read exactly the byte ranges of the old checkpoint
-that `studyctl.definition.reshard` maps to this rank, cold, with the point's I/O mode and block size.
+that `studyctl.definition.checkpoint.reshard` maps to this rank, cold, with the point's I/O mode and block size.
 
 O_DIRECT needs aligned offsets and lengths: each range is read as its aligned cover (offset rounded down,
 end rounded up to io.ALIGN; at a file's end the read is short), covers that meet read as one span, in chunks of
@@ -22,10 +22,10 @@ from pathlib import Path
 from time import perf_counter, perf_counter_ns
 from typing import Any
 
-from studyctl.definition.layout import Parallelism
-from studyctl.definition.points import Point
-from studyctl.definition.reshard import ByteRange, rank_reads, reshard_split
-from studyctl.definition.restore_rules import restore_rule
+from studyctl.definition.checkpoint.layout import Parallelism
+from studyctl.definition.checkpoint.points import Point
+from studyctl.definition.checkpoint.reshard import ByteRange, rank_reads, reshard_split
+from studyctl.definition.checkpoint.restore_rules import restore_rule
 from worker import io
 
 

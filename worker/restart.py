@@ -24,9 +24,9 @@ from functools import partial
 from pathlib import Path
 from typing import Any, Literal
 
-from studyctl.definition.layout import Parallelism
-from studyctl.definition.points import WorkerTask, restore_files
-from studyctl.definition.recovery import (
+from studyctl.definition.checkpoint.layout import Parallelism
+from studyctl.definition.checkpoint.points import WorkerTask, restore_files
+from studyctl.definition.checkpoint.recovery import (
     LAUNCH_T0_ENV,
     Recovery,
     before_restart_path,
@@ -34,8 +34,8 @@ from studyctl.definition.recovery import (
     restart_step_dir,
     restart_world,
 )
-from studyctl.definition.result_fields import RecoveryTiming
-from studyctl.definition.result_schema import CheckpointTiming, IoInfo, Result
+from studyctl.definition.result.result_fields import RecoveryTiming
+from studyctl.definition.result.result_schema import CheckpointTiming, IoInfo, Result
 from studyctl.fsutil import atomic_write_text
 from studyctl.removal import remove_place
 from studyctl.states import FailureClass
@@ -206,7 +206,7 @@ def _same_shape(task: WorkerTask, comm: Any, nodes: NodeMap, buf: io.Buffer, ran
 
 def _resharded_paths(task: WorkerTask, new: Parallelism, rank: int) -> list[str]:
     """The old files this rank reads ranges of."""
-    from studyctl.definition.reshard import reshard_reads
+    from studyctl.definition.checkpoint.reshard import reshard_reads
 
     point = task.point
     opts = point.checkpoint

@@ -13,10 +13,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from studyctl.definition.layout import CheckpointFile, Parallelism, rank_files, replica_files
-from studyctl.definition.points import Point, replicated_kinds
-from studyctl.definition.restore_rules import restore_rule
-from studyctl.definition.result_fields import StrategyTiming
+from studyctl.definition.checkpoint.layout import CheckpointFile, Parallelism, rank_files, replica_files
+from studyctl.definition.checkpoint.points import Point, replicated_kinds
+from studyctl.definition.checkpoint.restore_rules import restore_rule
+from studyctl.definition.result.result_fields import StrategyTiming
 from worker import io, residency
 from worker.persist import aligned
 from worker.storage import FileChunks

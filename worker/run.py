@@ -20,14 +20,14 @@ from pathlib import Path
 from typing import Any
 
 from studyctl import host
-from studyctl.definition.layout import step_dir_name
-from studyctl.definition.points import WorkerTask
-from studyctl.definition.result_fields import EngineInfo, StrategyInfo
-from studyctl.definition.result_schema import (
+from studyctl.definition.checkpoint.layout import step_dir_name
+from studyctl.definition.checkpoint.points import WorkerTask
+from studyctl.definition.result.result_fields import EngineInfo, StrategyInfo
+from studyctl.definition.result.result_schema import (
     RECORD_REFUSED_EXIT,
     PhaseSummary,
 )
-from studyctl.definition.result_schema import Phase as PhaseName
+from studyctl.definition.result.result_schema import Phase as PhaseName
 from studyctl.removal import remove_place
 from studyctl.states import FailureClass
 from studyctl.units import MIB

@@ -5,8 +5,8 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING, Any
 
-from studyctl.definition.layout import rank_files, summarize
-from studyctl.definition.points import WorkerTask, restore_files
+from studyctl.definition.checkpoint.layout import rank_files, summarize
+from studyctl.definition.checkpoint.points import WorkerTask, restore_files
 from worker import provenance
 from worker.storage import Setup, Storage, open_storage
 

@@ -15,7 +15,7 @@ from contextlib import contextmanager
 from types import FrameType
 from typing import Any
 
-from studyctl.definition.places import Place
+from studyctl.definition.checkpoint.places import Place
 from studyctl.removal import remove_place
 
 OWNED: list[tuple[Place, str]] = []  # (the tier place on this node, this node's folder in it), once made

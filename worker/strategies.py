@@ -26,8 +26,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from studyctl import host
-from studyctl.definition.layout import CheckpointFile, rank_files, step_dir_name
-from studyctl.definition.points import IDLE_STEPS, WorkerTask
+from studyctl.definition.checkpoint.layout import CheckpointFile, rank_files, step_dir_name
+from studyctl.definition.checkpoint.points import IDLE_STEPS, WorkerTask
 from studyctl.states import FailureClass
 from studyctl.units import GIB
 from worker import io, persist, stop

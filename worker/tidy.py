@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 import sys
 
-from studyctl.definition.places import Place
+from studyctl.definition.checkpoint.places import Place
 from studyctl.removal import remove_place
 from worker import provenance
 from worker.nodes import dir_name

@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict
 from typing import Any
 
-from studyctl.definition.result_schema import (
+from studyctl.definition.result.result_schema import (
     CheckpointTiming,
     DlioCompat,
     Phase,

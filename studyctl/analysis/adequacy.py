@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from studyctl.analysis.values import missing
-from studyctl.definition.restore_rules import named_rule
+from studyctl.definition.checkpoint.restore_rules import named_rule
 
 SHORT_CHECKPOINT_S = 1.0  # a checkpoint timed in less than this measures latency and noise as much as bandwidth
 MIN_REPETITIONS = 3  # fewer: the 95% interval rests on one or two degrees of freedom

@@ -1,6 +1,6 @@
 """What a cell is: every setting of a point except its repetition, plus what actually ran.
 
-Derived from the point model (`studyctl.definition.points.Point`, nested option models flattened), so a
+Derived from the point model (`studyctl.definition.checkpoint.points.Point`, nested option models flattened), so a
 setting added there is a cell axis here with no list to update. Statistics pool repetitions of one
 cell only; plots, ratios, compare and the report key on the same columns.
 """
@@ -18,7 +18,7 @@ import pandas as pd
 from pydantic import BaseModel
 
 from studyctl.analysis.adequacy import tool_label
-from studyctl.definition.points import Point
+from studyctl.definition.checkpoint.points import Point
 
 NOT_SETTINGS = frozenset({"repetition"})  # repetitions are samples of a cell, not a setting of it
 # What ran, beside what was asked: a direct point that fell back to buffered is another cell.

@@ -29,7 +29,7 @@ from studyctl.analysis.tables import Tables, build_tables, write_frame, write_ta
 from studyctl.analysis.training.plots import training_plots
 from studyctl.attempt.paths import StudyPaths
 from studyctl.attempt.tree import AttemptFiles
-from studyctl.definition.yamlpos import load_yaml_bounded
+from studyctl.definition.inputs.yamlpos import load_yaml_bounded
 from studyctl.errors import UserError
 from studyctl.states import State
 

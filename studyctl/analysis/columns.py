@@ -3,9 +3,10 @@
 
 from __future__ import annotations
 
-from studyctl.definition.result_schema import RankRequests
+from studyctl.definition.result.result_schema import RankRequests
 
-# An object store's requests per checkpoint, summed over ranks (definition.result_schema.RankRequests): one column
+# An object store's requests per checkpoint, summed over ranks (definition.result.result_schema.RankRequests): one
+# column
 # per kind, named requests_<kind>; first_byte_s_max is the slowest rank's time to first byte. Absent on POSIX.
 REQUEST_KINDS = tuple(k for k in RankRequests.model_fields if k != "first_byte_s")
 

@@ -1,7 +1,8 @@
 """Engines side by side: each engine's cell beside `stream`'s on the same shape, and the framework's share.
 
 The same shape is every setting equal but the engine's own: `engine` and the settings of the options model's
-engine table (`definition.engine_options.ENGINE_SETTINGS`: device, CRC-32, pinned copies, DCP's threads, stager
+engine table (`definition.checkpoint.engine_options.ENGINE_SETTINGS`: device, CRC-32, pinned copies, DCP's threads,
+stager
 and executor), which `stream` never has. `stream` moves the layout's raw bytes at the storage's own cost; an
 engine (torch.save, DCP) moves the same tensors through its framework. So on one shape:
   time over stream's = stream's headline / the engine's (total bytes / total time each, `ratios.matched_ratios`,
@@ -22,7 +23,7 @@ import pandas as pd
 from studyctl.analysis.cells import DERIVED, HEADLINE, MEASURED, describe_cell, independent, varying
 from studyctl.analysis.ratios import matched_ratios
 from studyctl.analysis.values import missing
-from studyctl.definition.engine_options import ENGINE_OPTION_DEFAULTS, engine_options
+from studyctl.definition.checkpoint.engine_options import ENGINE_OPTION_DEFAULTS, engine_options
 
 BASELINE = "stream"  # the engine that writes raw bytes: the storage's own cost
 ENGINE_AXES: tuple[str, ...] = ("engine", *ENGINE_OPTION_DEFAULTS)  # what differs between engines of one shape

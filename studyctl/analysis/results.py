@@ -23,11 +23,11 @@ from studyctl.attempt.judged import Judged
 from studyctl.attempt.paths import StudyPaths
 from studyctl.attempt.result_file import read_error, read_result
 from studyctl.attempt.tree import AttemptFiles, file_status, scan_attempts
-from studyctl.definition.configuration import ByConfiguration
-from studyctl.definition.fit_group import STUDYCTL_TOOL
-from studyctl.definition.points import Point
-from studyctl.definition.result_schema import CheckpointTiming, Result, mlperf_throughput_GiBps
-from studyctl.definition.shapes import shape_of
+from studyctl.definition.checkpoint.configuration import ByConfiguration
+from studyctl.definition.checkpoint.points import Point
+from studyctl.definition.planning.fit_group import STUDYCTL_TOOL
+from studyctl.definition.planning.shapes import shape_of
+from studyctl.definition.result.result_schema import CheckpointTiming, Result, mlperf_throughput_GiBps
 
 ALL_JUDGED = Judged()  # no sweep copy to judge by
 RANK_FIELDS = ("phase", "index", "rank", "host", "bytes", "duration_s", "bandwidth_GiBps", "files", *SPLIT_FIELDS)

@@ -1,6 +1,6 @@
 """Statistics over repetitions (pure): mean, sample stdev, Student-t 95% confidence intervals.
 
-No scipy: the two-sided 95% t quantile is `studyctl.definition.tdist`'s (the worker's intervals use it too).
+No scipy: the two-sided 95% t quantile is `studyctl.definition.inputs.tdist`'s (the worker's intervals use it too).
 """
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from studyctl.definition.tdist import half_width, t_quantile_975
+from studyctl.definition.inputs.tdist import half_width, t_quantile_975
 
 
 def describe(values: Sequence[float]) -> dict[str, float]:

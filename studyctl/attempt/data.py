@@ -16,9 +16,9 @@ from enum import Enum
 from typing import Any
 
 from studyctl.attempt.paths import AttemptPaths, StudyPaths
-from studyctl.definition.filesystems import ObjectStoreSpec
-from studyctl.definition.places import Place, point_places, study_dir_name
-from studyctl.definition.points import Point, WorkerTask, data_key
+from studyctl.definition.checkpoint.places import Place, point_places, study_dir_name
+from studyctl.definition.checkpoint.points import Point, WorkerTask, data_key
+from studyctl.definition.inputs.filesystems import ObjectStoreSpec
 from studyctl.removal import remove_place
 
 # Removes a node-local place on every node the attempt ran on; True once done (False: try again later).

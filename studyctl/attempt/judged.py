@@ -13,9 +13,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from studyctl.attempt.paths import StudyPaths
-from studyctl.definition.expand import iter_points
-from studyctl.definition.shapes import shape_of
-from studyctl.definition.sweep import load_sweep
+from studyctl.definition.planning.expand import iter_points
+from studyctl.definition.planning.shapes import shape_of
+from studyctl.definition.planning.sweep import load_sweep
 from studyctl.errors import UserError
 
 

@@ -11,8 +11,8 @@ from __future__ import annotations
 import threading
 import time
 
-from studyctl.definition.objects import place_target
-from studyctl.definition.places import Place
+from studyctl.definition.checkpoint.objects import place_target
+from studyctl.definition.checkpoint.places import Place
 from studyctl.objstore import trust
 from studyctl.objstore.calls import CLEANUP
 from studyctl.objstore.client import ObjectClient

@@ -10,7 +10,7 @@ from typing import Any
 from studyctl.attempt.paths import AttemptPaths, StudyPaths
 from studyctl.attempt.records import Update
 from studyctl.attempt.tree import file_status, read_regular
-from studyctl.definition.result_schema import RECORD_REFUSED_EXIT
+from studyctl.definition.result.result_schema import RECORD_REFUSED_EXIT
 from studyctl.states import FailureClass, State
 from studyctl.units import KIB, format_bytes
 

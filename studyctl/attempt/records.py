@@ -6,7 +6,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from studyctl.attempt.paths import AttemptPaths
-from studyctl.definition.points import Point
+from studyctl.definition.checkpoint.points import Point
 from studyctl.states import FailureClass, State
 
 

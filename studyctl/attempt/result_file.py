@@ -13,8 +13,8 @@ from pydantic import ValidationError
 
 from studyctl.attempt.plausibility import bounded_validator, implausible
 from studyctl.attempt.tree import read_regular
-from studyctl.definition import names
-from studyctl.definition.result_schema import Result, WorkerError
+from studyctl.definition.inputs import names
+from studyctl.definition.result.result_schema import Result, WorkerError
 
 _SHOWN = 60  # characters of a hostile value quoted in a reason
 

@@ -18,8 +18,8 @@ from typing import TYPE_CHECKING, ClassVar
 
 from studyctl import host
 from studyctl.attempt.records import Active, Handle, Launch, RecordHandle, RecordUpdate, Update
-from studyctl.definition.places import Place
-from studyctl.definition.points import Point
+from studyctl.definition.checkpoint.places import Place
+from studyctl.definition.checkpoint.points import Point
 from studyctl.errors import UserError
 from studyctl.states import State
 
@@ -27,8 +27,8 @@ if TYPE_CHECKING:
     from pathlib import Path
 
     from studyctl.attempt.paths import StudyPaths
-    from studyctl.definition.plan import Capacity
-    from studyctl.definition.sweep import SweepFile
+    from studyctl.definition.planning.plan import Capacity
+    from studyctl.definition.planning.sweep import SweepFile
 
 
 class Backend(ABC):
@@ -65,7 +65,7 @@ class Backend(ABC):
     def capacity(cls, sweep: SweepFile) -> Capacity:
         """Free space of the sweep's filesystems as this machine sees them, and the memory of the hosts that will
         run the points (None: this backend cannot say). What `plan` and `submit` judge a sweep by."""
-        from studyctl.definition.plan import Capacity
+        from studyctl.definition.planning.plan import Capacity
 
         space = {name: host.free_space(fs.path) if fs.object_store is None else (None, "an object store: no free "
                  "space to read") for name, fs in sweep.filesystems.items()}

@@ -13,17 +13,23 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from studyctl.definition.filesystems import ObjectStoreSpec, must_exist
-from studyctl.definition.plan import PlanSummary, capacity_notes, disk_problems, estimated_seconds, memory_problems
-from studyctl.definition.points import CALIBRATION_STEPS, IDLE_STEPS
-from studyctl.definition.sweep import SweepFile
+from studyctl.definition.checkpoint.points import CALIBRATION_STEPS, IDLE_STEPS
+from studyctl.definition.inputs.filesystems import ObjectStoreSpec, must_exist
+from studyctl.definition.planning.plan import (
+    PlanSummary,
+    capacity_notes,
+    disk_problems,
+    estimated_seconds,
+    memory_problems,
+)
+from studyctl.definition.planning.sweep import SweepFile
 from studyctl.units import MIB
 from worker.claim import misplacement
 
 if TYPE_CHECKING:
     from studyctl.backends.base import Backend
-    from studyctl.definition.expand import PlannedPoint
-    from studyctl.definition.points import Point
+    from studyctl.definition.checkpoint.points import Point
+    from studyctl.definition.planning.expand import PlannedPoint
 
 
 def slurm_node_memory(partition: str | None) -> tuple[int | None, str]:
@@ -85,7 +91,7 @@ def object_store_problem(url: str, store: ObjectStoreSpec) -> str | None:
     """Whether an object store takes a small object under the filesystem's prefix (s3core's preflight): one line
     naming the target and the cause (unreachable, bad credentials, no such bucket, denied), or None. A store the
     user did not supply (a study's own sweep copy names it: `objstore.trust`) is refused without a request."""
-    from studyctl.definition.objects import object_target
+    from studyctl.definition.checkpoint.objects import object_target
     from studyctl.objstore import trust
     from studyctl.objstore.preflight import target_problem
 

@@ -24,10 +24,10 @@ from studyctl.attempt.outcome import read_outcome, results_full, stderr_tail
 from studyctl.attempt.records import Active, Handle, Launch, RecordHandle, RecordUpdate, Update
 from studyctl.backends.base import Backend
 from studyctl.backends.machine import Machine, misfit
-from studyctl.definition.options import LocalOptions
-from studyctl.definition.places import Place
-from studyctl.definition.points import Point
-from studyctl.definition.recovery import before_restart_path
+from studyctl.definition.checkpoint.places import Place
+from studyctl.definition.checkpoint.points import Point
+from studyctl.definition.checkpoint.recovery import before_restart_path
+from studyctl.definition.inputs.options import LocalOptions
 from studyctl.errors import UserError
 from studyctl.removal import remove_place
 from studyctl.states import FailureClass, State
@@ -36,8 +36,8 @@ from worker.nodes import dir_name
 
 if TYPE_CHECKING:
     from studyctl.attempt.paths import StudyPaths
-    from studyctl.definition.plan import Capacity
-    from studyctl.definition.sweep import SweepFile
+    from studyctl.definition.planning.plan import Capacity
+    from studyctl.definition.planning.sweep import SweepFile
 
 POLL_S = 0.1
 KILL_GRACE_S = 5.0

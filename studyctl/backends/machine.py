@@ -10,11 +10,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from studyctl import host
-from studyctl.definition.ceilings import ceiling_memory_bytes
-from studyctl.definition.engines import engine_tensor_bytes
-from studyctl.definition.points import Point
-from studyctl.definition.recovery_plan import running_ranks
-from studyctl.definition.strategies import memory_per_host_bytes
+from studyctl.definition.checkpoint.engines import engine_tensor_bytes
+from studyctl.definition.checkpoint.points import Point
+from studyctl.definition.planning.ceilings import ceiling_memory_bytes
+from studyctl.definition.planning.recovery_plan import running_ranks
+from studyctl.definition.planning.strategies import memory_per_host_bytes
 from studyctl.units import format_bytes
 
 

@@ -1,5 +1,5 @@
 """`studyctl plan`'s restart lines: per restart layout, what a resharded restore opens and reads, beside a
-restore in the shape that wrote the checkpoint (the rows' `restart` columns, `definition.restart_plan`)."""
+restore in the shape that wrote the checkpoint (the rows' `restart` columns, `definition.checkpoint.restart_plan`)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
 """S3's limits on one object (AWS's documented quotas, which S3-compatible stores keep): their one statement, for
-plan's refusals (`studyctl.definition.objects`), the client's part size and the worker's check before a PUT."""
+plan's refusals (`studyctl.definition.checkpoint.objects`), the client's part size and the worker's check before a
+PUT."""
 
 from __future__ import annotations
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from studyctl.attempt.records import Active, Update
 from studyctl.backends import base
-from studyctl.definition.sweep import load_sweep
+from studyctl.definition.planning.sweep import load_sweep
 from studyctl.states import FailureClass, State
 from studyctl.study.cleanup import CLEANUP_WAIT_S, finish_cleanups
 from studyctl.study.launches import existing_launch

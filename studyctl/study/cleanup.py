@@ -17,8 +17,8 @@ from typing import Any
 from studyctl.attempt.data import Cleanup, derive_places, remove_attempt_data, task_disagrees
 from studyctl.attempt.paths import StudyPaths
 from studyctl.backends.base import Backend
-from studyctl.definition.filesystems import ObjectStoreSpec
-from studyctl.definition.sweep import SweepFile
+from studyctl.definition.inputs.filesystems import ObjectStoreSpec
+from studyctl.definition.planning.sweep import SweepFile
 from studyctl.states import FINAL_STATES, State
 from studyctl.study.ledger import AttemptRow, Ledger
 

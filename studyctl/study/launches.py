@@ -5,8 +5,8 @@ from __future__ import annotations
 from studyctl.attempt.paths import StudyPaths
 from studyctl.attempt.records import Launch
 from studyctl.backends.base import Backend
-from studyctl.definition.points import Point, WorkerTask, data_key
-from studyctl.definition.sweep import SweepFile
+from studyctl.definition.checkpoint.points import Point, WorkerTask, data_key
+from studyctl.definition.planning.sweep import SweepFile
 from studyctl.fsutil import atomic_write_text
 from studyctl.study.cleanup import mark
 from studyctl.study.ledger import AttemptRow

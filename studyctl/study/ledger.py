@@ -27,7 +27,7 @@ from pydantic import ValidationError
 
 from studyctl.attempt.paths import MAX_ATTEMPT
 from studyctl.attempt.records import Handle, Update
-from studyctl.definition.points import Point
+from studyctl.definition.checkpoint.points import Point
 from studyctl.errors import StorageError, UserError
 from studyctl.states import ACTIVE_STATES, EXCLUDED, State
 from studyctl.study import ledger_schema

@@ -14,7 +14,7 @@ from functools import cache
 from typing import Any, Literal, get_args, get_origin
 
 from studyctl.attempt.paths import MAX_ATTEMPT
-from studyctl.definition.points import POINT_OMIT_AT_DEFAULT, Point
+from studyctl.definition.checkpoint.points import POINT_OMIT_AT_DEFAULT, Point
 from studyctl.states import State
 
 SCHEMA = """

@@ -16,7 +16,7 @@ from studyctl.attempt.paths import StudyPaths
 from studyctl.attempt.records import Active, Update
 from studyctl.backends import base
 from studyctl.backends.base import Backend
-from studyctl.definition.sweep import SweepFile
+from studyctl.definition.planning.sweep import SweepFile
 from studyctl.states import State
 from studyctl.study.cleanup import finish_cleanups
 from studyctl.study.launches import existing_launch

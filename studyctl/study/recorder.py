@@ -7,7 +7,7 @@ from collections.abc import Callable, Sequence
 from studyctl.attempt.paths import StudyPaths
 from studyctl.attempt.records import Handle, Launch, Update
 from studyctl.backends.base import Backend
-from studyctl.definition.sweep import SweepFile
+from studyctl.definition.planning.sweep import SweepFile
 from studyctl.errors import StorageError
 from studyctl.states import FINAL_STATES, State
 from studyctl.study.cleanup import finish_cleanups, mark

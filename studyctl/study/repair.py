@@ -19,8 +19,8 @@ from studyctl.attempt.outcome import read_outcome
 from studyctl.attempt.paths import StudyPaths
 from studyctl.attempt.records import Update
 from studyctl.backends import base
-from studyctl.definition.points import WorkerTask
-from studyctl.definition.sweep import load_sweep
+from studyctl.definition.checkpoint.points import WorkerTask
+from studyctl.definition.planning.sweep import load_sweep
 from studyctl.errors import StorageError, UserError
 from studyctl.states import State
 from studyctl.study.ledger import Ledger

@@ -7,9 +7,9 @@ from pathlib import Path
 
 from studyctl.backends import base
 from studyctl.backends.capacity import judge
-from studyctl.definition.expand import PlannedPoint
-from studyctl.definition.plan import plan_rows, summarize_plan
-from studyctl.definition.points import Point
+from studyctl.definition.checkpoint.points import Point
+from studyctl.definition.planning.expand import PlannedPoint
+from studyctl.definition.planning.plan import plan_rows, summarize_plan
 from studyctl.errors import UserError
 from studyctl.states import ACTIVE_STATES, RETRYABLE_STATES, State
 from studyctl.study.ledger import Ledger

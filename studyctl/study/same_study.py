@@ -8,7 +8,7 @@ study: `collect` would pool the two. Dropping points from a study is done with `
 them in the expansion. Point ids hash every measured setting and nothing else, so comments, key order,
 `local:`/`slurm:` options and filesystem paths may change freely.
 
-The points studyctl adds itself (ceilings, calibration: `definition.auxiliary`) never decide it: they derive
+The points studyctl adds itself (ceilings, calibration: `definition.planning.auxiliary`) never decide it: they derive
 from the measure points, so any change of those adds, keeps or supersedes some of them. A superseded one leaves
 the sweep (the ledger's in_sweep), is never run again, and its completed result still serves the shape it
 measured while that shape is measured (`attempt.judged`).
@@ -20,8 +20,8 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 
 from studyctl.attempt.paths import StudyPaths
-from studyctl.definition.expand import PlannedPoint, iter_points
-from studyctl.definition.sweep import load_sweep
+from studyctl.definition.planning.expand import PlannedPoint, iter_points
+from studyctl.definition.planning.sweep import load_sweep
 from studyctl.errors import UserError
 
 

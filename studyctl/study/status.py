@@ -10,7 +10,7 @@ from pathlib import Path
 from studyctl.attempt.outcome import read_outcome
 from studyctl.attempt.paths import StudyPaths
 from studyctl.backends import base
-from studyctl.definition.sweep import SweepFile
+from studyctl.definition.planning.sweep import SweepFile
 from studyctl.errors import StorageError, UserError
 from studyctl.states import ACTIVE_STATES, State, shown_state
 from studyctl.study.ledger import PointRow

@@ -7,10 +7,10 @@ from pathlib import Path
 
 from studyctl.attempt.paths import StudyPaths
 from studyctl.backends.base import backend_class
-from studyctl.definition.expand import PlannedPoint, expand, measure_points
-from studyctl.definition.fit_added import within_capacity
-from studyctl.definition.objects import sweep_targets
-from studyctl.definition.sweep import SweepFile, load_sweep
+from studyctl.definition.checkpoint.objects import sweep_targets
+from studyctl.definition.planning.expand import PlannedPoint, expand, measure_points
+from studyctl.definition.planning.fit_added import within_capacity
+from studyctl.definition.planning.sweep import SweepFile, load_sweep
 from studyctl.errors import UserError
 from studyctl.fsutil import atomic_write_text
 from studyctl.objstore import trust

@@ -14,10 +14,10 @@ from studyctl.attempt.records import Active, Update
 from studyctl.backends import base
 from studyctl.backends.base import Backend
 from studyctl.backends.capacity import Judgement, judge
-from studyctl.definition.expand import PlannedPoint
-from studyctl.definition.plan import check_budget, plan_rows, refuse_engines_without_torch, summarize_plan
-from studyctl.definition.points import Point
-from studyctl.definition.sweep import SweepFile
+from studyctl.definition.checkpoint.points import Point
+from studyctl.definition.planning.expand import PlannedPoint
+from studyctl.definition.planning.plan import check_budget, plan_rows, refuse_engines_without_torch, summarize_plan
+from studyctl.definition.planning.sweep import SweepFile
 from studyctl.errors import StorageError, UserError
 from studyctl.fsutil import atomic_write_text
 from studyctl.states import ACTIVE_STATES, FailureClass, State

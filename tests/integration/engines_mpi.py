@@ -17,9 +17,9 @@ from typing import Any
 
 
 def run(comm: Any, config: dict[str, Any]) -> dict[str, Any]:
-    from studyctl.definition.catalog import CATALOG
-    from studyctl.definition.engine_tensors import file_tensors
-    from studyctl.definition.layout import Parallelism
+    from studyctl.definition.checkpoint.engine_tensors import file_tensors
+    from studyctl.definition.checkpoint.layout import Parallelism
+    from studyctl.definition.inputs.catalog import CATALOG
     from worker.engines import EngineOptions, make_engine
 
     rank = comm.Get_rank()

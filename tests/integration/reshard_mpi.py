@@ -19,8 +19,8 @@ from pathlib import Path
 
 from mpi4py import MPI
 
-from studyctl.definition.points import WorkerTask, cold_read_method
-from studyctl.definition.reshard import ByteRange, restart_parallelism
+from studyctl.definition.checkpoint.points import WorkerTask, cold_read_method
+from studyctl.definition.checkpoint.reshard import ByteRange, restart_parallelism
 from worker import io
 from worker.reshard_read import read_resharded
 

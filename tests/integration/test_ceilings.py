@@ -9,8 +9,8 @@ from pathlib import Path
 
 from studyctl import api
 from studyctl.attempt.plausibility import implausible
-from studyctl.definition.ceilings import MIN_ROUNDS, probe_bytes, round_limit
-from studyctl.definition.result_schema import Result
+from studyctl.definition.planning.ceilings import MIN_ROUNDS, probe_bytes, round_limit
+from studyctl.definition.result.result_schema import Result
 
 SWEEP = """\
 study: {name}

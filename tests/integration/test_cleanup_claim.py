@@ -31,7 +31,7 @@ local: {{mpiexec: {mpiexec}}}
 STAND_IN = """\
 import fcntl, os, subprocess, sys
 from pathlib import Path
-from studyctl.definition.points import WorkerTask
+from studyctl.definition.checkpoint.points import WorkerTask
 task = WorkerTask.model_validate_json(Path(sys.argv[-1]).read_text())
 task.claim_file.parent.mkdir(parents=True, exist_ok=True)
 fd = os.open(task.claim_file, os.O_RDWR | os.O_CREAT)

@@ -21,8 +21,8 @@ import pytest
 
 from studyctl import api
 from studyctl.attempt.paths import StudyPaths
-from studyctl.definition.catalog import lookup
-from studyctl.definition.points import CheckpointOptions, Point, WorkerTask
+from studyctl.definition.checkpoint.points import CheckpointOptions, Point, WorkerTask
+from studyctl.definition.inputs.catalog import lookup
 from studyctl.states import State
 from studyctl.study.ledger import Ledger
 from tests.procs import pids_under

@@ -21,7 +21,7 @@ import pytest
 
 from studyctl import api
 from studyctl.attempt.paths import StudyPaths
-from studyctl.definition.points import WorkerTask, data_key
+from studyctl.definition.checkpoint.points import WorkerTask, data_key
 from studyctl.states import State
 
 SWEEP = """\
@@ -41,7 +41,7 @@ local: {{mpiexec: {mpiexec}}}
 STAND_IN = """\
 import sys
 from pathlib import Path
-from studyctl.definition.points import WorkerTask
+from studyctl.definition.checkpoint.points import WorkerTask
 task = WorkerTask.model_validate_json(Path(sys.argv[-1]).read_text())
 for place in task.places:
     step = place.path / ("node-0" if place.node_local else "global_step1")

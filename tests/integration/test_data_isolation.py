@@ -9,7 +9,7 @@ from pathlib import Path
 
 from studyctl import api
 from studyctl.attempt.data import Cleanup, remove_attempt_data
-from studyctl.definition.points import WorkerTask, data_key
+from studyctl.definition.checkpoint.points import WorkerTask, data_key
 from tests.integration.test_worker import make_task, run_worker
 
 SWEEP = """\

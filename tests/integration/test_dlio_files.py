@@ -1,7 +1,7 @@
 """A kept checkpoint on disk has DLIO's file and folder names and sizes, rank for rank.
 
 The expected listing is generated here from the rules in docs/checkpoint-model.md
-(written out again, independently of studyctl.definition.layout) and DLIO's naming
+(written out again, independently of studyctl.definition.checkpoint.layout) and DLIO's naming
 (`global_epoch1_step{N}/`, `model_{mp}_model_states.pt`, `layer_{i}-model_{mp}_model_states.pt`,
 `zero_pp_rank_{dp}_mp_rank_{mp}_{model|optim}_states.pt`), never copied from a run.
 """
@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from studyctl.definition.catalog import ModelSpec, lookup
-from studyctl.definition.layout import Parallelism, summarize
-from studyctl.definition.result_schema import Result
+from studyctl.definition.checkpoint.layout import Parallelism, summarize
+from studyctl.definition.inputs.catalog import ModelSpec, lookup
+from studyctl.definition.result.result_schema import Result
 from tests.integration.test_worker import files_under, make_task, run_worker
 
 # L=4, h=64, F=176, 8 heads / 2 KV heads, V=1000: small enough to write at full size.

@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 
 from studyctl import api as study
-from studyctl.definition.engines import engine_framing_bytes
-from studyctl.definition.plausibility import implausible
-from studyctl.definition.result_schema import Result
+from studyctl.definition.checkpoint.engines import engine_framing_bytes
+from studyctl.definition.result.plausibility import implausible
+from studyctl.definition.result.result_schema import Result
 from tests.integration.test_strategies import files_under, run_point
 
 VERIFY = "STUDYCTL_VERIFY_RESTORES"

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from studyctl.definition.result_schema import RECORD_REFUSED_EXIT
+from studyctl.definition.result.result_schema import RECORD_REFUSED_EXIT
 from studyctl.study.ledger import Ledger
 from tests.integration.test_cleanup_runs import wait_for
 from tests.integration.test_full_disk import fill

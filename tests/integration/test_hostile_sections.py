@@ -1,5 +1,5 @@
 """Every number a result carries, made impossible one at a time in a real result: collect leaves the result out with
-a reason naming that field. The fields come from the result schema (`definition.plausibility.CHECKED`), never a
+a reason naming that field. The fields come from the result schema (`definition.result.plausibility.CHECKED`), never a
 list here, so a field added to any section is attacked here too."""
 
 from __future__ import annotations
@@ -13,9 +13,9 @@ from typing import Any
 import pytest
 
 from studyctl.analysis.collect import collect
-from studyctl.definition.plausibility import CHECKED
-from studyctl.definition.points import Point
-from studyctl.definition.result_schema import Result
+from studyctl.definition.checkpoint.points import Point
+from studyctl.definition.result.plausibility import CHECKED
+from studyctl.definition.result.result_schema import Result
 from tests.integration.test_recovery import make_task, relaunch
 from tests.integration.test_strategies import run_point
 from tests.resultgen import make_point, write_ceiling

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from studyctl import api
-from studyctl.definition.catalog import lookup
-from studyctl.definition.points import CheckpointOptions, Point, WorkerTask
+from studyctl.definition.checkpoint.points import CheckpointOptions, Point, WorkerTask
+from studyctl.definition.inputs.catalog import lookup
 from studyctl.host import free_and_total, mount_of
 from tests.cli import run_cli
 from tests.tmpfs import small_tmpfs

@@ -12,12 +12,12 @@ from pathlib import Path
 
 import pytest
 
-from studyctl.definition.catalog import lookup
-from studyctl.definition.points import CheckpointOptions, Point, WorkerTask
-from studyctl.definition.recovery import before_restart_path, parse_recovery, restart_layout
-from studyctl.definition.reshard import rank_reads, reshard_split
-from studyctl.definition.result_schema import Result, WorkerError
-from studyctl.definition.training import SimulatedStep
+from studyctl.definition.checkpoint.points import CheckpointOptions, Point, WorkerTask
+from studyctl.definition.checkpoint.recovery import before_restart_path, parse_recovery, restart_layout
+from studyctl.definition.checkpoint.reshard import rank_reads, reshard_split
+from studyctl.definition.inputs.catalog import lookup
+from studyctl.definition.inputs.training import SimulatedStep
+from studyctl.definition.result.result_schema import Result, WorkerError
 
 MPIEXEC = str(Path(sys.executable).parent / "mpiexec")
 STEP = SimulatedStep(compute_s=0.05, allreduce_mib=0.5)

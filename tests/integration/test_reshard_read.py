@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from studyctl.definition.catalog import ModelSpec
-from studyctl.definition.layout import Parallelism, rank_files
-from studyctl.definition.reshard import reshard_reads, restart_parallelism
-from studyctl.definition.result_schema import Result
+from studyctl.definition.checkpoint.layout import Parallelism, rank_files
+from studyctl.definition.checkpoint.reshard import reshard_reads, restart_parallelism
+from studyctl.definition.inputs.catalog import ModelSpec
+from studyctl.definition.result.result_schema import Result
 from tests.integration.test_worker import MPIEXEC, make_task, run_worker
 from tests.unit import reshard_oracle as oracle
 from worker.io import ALIGN

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from studyctl.definition.result_schema import Result
+from studyctl.definition.result.result_schema import Result
 from tests.integration.test_worker import make_task, run_worker
 
 

@@ -11,12 +11,12 @@ from typing import Any
 
 import pytest
 
-from studyctl.definition.catalog import lookup
-from studyctl.definition.filesystems import ObjectStoreSpec
-from studyctl.definition.layout import rank_files, summarize
-from studyctl.definition.objects import read_requests, write_requests
-from studyctl.definition.points import CheckpointOptions, Point, WorkerTask
-from studyctl.definition.result_schema import Result, WorkerError
+from studyctl.definition.checkpoint.layout import rank_files, summarize
+from studyctl.definition.checkpoint.objects import read_requests, write_requests
+from studyctl.definition.checkpoint.points import CheckpointOptions, Point, WorkerTask
+from studyctl.definition.inputs.catalog import lookup
+from studyctl.definition.inputs.filesystems import ObjectStoreSpec
+from studyctl.definition.result.result_schema import Result, WorkerError
 from studyctl.objstore.client import ObjectClient
 from studyctl.objstore.target import S3Target
 

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from studyctl.definition.catalog import lookup
-from studyctl.definition.layout import rank_files, step_dir_name, summarize
-from studyctl.definition.points import CheckpointOptions, Point, WorkerTask
-from studyctl.definition.result_schema import Result
+from studyctl.definition.checkpoint.layout import rank_files, step_dir_name, summarize
+from studyctl.definition.checkpoint.points import CheckpointOptions, Point, WorkerTask
+from studyctl.definition.inputs.catalog import lookup
+from studyctl.definition.result.result_schema import Result
 from studyctl.host import mount_of
 from studyctl.units import MIB
 

@@ -18,8 +18,8 @@ import pytest
 from studyctl import api
 from studyctl.attempt.paths import StudyPaths
 from studyctl.backends.local import KILL_GRACE_S, LocalBackend, pid_runs_task
-from studyctl.definition.expand import expand
-from studyctl.definition.sweep import load_sweep
+from studyctl.definition.planning.expand import expand
+from studyctl.definition.planning.sweep import load_sweep
 from studyctl.states import State
 from studyctl.study.launches import new_launch
 from studyctl.study.ledger import Ledger

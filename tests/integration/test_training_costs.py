@@ -25,7 +25,7 @@ def test_a_study_tabulates_and_plots_what_checkpoints_cost(tmp_path: Path) -> No
     import pandas as pd
 
     from studyctl import api
-    from studyctl.definition import training as tc
+    from studyctl.definition.inputs import training as tc
 
     for name in ("fs", "tier"):
         (tmp_path / name).mkdir()

@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from studyctl.definition.catalog import ModelSpec, lookup
-from studyctl.definition.layout import summarize
-from studyctl.definition.points import CheckpointOptions, Point, WorkerTask
-from studyctl.definition.result_schema import Result, WorkerError
+from studyctl.definition.checkpoint.layout import summarize
+from studyctl.definition.checkpoint.points import CheckpointOptions, Point, WorkerTask
+from studyctl.definition.inputs.catalog import ModelSpec, lookup
+from studyctl.definition.result.result_schema import Result, WorkerError
 from studyctl.units import format_bytes
 from tests.tmpfs import small_tmpfs as mounted_tmpfs
 
@@ -158,7 +158,7 @@ def test_disk_full_mid_run_is_io_error_and_cleaned(tmp_path: Path, small_tmpfs: 
     task = make_task(tmp_path, small_tmpfs, scale=0.002, writes=2, reads=2, free_space_margin=0.0)
     point = WorkerTask.model_validate_json(task.read_text()).point
     par = point.parallelism
-    from studyctl.definition.layout import rank_files
+    from studyctl.definition.checkpoint.layout import rank_files
 
     sizes = [f.nbytes for r in range(par.world_size) for f in rank_files(point.model, par, r, 0.002)]
     need = 2 * sum(sizes)

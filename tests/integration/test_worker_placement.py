@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from studyctl.definition.points import WorkerTask
+from studyctl.definition.checkpoint.points import WorkerTask
 from studyctl.host import mount_of
 from tests.integration.test_worker import files_under, make_task, run_worker
 

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from studyctl.definition.catalog import lookup
-from studyctl.definition.result_schema import CheckpointTiming, Result
+from studyctl.definition.inputs.catalog import lookup
+from studyctl.definition.result.result_schema import CheckpointTiming, Result
 from tests.integration.test_strategies import run_point
 from tests.integration.test_worker import make_task, run_worker
 

@@ -16,9 +16,9 @@ import pytest
 from studyctl.attempt.data import derive_places
 from studyctl.attempt.paths import StudyPaths
 from studyctl.attempt.records import Update
-from studyctl.definition.expand import expand
-from studyctl.definition.objects import place_target
-from studyctl.definition.sweep import load_sweep
+from studyctl.definition.checkpoint.objects import place_target
+from studyctl.definition.planning.expand import expand
+from studyctl.definition.planning.sweep import load_sweep
 from studyctl.objstore.calls import CLEANUP
 from studyctl.objstore.client import ObjectClient
 from studyctl.objstore.counts import RequestCounts

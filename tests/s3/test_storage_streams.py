@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from studyctl.definition.catalog import lookup
-from studyctl.definition.filesystems import ObjectStoreSpec
-from studyctl.definition.points import CheckpointOptions, Point, WorkerTask
+from studyctl.definition.checkpoint.points import CheckpointOptions, Point, WorkerTask
+from studyctl.definition.inputs.catalog import lookup
+from studyctl.definition.inputs.filesystems import ObjectStoreSpec
 from studyctl.objstore.client import ObjectClient
 from studyctl.objstore.counts import RequestCounts
 from studyctl.objstore.target import S3Target

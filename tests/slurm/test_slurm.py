@@ -18,10 +18,10 @@ from studyctl.attempt.paths import StudyPaths
 from studyctl.attempt.records import Launch
 from studyctl.backends.slurm import SlurmBackend
 from studyctl.backends.slurm.sacct import expand_job_ids
-from studyctl.definition.expand import expand
-from studyctl.definition.options import SlurmOptions
-from studyctl.definition.points import WorkerTask
-from studyctl.definition.sweep import load_sweep
+from studyctl.definition.checkpoint.points import WorkerTask
+from studyctl.definition.inputs.options import SlurmOptions
+from studyctl.definition.planning.expand import expand
+from studyctl.definition.planning.sweep import load_sweep
 from studyctl.states import FINAL_STATES, State
 from studyctl.study.ledger import Ledger
 from tests.cli import CliRun, run_cli

@@ -38,9 +38,9 @@ from studyctl.backends.slurm import (
 )
 from studyctl.backends.slurm.sacct import SacctRow, SacctWatcher, expand_job_ids, parse_sacct
 from studyctl.backends.slurm.verdict import submitit_error
-from studyctl.definition.catalog import lookup
-from studyctl.definition.options import SlurmOptions
-from studyctl.definition.points import CheckpointOptions, Point, WorkerTask
+from studyctl.definition.checkpoint.points import CheckpointOptions, Point, WorkerTask
+from studyctl.definition.inputs.catalog import lookup
+from studyctl.definition.inputs.options import SlurmOptions
 from studyctl.fsutil import atomic_write_json
 from studyctl.states import FINAL_STATES, FailureClass, State
 from tests.slurm.slurmdiag import diagnose

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from studyctl.definition.result_schema import Result
+from studyctl.definition.result.result_schema import Result
 from tests.slurm.test_slurm import cli, cluster_up, diag, not_completed, sweep_file, wait_final
 
 pytestmark = pytest.mark.slurm

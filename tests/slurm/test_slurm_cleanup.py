@@ -15,7 +15,7 @@ import pytest
 
 from studyctl.attempt.paths import StudyPaths
 from studyctl.backends.slurm.cleanup import cleanup_job_name
-from studyctl.definition.points import data_key
+from studyctl.definition.checkpoint.points import data_key
 from tests.procs import pids_under
 from tests.slurm.test_slurm import cli, diag, wait_final
 from tests.slurm.test_slurm_strategies import tmpfs_pattern

@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from studyctl.definition.plausibility import implausible
-from studyctl.definition.result_schema import Result
+from studyctl.definition.result.plausibility import implausible
+from studyctl.definition.result.result_schema import Result
 from tests.integration.test_engine_points import check
 from tests.slurm.test_slurm import cli, diag, not_completed, wait_final
 from tests.slurm.test_slurm_strategies import tmpfs_pattern

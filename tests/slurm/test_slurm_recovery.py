@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from studyctl.definition.points import Point
-from studyctl.definition.recovery import restart_layout
-from studyctl.definition.reshard import rank_reads, reshard_split
+from studyctl.definition.checkpoint.points import Point
+from studyctl.definition.checkpoint.recovery import restart_layout
+from studyctl.definition.checkpoint.reshard import rank_reads, reshard_split
 from tests.slurm.test_slurm import cli, diag, not_completed, wait_final
 
 pytestmark = pytest.mark.slurm

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from studyctl.definition.layout import Parallelism
-from studyctl.definition.reshard import restart_parallelism
+from studyctl.definition.checkpoint.layout import Parallelism
+from studyctl.definition.checkpoint.reshard import restart_parallelism
 from tests.integration.test_reshard_read import MODEL
 from tests.integration.test_worker import make_task
 from tests.unit import reshard_oracle as oracle

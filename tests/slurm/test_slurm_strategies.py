@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from studyctl.definition.filesystems import must_exist
+from studyctl.definition.inputs.filesystems import must_exist
 from studyctl.host import mount_of
 from tests.slurm.test_slurm import cli, diag, not_completed, wait_final
 

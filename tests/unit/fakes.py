@@ -16,7 +16,7 @@ from studyctl.attempt.records import Active, Handle, Launch, RecordHandle, Recor
 from studyctl.backends import base
 from studyctl.backends.base import Backend
 from studyctl.backends.slurm.sacct import FIELDS
-from studyctl.definition.points import Point
+from studyctl.definition.checkpoint.points import Point
 from studyctl.states import FailureClass, State
 
 B = TypeVar("B", bound=Backend)

@@ -13,9 +13,9 @@ import re
 from collections import defaultdict
 from functools import lru_cache
 
-from studyctl.definition.catalog import ModelSpec
-from studyctl.definition.layout import Parallelism, num_parameters, rank_files
-from studyctl.definition.model_tensors import layer_tensors, stage_layers
+from studyctl.definition.checkpoint.layout import Parallelism, num_parameters, rank_files
+from studyctl.definition.checkpoint.model_tensors import layer_tensors, stage_layers
+from studyctl.definition.inputs.catalog import ModelSpec
 
 Bytes = dict[str, set[int]]  # file name → byte offsets
 

@@ -13,12 +13,12 @@ import pytest
 
 from studyctl.attempt.judged import Judged
 from studyctl.attempt.paths import StudyPaths
-from studyctl.definition.calibration import FREE_SPACE_STEPS
-from studyctl.definition.expand import expand, measure_points
-from studyctl.definition.fit_added import within_capacity
-from studyctl.definition.plan import Capacity, plan_row
-from studyctl.definition.planned import PlannedPoint
-from studyctl.definition.sweep import SweepFile, parse_sweep
+from studyctl.definition.planning.calibration import FREE_SPACE_STEPS
+from studyctl.definition.planning.expand import expand, measure_points
+from studyctl.definition.planning.fit_added import within_capacity
+from studyctl.definition.planning.plan import Capacity, plan_row
+from studyctl.definition.planning.planned import PlannedPoint
+from studyctl.definition.planning.sweep import SweepFile, parse_sweep
 from studyctl.errors import UserError
 from studyctl.study.same_study import check_same_study
 from studyctl.units import MIB

@@ -103,11 +103,11 @@ def test_imports_run_down_the_layers() -> None:
 def test_the_layer_check_finds_a_cli_module_reaching_past_the_api() -> None:
     """The one-door rule can fail: a CLI module importing the definition, a study operation or analysis directly
     (at module level, in a function, or for type checking only) is reported; the api and the kernel are not."""
-    refused = ["from studyctl.definition.plan import plan_rows", "import studyctl.study.status",
+    refused = ["from studyctl.definition.planning.plan import plan_rows", "import studyctl.study.status",
                "from studyctl.analysis import cells", "from studyctl.attempt.records import Update",
                "def f():\n    from studyctl.backends.base import names",
                "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
-               "    from studyctl.definition.points import Point"]
+               "    from studyctl.definition.checkpoint.points import Point"]
     for source in refused:
         assert upward_imports("studyctl.cli.plan", ast.parse(source)), source
     for source in ("from studyctl import api", "from studyctl.api import Plan", "from studyctl.errors import UserError",

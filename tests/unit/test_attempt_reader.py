@@ -17,7 +17,7 @@ from studyctl.attempt.outcome import read_outcome
 from studyctl.attempt.paths import StudyPaths
 from studyctl.attempt.result_file import read_result
 from studyctl.attempt.tree import MAX_FILE_BYTES, scan_attempts
-from studyctl.definition.points import Point
+from studyctl.definition.checkpoint.points import Point
 from studyctl.states import State
 from tests.resultgen import make_point, result_dict, write_result
 

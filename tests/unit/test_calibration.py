@@ -9,11 +9,16 @@ from typing import Any
 
 import pytest
 
-from studyctl.definition.auxiliary import auxiliary_points
-from studyctl.definition.calibration import CalibrationSources, estimated_run_seconds, ladder, shape_calibrations
-from studyctl.definition.expand import expand
-from studyctl.definition.shapes import shape_of
-from studyctl.definition.sweep import load_sweep, parse_sweep
+from studyctl.definition.planning.auxiliary import auxiliary_points
+from studyctl.definition.planning.calibration import (
+    CalibrationSources,
+    estimated_run_seconds,
+    ladder,
+    shape_calibrations,
+)
+from studyctl.definition.planning.expand import expand
+from studyctl.definition.planning.shapes import shape_of
+from studyctl.definition.planning.sweep import load_sweep, parse_sweep
 from studyctl.errors import UserError
 from studyctl.units import GIB
 

@@ -9,12 +9,12 @@ from typing import Any
 
 from studyctl.analysis.projection import table as projection_table
 from studyctl.analysis.tables import build_tables
-from studyctl.definition.calibration import CalibrationSources, shape_calibrations
-from studyctl.definition.expand import expand
-from studyctl.definition.fit_group import FIT_KEYS, FitGroup, row_fit_group
-from studyctl.definition.planned import PlannedPoint
-from studyctl.definition.shapes import shape_of
-from studyctl.definition.sweep import load_sweep, parse_sweep
+from studyctl.definition.planning.calibration import CalibrationSources, shape_calibrations
+from studyctl.definition.planning.expand import expand
+from studyctl.definition.planning.fit_group import FIT_KEYS, FitGroup, row_fit_group
+from studyctl.definition.planning.planned import PlannedPoint
+from studyctl.definition.planning.shapes import shape_of
+from studyctl.definition.planning.sweep import load_sweep, parse_sweep
 from tests.resultgen import write_result
 
 ROOT = Path(__file__).resolve().parents[2]

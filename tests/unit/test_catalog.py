@@ -7,12 +7,18 @@ from pathlib import Path
 
 import pytest
 
-from studyctl.definition.catalog import ARCHITECTURE_DEFAULTS, CATALOG, MLPERF_SHAPES, lookup
-from studyctl.definition.expand import expand
-from studyctl.definition.layout import Parallelism, dlio_reported_bytes, layout_problems, num_parameters, summarize
-from studyctl.definition.modelinfo import model_rows
-from studyctl.definition.points import Point
-from studyctl.definition.sweep import parse_sweep
+from studyctl.definition.checkpoint.layout import (
+    Parallelism,
+    dlio_reported_bytes,
+    layout_problems,
+    num_parameters,
+    summarize,
+)
+from studyctl.definition.checkpoint.modelinfo import model_rows
+from studyctl.definition.checkpoint.points import Point
+from studyctl.definition.inputs.catalog import ARCHITECTURE_DEFAULTS, CATALOG, MLPERF_SHAPES, lookup
+from studyctl.definition.planning.expand import expand
+from studyctl.definition.planning.sweep import parse_sweep
 from studyctl.errors import UserError
 
 GIB = 1 << 30
@@ -104,8 +110,8 @@ def test_dlio_over_reports_zero2_by_the_other_replicas_weights() -> None:
 
 
 def test_llama_scaling_sweep_runs_llama3_1t_and_has_no_infeasible_points(monkeypatch: pytest.MonkeyPatch) -> None:
-    from studyctl.definition.expand import ExclusionKind
-    from studyctl.definition.sweep import load_sweep
+    from studyctl.definition.planning.expand import ExclusionKind
+    from studyctl.definition.planning.sweep import load_sweep
 
     monkeypatch.setenv("USER", "tester")  # its paths name $USER
     points = expand(load_sweep(Path(__file__).resolve().parents[2] / "sweeps" / "llama-scaling.yaml"))

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from studyctl.analysis.collect import collect
 from studyctl.analysis.status import PointStatus
-from studyctl.definition.ceilings import ceiling_of
+from studyctl.definition.planning.ceilings import ceiling_of
 from tests.resultgen import make_point, write_ceiling, write_result
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from mpi4py import MPI
 
-from studyctl.definition.ceilings import MIN_ROUNDS
+from studyctl.definition.planning.ceilings import MIN_ROUNDS
 from worker.ceiling_probes import repeat
 
 

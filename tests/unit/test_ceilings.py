@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 
 from studyctl import api
-from studyctl.definition.auxiliary import auxiliary_points, with_auxiliary
-from studyctl.definition.ceilings import (
+from studyctl.definition.planning.auxiliary import auxiliary_points, with_auxiliary
+from studyctl.definition.planning.ceilings import (
     AUTO_MAX_SHAPES,
     CI_TARGET,
     COST_REPETITIONS,
@@ -30,10 +30,10 @@ from studyctl.definition.ceilings import (
     round_limit,
     storage_plan,
 )
-from studyctl.definition.expand import expand, iter_points
-from studyctl.definition.plan import plan_rows, summarize_plan
-from studyctl.definition.shapes import shape_of
-from studyctl.definition.sweep import load_sweep, parse_sweep
+from studyctl.definition.planning.expand import expand, iter_points
+from studyctl.definition.planning.plan import plan_rows, summarize_plan
+from studyctl.definition.planning.shapes import shape_of
+from studyctl.definition.planning.sweep import load_sweep, parse_sweep
 from studyctl.errors import UserError
 from studyctl.states import State
 from tests.cli import run_cli
@@ -75,7 +75,7 @@ def test_one_ceiling_per_shape_copied_from_its_largest_runnable_point() -> None:
 def test_a_ceiling_reads_cold_the_way_its_shape_does_whatever_its_source(cold_read: str) -> None:
     """A buffered shape's probe is a buffered read of evicted files, a direct shape's an O_DIRECT read: never its
     source point's warm (none) or other method."""
-    from studyctl.definition.points import cold_read_method
+    from studyctl.definition.checkpoint.points import cold_read_method
 
     for c in [pp.point for pp in expand(_sweep(checkpoint={"scale": 0.01, "cold_read": cold_read}))
               if pp.point.role == "ceiling"]:
@@ -154,7 +154,7 @@ def test_submit_status_resubmit_and_cancel_treat_a_ceiling_as_a_point(tmp_path: 
 
 
 def test_a_shared_record_names_shape_path_and_nodes_alone(tmp_path: Path) -> None:
-    from studyctl.definition.ceilings import shared_record
+    from studyctl.definition.planning.ceilings import shared_record
 
     (tmp_path / "fs").mkdir()
     (tmp_path / "link").symlink_to(tmp_path / "fs")
@@ -185,8 +185,8 @@ def test_plan_and_the_local_refusal_judge_a_ceilings_memory_by_one_figure() -> N
 def test_a_ceilings_time_limit_counts_what_its_probes_move() -> None:
     """At the backend's pessimistic rate: the probe rule's rounds, each a bounded stream, not the whole shard."""
     from studyctl.backends.slurm.submit import point_time_limit_min
-    from studyctl.definition.options import SlurmOptions
-    from studyctl.definition.sweep import Estimate
+    from studyctl.definition.inputs.options import SlurmOptions
+    from studyctl.definition.planning.sweep import Estimate
 
     sweep = _sweep(checkpoint={"scale": 1.0, "writes": 1, "reads": 1})  # ZeRO-0: rank 0 holds the model states
     (ceiling,) = [pp.point for pp in expand(sweep) if pp.point.role == "ceiling" and pp.point.zero_stage == 0][:1]
@@ -262,7 +262,7 @@ def test_a_full_scale_ceiling_costs_a_few_percent_of_its_study(tmp_path: Path) -
 
 def test_the_even_probe_runs_only_where_the_layout_is_uneven() -> None:
     """ZeRO-3 spreads a checkpoint evenly: its even share is its largest shard, measured once; ZeRO-1's is not."""
-    from studyctl.definition.ceilings import probes_run
+    from studyctl.definition.planning.ceilings import probes_run
 
     for zero, probes in ((3, {"largest"}), (1, {"largest", "even"})):
         sweep = _sweep(matrix={"zero_stage": [zero], "ranks_per_node": [4]})

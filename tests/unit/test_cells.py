@@ -15,7 +15,7 @@ from studyctl.analysis.cells import IDENTITY, SETTINGS, independent, point_setti
 from studyctl.analysis.plots.style import encode
 from studyctl.analysis.ratios import parse_ratio, ratio_table
 from studyctl.analysis.tables import build_tables
-from studyctl.definition.points import CheckpointOptions, Point
+from studyctl.definition.checkpoint.points import CheckpointOptions, Point
 from studyctl.errors import UserError
 from tests.resultgen import axis_study, make_point, write_result
 

@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from studyctl.definition.expand import expand
-from studyctl.definition.points import CHECKPOINT_AXES, CheckpointOptions
-from studyctl.definition.sweep import AXES, POINT_AXES, Matrix, parse_sweep
+from studyctl.definition.checkpoint.points import CHECKPOINT_AXES, CheckpointOptions
+from studyctl.definition.planning.expand import expand
+from studyctl.definition.planning.sweep import AXES, POINT_AXES, Matrix, parse_sweep
 from studyctl.errors import UserError
 
 PROBES: list[Any] = [-1, 0, 1, 2, 0.5, 1.5, 4096, True, False, None, "x", "direct", "full", "tiered", "node",

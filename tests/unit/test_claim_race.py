@@ -8,8 +8,8 @@ import threading
 import time
 from pathlib import Path
 
-from studyctl.definition.catalog import lookup
-from studyctl.definition.points import CheckpointOptions, Point, WorkerTask
+from studyctl.definition.checkpoint.points import CheckpointOptions, Point, WorkerTask
+from studyctl.definition.inputs.catalog import lookup
 from worker.claim import _open_claim_file
 
 

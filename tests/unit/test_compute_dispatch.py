@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 from mpi4py import MPI
 
-from studyctl.definition.training import DISPATCH_SHARE
+from studyctl.definition.inputs.training import DISPATCH_SHARE
 from worker.compute import DeviceCompute, Dispatch, HostCompute, Trainer
 
 SWITCH_S = 1.0

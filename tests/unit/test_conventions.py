@@ -15,8 +15,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from studyctl.definition.catalog import ModelSpec, lookup
-from studyctl.definition.layout import (
+from studyctl.definition.checkpoint.layout import (
     Convention,
     Parallelism,
     file_elements,
@@ -25,7 +24,8 @@ from studyctl.definition.layout import (
     summarize,
     write_classes,
 )
-from studyctl.definition.points import CheckpointOptions, restore_bytes, restore_files
+from studyctl.definition.checkpoint.points import CheckpointOptions, restore_bytes, restore_files
+from studyctl.definition.inputs.catalog import ModelSpec, lookup
 
 SMALL = ModelSpec("small", num_layers=4, hidden_size=512, ffn_hidden_size=1408, num_attention_heads=8,
                   num_kv_heads=2, vocab_size=8000)
@@ -186,7 +186,7 @@ def test_catalog_model_spread_totals_equal_dp0() -> None:
 def test_broadcast_reads_shared_pieces_once_per_replica_group() -> None:
     """restore broadcast with spread: storage serves every rank's own unshared files and, once per model-parallel
     rank (its group's root), every DP rank's piece of what the replicas share."""
-    from studyctl.definition.plan import storage_read_bytes
+    from studyctl.definition.planning.plan import storage_read_bytes
 
     par = Parallelism(2, 1, 3, 0)
     opts = CheckpointOptions(restore="broadcast", replicated_writer="spread", state="torch", scale=0.01)
@@ -197,9 +197,9 @@ def test_broadcast_reads_shared_pieces_once_per_replica_group() -> None:
 
 
 def test_reshard_refuses_other_states_and_writers() -> None:
-    from studyctl.definition.points import Point
-    from studyctl.definition.recovery import parse_recovery
-    from studyctl.definition.recovery_plan import point_recovery_problems
+    from studyctl.definition.checkpoint.points import Point
+    from studyctl.definition.checkpoint.recovery import parse_recovery
+    from studyctl.definition.planning.recovery_plan import point_recovery_problems
 
     def problems(recovery: object, **opts: object) -> list[str]:
         point = Point(model=SMALL, zero_stage=1, nodes=2, ranks_per_node=2, filesystem="x",

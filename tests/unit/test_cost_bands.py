@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 from studyctl.analysis.training.cost import BAND_FIGURES, training_table
-from studyctl.definition.training import TrainingSpec
+from studyctl.definition.inputs.training import TrainingSpec
 
 SPEC = TrainingSpec.model_validate({"step_s": 0.5, "interval_steps": 120, "node_mtbf_h": 1000, "nodes": 16})
 FACTOR, LOW, HIGH = 80.0, 20.0, 300.0  # a wide band: 4× either way

@@ -79,10 +79,10 @@ def test_a_rank_loads_no_sweep_schema_yaml_expansion_or_plan() -> None:
     loaded = set(subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True,
                                 check=True).stdout.split())
     heavy = {"yaml", "pandas", "matplotlib", "jinja2",
-             "studyctl.definition.sweep", "studyctl.definition.expand",
-             "studyctl.definition.plan", "studyctl.definition.yamlpos"}
+             "studyctl.definition.planning.sweep", "studyctl.definition.planning.expand",
+             "studyctl.definition.planning.plan", "studyctl.definition.inputs.yamlpos"}
     assert not heavy & loaded, sorted(heavy & loaded)
-    assert "studyctl.definition.layout" in loaded  # the check sees what a rank imports
+    assert "studyctl.definition.checkpoint.layout" in loaded  # the check sees what a rank imports
 
 
 def test_a_posix_sync_points_rank_starts_without_the_s3_client_or_numpy() -> None:

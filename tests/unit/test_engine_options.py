@@ -11,11 +11,11 @@ from pathlib import Path
 import pytest
 
 from studyctl.backends.machine import Machine, misfit
-from studyctl.definition.catalog import lookup
-from studyctl.definition.engines import dcp_file_names, engine_tensor_bytes
-from studyctl.definition.layout import Parallelism, rank_files
-from studyctl.definition.points import CheckpointOptions, Point, restore_files
-from studyctl.definition.training import SimulatedStep
+from studyctl.definition.checkpoint.engines import dcp_file_names, engine_tensor_bytes
+from studyctl.definition.checkpoint.layout import Parallelism, rank_files
+from studyctl.definition.checkpoint.points import CheckpointOptions, Point, restore_files
+from studyctl.definition.inputs.catalog import lookup
+from studyctl.definition.inputs.training import SimulatedStep
 from tests.cli import REPO, run_cli
 
 STEP = SimulatedStep()
@@ -182,7 +182,7 @@ def test_engine_points_refused_without_torch(tmp_path: Path) -> None:
 
 
 def test_a_ceiling_probes_storage_whatever_the_engine() -> None:
-    from studyctl.definition.ceilings import ceiling_of
+    from studyctl.definition.planning.ceilings import ceiling_of
 
     source = Point(model=LLAMA, zero_stage=1, filesystem="scratch",
                    checkpoint=_opts(engine="dcp", dcp_threads=4, state="torch", replicated_writer="spread"))
@@ -194,8 +194,8 @@ def test_a_ceiling_probes_storage_whatever_the_engine() -> None:
 def test_engine_points_asking_for_o_direct_are_infeasible_not_relabelled(tmp_path: Path) -> None:
     """torch.save and DCP write through the page cache: an engine × direct/hybrid point is excluded with the reason;
     the stream points of the same matrix keep every I/O mode."""
-    from studyctl.definition.expand import expand
-    from studyctl.definition.sweep import load_sweep
+    from studyctl.definition.planning.expand import expand
+    from studyctl.definition.planning.sweep import load_sweep
 
     points = expand(load_sweep(_sweep(tmp_path, ", engine: [stream, torch_save, dcp], io_mode: [buffered, direct, "
                                                 "hybrid]")))

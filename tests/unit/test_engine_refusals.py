@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from studyctl.definition.catalog import CATALOG
-from studyctl.definition.engine_tensors import file_tensors
-from studyctl.definition.layout import Parallelism
-from studyctl.definition.points import CheckpointOptions
+from studyctl.definition.checkpoint.engine_tensors import file_tensors
+from studyctl.definition.checkpoint.layout import Parallelism
+from studyctl.definition.checkpoint.points import CheckpointOptions
+from studyctl.definition.inputs.catalog import CATALOG
 from worker.engines import EngineConfigError, EngineOptions, make_engine
 
 

@@ -19,8 +19,8 @@ from studyctl.analysis.report.context import build_context
 from studyctl.analysis.report.engines import engine_section
 from studyctl.analysis.report.render import render
 from studyctl.analysis.tables import Tables, build_tables
-from studyctl.definition.engine_options import ENGINE_SETTINGS, EngineOptions
-from studyctl.definition.tdist import t_quantile_975
+from studyctl.definition.checkpoint.engine_options import ENGINE_SETTINGS, EngineOptions
+from studyctl.definition.inputs.tdist import t_quantile_975
 from tests.resultgen import make_point, write_ceiling, write_engine_result, write_result
 
 WRITE = {("stream", True): 1.42, ("torch_save", True): 0.79, ("torch_save", False): 1.41}

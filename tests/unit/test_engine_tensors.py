@@ -9,9 +9,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from studyctl.definition.catalog import CATALOG, ModelSpec
-from studyctl.definition.engine_tensors import GROUP_NAMES, PAD_DTYPE, UnknownLayout, file_tensors, read_tensors
-from studyctl.definition.layout import (
+from studyctl.definition.checkpoint.engine_tensors import (
+    GROUP_NAMES,
+    PAD_DTYPE,
+    UnknownLayout,
+    file_tensors,
+    read_tensors,
+)
+from studyctl.definition.checkpoint.layout import (
     CheckpointFile,
     Convention,
     Parallelism,
@@ -22,7 +27,8 @@ from studyctl.definition.layout import (
     replica_files,
     replicated_kinds,
 )
-from studyctl.definition.model_tensors import layer_tensors, stage_layers
+from studyctl.definition.checkpoint.model_tensors import layer_tensors, stage_layers
+from studyctl.definition.inputs.catalog import CATALOG, ModelSpec
 from tests.unit.test_layout import SMALL, models
 
 

@@ -10,8 +10,8 @@ import pytest
 
 from benchmarks import engines_bench, engines_check
 from benchmarks.real_training import POSITIONS, SHAPES, STAGERS, VOCAB
-from studyctl.definition.expand import iter_points
-from studyctl.definition.sweep import load_sweep
+from studyctl.definition.planning.expand import iter_points
+from studyctl.definition.planning.sweep import load_sweep
 
 
 def _points(tmp_path: Path, text: str) -> list[Any]:
@@ -38,8 +38,8 @@ def test_the_studyctl_model_holds_the_real_models_bytes(tmp_path: Path) -> None:
     parameter tensor: as many tensors as the real job's state dict (weights, m, v, step), plus the 2 small."""
     torch = pytest.importorskip("torch")
     from benchmarks.dispatch_share import gpt2
-    from studyctl.definition.engine_tensors import file_tensors
-    from studyctl.definition.layout import summarize
+    from studyctl.definition.checkpoint.engine_tensors import file_tensors
+    from studyctl.definition.checkpoint.layout import summarize
 
     for name in ("tiny", "cpu"):
         shape = SHAPES[name]

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from studyctl.definition.expand import Exclusion, ExclusionKind, expand, value_matches
-from studyctl.definition.sweep import load_sweep, parse_sweep
+from studyctl.definition.planning.expand import Exclusion, ExclusionKind, expand, value_matches
+from studyctl.definition.planning.sweep import load_sweep, parse_sweep
 from studyctl.errors import UserError
 
 BASE = {
@@ -93,8 +93,8 @@ def test_ids_are_stable_across_processes(tmp_path: Path) -> None:
         matrix: {zero_stage: [0, 3], nodes: [1, 2]}
         filesystems: {a: {path: /tmp/a}}
         """))
-    code = ("import sys; from pathlib import Path; from studyctl.definition.sweep import load_sweep; "
-            "from studyctl.definition.expand import expand; "
+    code = ("import sys; from pathlib import Path; from studyctl.definition.planning.sweep import load_sweep; "
+            "from studyctl.definition.planning.expand import expand; "
             "print(','.join(p.point.point_id for p in expand(load_sweep(Path(sys.argv[1])))))")
     runs = {subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True, text=True,
                            check=True, env={"PYTHONHASHSEED": str(seed), "PATH": "/usr/bin"}).stdout

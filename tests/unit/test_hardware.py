@@ -16,9 +16,9 @@ from studyctl.analysis.compare import compare
 from studyctl.analysis.hardware.table import cell_facts, rank_intervals
 from studyctl.analysis.stats import describe
 from studyctl.analysis.tables import HEADLINE, build_tables
-from studyctl.definition.shapes import shape_of
-from studyctl.definition.sweep import load_sweep
-from studyctl.definition.tdist import log_interval
+from studyctl.definition.inputs.tdist import log_interval
+from studyctl.definition.planning.shapes import shape_of
+from studyctl.definition.planning.sweep import load_sweep
 from studyctl.errors import UserError
 from tests.resultgen import make_point, write_ceiling, write_result
 

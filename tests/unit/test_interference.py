@@ -7,7 +7,7 @@ import statistics
 
 import pytest
 
-from studyctl.definition.tdist import t_quantile_975
+from studyctl.definition.inputs.tdist import t_quantile_975
 from worker.interference import RankWrite, mean_ci, rank_loss, write_timing
 
 

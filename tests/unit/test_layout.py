@@ -6,8 +6,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from studyctl.definition.catalog import ModelSpec, lookup
-from studyctl.definition.layout import Parallelism, layout_problems, num_parameters, rank_files, summarize
+from studyctl.definition.checkpoint.layout import Parallelism, layout_problems, num_parameters, rank_files, summarize
+from studyctl.definition.inputs.catalog import ModelSpec, lookup
 
 GIB = 1 << 30
 
@@ -131,7 +131,7 @@ def test_invalid_layouts_give_reasons_never_raise(world: int, tp: int, pp: int, 
 
 
 def test_dlio_names_are_unpadded_and_step_dirs_count_from_one() -> None:
-    from studyctl.definition.layout import step_dir_name
+    from studyctl.definition.checkpoint.layout import step_dir_name
 
     par = Parallelism(2, 2, 2, 1)
     names = [f.name for f in rank_files(SMALL, par, 3)]  # tp 1, pp 1: last stage, mp rank 3

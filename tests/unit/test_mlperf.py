@@ -12,9 +12,9 @@ import pytest
 from studyctl.analysis.mlperf.checks import CHECKS
 from studyctl.analysis.mlperf.rules import RULE_SETS, rule_set
 from studyctl.analysis.mlperf.view import Where, figures, judge, mlperf_view
-from studyctl.definition.catalog import lookup
-from studyctl.definition.points import CheckpointOptions, Point
-from studyctl.definition.result_schema import Result
+from studyctl.definition.checkpoint.points import CheckpointOptions, Point
+from studyctl.definition.inputs.catalog import lookup
+from studyctl.definition.result.result_schema import Result
 from studyctl.errors import UserError
 from tests.resultgen import result_dict
 

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from studyctl import api
-from studyctl.definition.expand import expand
-from studyctl.definition.sweep import load_sweep
+from studyctl.definition.planning.expand import expand
+from studyctl.definition.planning.sweep import load_sweep
 from studyctl.errors import UserError
 from tests.cli import REPO, run_cli
 from tests.studygen import build_study

@@ -15,9 +15,9 @@ from studyctl.backends.base import backend_class
 from studyctl.backends.capacity import judge
 from studyctl.backends.local import LocalBackend
 from studyctl.backends.slurm.submit import point_time_limit_min
-from studyctl.definition.expand import expand
-from studyctl.definition.plan import plan_rows, summarize_plan
-from studyctl.definition.sweep import load_sweep
+from studyctl.definition.planning.expand import expand
+from studyctl.definition.planning.plan import plan_rows, summarize_plan
+from studyctl.definition.planning.sweep import load_sweep
 from studyctl.units import MIB
 from tests.cli import run_cli
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from studyctl.definition.catalog import lookup
-from studyctl.definition.layout import Parallelism, disk_steps_needed, summarize
+from studyctl.definition.checkpoint.layout import Parallelism, disk_steps_needed, summarize
+from studyctl.definition.inputs.catalog import lookup
 from studyctl.units import GIB
 from tests.cli import run_cli
 
@@ -96,7 +96,7 @@ ceilings: off
 
 
 def test_dlio_memory_is_base_plus_state_once_or_twice() -> None:
-    from studyctl.definition.plan import DLIO_BASE_BYTES, dlio_memory_per_host
+    from studyctl.definition.planning.plan import DLIO_BASE_BYTES, dlio_memory_per_host
 
     assert dlio_memory_per_host(10 * GIB, 8, restores=True) == 8 * (DLIO_BASE_BYTES + 20 * GIB)
     assert dlio_memory_per_host(10 * GIB, 8, restores=False) == 8 * (DLIO_BASE_BYTES + 10 * GIB)
@@ -127,14 +127,14 @@ filesystems: {fs: {path: /tmp/fs}}
 ceilings: off
 """)
     assert not row["excluded"] and row["writer_ranks"] == 8 and row["data_parallel"] == 2
-    from studyctl.definition.layout import rank_files
+    from studyctl.definition.checkpoint.layout import rank_files
 
     files = [f for r in range(8) for f in rank_files(lookup("llama3-405b"), Parallelism(8, 32, 2, 1), r)]
     assert row["checkpoint_bytes"] == sum(f.nbytes for f in files)
 
 
 def test_capacity_problems_name_the_need_and_what_is_there() -> None:
-    from studyctl.definition.plan import Capacity, PlanSummary, capacity_notes, capacity_problems
+    from studyctl.definition.planning.plan import Capacity, PlanSummary, capacity_notes, capacity_problems
 
     summary = PlanSummary(runnable=1, max_disk_bytes_needed={"fs": 10 * GIB}, max_disk_bytes_required={"fs": 10 * GIB},
                           max_worker_memory_per_host=GIB,

@@ -13,15 +13,15 @@ from hypothesis import given
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from studyctl.definition.catalog import CATALOG
-from studyctl.definition.expand import expand
-from studyctl.definition.filesystems import ObjectStoreSpec
-from studyctl.definition.layout import rank_files, step_dir_name
-from studyctl.definition.objects import parts_of, place_target, smallest_part_mib
-from studyctl.definition.planned import PlannedPoint
-from studyctl.definition.points import CheckpointOptions, WorkerTask
-from studyctl.definition.sweep import load_sweep
-from studyctl.definition.worlds import MAX_RANKS
+from studyctl.definition.checkpoint.layout import rank_files, step_dir_name
+from studyctl.definition.checkpoint.objects import parts_of, place_target, smallest_part_mib
+from studyctl.definition.checkpoint.points import CheckpointOptions, WorkerTask
+from studyctl.definition.inputs.catalog import CATALOG
+from studyctl.definition.inputs.filesystems import ObjectStoreSpec
+from studyctl.definition.inputs.worlds import MAX_RANKS
+from studyctl.definition.planning.expand import expand
+from studyctl.definition.planning.planned import PlannedPoint
+from studyctl.definition.planning.sweep import load_sweep
 from studyctl.errors import UserError
 from studyctl.objstore.counts import RequestCounts
 from studyctl.objstore.errors import ObjectStoreError

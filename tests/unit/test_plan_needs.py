@@ -10,12 +10,12 @@ from typing import Any
 import pytest
 import yaml
 
-from studyctl.definition.catalog import lookup
-from studyctl.definition.expand import expand
-from studyctl.definition.layout import Parallelism, rank_files
-from studyctl.definition.plan import storage_read_bytes
-from studyctl.definition.strategies import host_snapshot_bytes
-from studyctl.definition.sweep import parse_sweep
+from studyctl.definition.checkpoint.layout import Parallelism, rank_files
+from studyctl.definition.inputs.catalog import lookup
+from studyctl.definition.planning.expand import expand
+from studyctl.definition.planning.plan import storage_read_bytes
+from studyctl.definition.planning.strategies import host_snapshot_bytes
+from studyctl.definition.planning.sweep import parse_sweep
 from studyctl.units import GIB, format_bytes
 from tests.cli import run_cli
 from tests.unit.test_waste_model import numeric_optimum

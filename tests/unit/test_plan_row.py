@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from studyctl.definition.expand import expand
-from studyctl.definition.plan import plan_row
-from studyctl.definition.plan_row import GROUPS, OWN_KEYS, with_columns
-from studyctl.definition.restart_plan import RESTART_KEYS
+from studyctl.definition.checkpoint.restart_plan import RESTART_KEYS
+from studyctl.definition.planning.expand import expand
+from studyctl.definition.planning.plan import plan_row
+from studyctl.definition.planning.plan_row import GROUPS, OWN_KEYS, with_columns
 from tests.unit.test_expand import sweep_of
 
 

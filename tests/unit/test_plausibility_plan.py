@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from studyctl.definition.plausibility import implausible
-from studyctl.definition.recovery import parse_recovery
-from studyctl.definition.result_schema import Result
+from studyctl.definition.checkpoint.recovery import parse_recovery
+from studyctl.definition.result.plausibility import implausible
+from studyctl.definition.result.result_schema import Result
 from tests.resultgen import make_point, recovery_timing, result_dict
 
 
@@ -85,7 +85,7 @@ def test_a_ceilings_rounds_are_those_its_figures_are_the_medians_of(tmp_path: An
 
 def test_a_probe_streams_at_most_its_shard(tmp_path: Any) -> None:
     """A time-bounded probe may stop short of the shard; never past it."""
-    from studyctl.definition.ceilings import probe_bytes
+    from studyctl.definition.planning.ceilings import probe_bytes
 
     shard = probe_bytes(make_point())[0]
     assert implausible(Result.model_validate(_ceiling(tmp_path / "short", shard // 2))) is None

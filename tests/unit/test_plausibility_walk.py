@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from studyctl.definition.plausibility import (
+from studyctl.definition.result.plausibility import (
     BOUNDS,
     CHECKED,
     MAX_SECONDS,
@@ -21,8 +21,8 @@ from studyctl.definition.plausibility import (
     implausible,
     numeric_fields,
 )
-from studyctl.definition.result_fields import Bytes, RecoveryTiming
-from studyctl.definition.result_schema import Result
+from studyctl.definition.result.result_fields import Bytes, RecoveryTiming
+from studyctl.definition.result.result_schema import Result
 from tests.resultgen import make_point, result_dict
 
 

@@ -1,4 +1,5 @@
-"""A point's id has one rule (`definition.point_id`): the hash of its canonical form, a field marked `later` left out
+"""A point's id has one rule (`definition.inputs.point_id`): the hash of its canonical form, a field marked `later` left
+out
 at its default, for the point's own fields and its options alike. Ids are pinned: studies on disk name their
 points by them, so a change of the rule that moves an id fails here."""
 
@@ -8,10 +9,15 @@ import json
 
 import pytest
 
-from studyctl.definition.catalog import lookup
-from studyctl.definition.point_id import canonical_id, is_later, later_defaults
-from studyctl.definition.points import LATER_CHECKPOINT_DEFAULTS, POINT_OMIT_AT_DEFAULT, CheckpointOptions, Point
-from studyctl.definition.recovery import Recovery
+from studyctl.definition.checkpoint.points import (
+    LATER_CHECKPOINT_DEFAULTS,
+    POINT_OMIT_AT_DEFAULT,
+    CheckpointOptions,
+    Point,
+)
+from studyctl.definition.checkpoint.recovery import Recovery
+from studyctl.definition.inputs.catalog import lookup
+from studyctl.definition.inputs.point_id import canonical_id, is_later, later_defaults
 
 BASE = Point(model=lookup("gpt2-125m"), zero_stage=1, filesystem="x")
 # (update, id): computed before the rule was declared once; every marker moved must keep them

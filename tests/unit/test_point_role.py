@@ -5,10 +5,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from studyctl.definition.expand import expand
-from studyctl.definition.points import POINT_OMIT_AT_DEFAULT, Point
-from studyctl.definition.shapes import shape_of
-from studyctl.definition.sweep import parse_sweep
+from studyctl.definition.checkpoint.points import POINT_OMIT_AT_DEFAULT, Point
+from studyctl.definition.planning.expand import expand
+from studyctl.definition.planning.shapes import shape_of
+from studyctl.definition.planning.sweep import parse_sweep
 
 SWEEP = {"study": "x", "models": ["llama_7b"], "matrix": {"zero_stage": [1, 3], "io_mode": ["buffered", "direct"]},
          "filesystems": {"a": {"path": "/tmp/a"}}, "ceilings": "off"}

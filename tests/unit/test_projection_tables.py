@@ -12,7 +12,7 @@ import pytest
 
 from studyctl.analysis.projection.fit import MAX_REACH
 from studyctl.analysis.tables import build_tables
-from studyctl.definition.points import Point
+from studyctl.definition.checkpoint.points import Point
 from tests.resultgen import make_point, write_result
 
 GIB = 1 << 30
@@ -95,9 +95,9 @@ def test_plan_predicts_full_size_from_an_earlier_run_else_says_what_calibration_
     from studyctl.analysis.projection.plan import projection_lines
     from studyctl.analysis.tables import write_tables
     from studyctl.attempt.paths import StudyPaths
-    from studyctl.definition.calibration import shape_calibrations
-    from studyctl.definition.expand import iter_points
-    from studyctl.definition.sweep import parse_sweep
+    from studyctl.definition.planning.calibration import shape_calibrations
+    from studyctl.definition.planning.expand import iter_points
+    from studyctl.definition.planning.sweep import parse_sweep
 
     sweep = parse_sweep({"study": "proj", "models": ["gpt2-125m"], "repetitions": 3,
                          "matrix": {"zero_stage": 3, "ranks_per_node": 2},

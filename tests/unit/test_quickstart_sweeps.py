@@ -14,10 +14,10 @@ from pathlib import Path
 import pytest
 
 from studyctl.analysis.projection.fit import TERMS
-from studyctl.definition.calibration import MIN_SPREAD
-from studyctl.definition.expand import expand
-from studyctl.definition.shapes import shape_of
-from studyctl.definition.sweep import load_sweep
+from studyctl.definition.planning.calibration import MIN_SPREAD
+from studyctl.definition.planning.expand import expand
+from studyctl.definition.planning.shapes import shape_of
+from studyctl.definition.planning.sweep import load_sweep
 
 REPO = Path(__file__).resolve().parents[2]
 MAIN_JOB = REPO / "scripts" / "quickstart.sh"

@@ -17,10 +17,10 @@ from markdown_it.token import Token
 from studyctl.analysis.collect import collect
 from studyctl.analysis.report.markdown import md, md_code
 from studyctl.analysis.report.mlperf import mlperf_for_study
-from studyctl.definition.catalog import lookup
-from studyctl.definition.names import name_problem
-from studyctl.definition.points import Point
-from studyctl.definition.sweep import load_sweep
+from studyctl.definition.checkpoint.points import Point
+from studyctl.definition.inputs.catalog import lookup
+from studyctl.definition.inputs.names import name_problem
+from studyctl.definition.planning.sweep import load_sweep
 from studyctl.errors import UserError
 from studyctl.study.ledger import Ledger
 from tests.cli import run_cli

@@ -13,13 +13,13 @@ import yaml
 from studyctl.backends.local import worker_command
 from studyctl.backends.machine import Machine, misfit
 from studyctl.backends.slurm.submit import executor, shape_of
-from studyctl.definition.expand import expand
-from studyctl.definition.options import LocalOptions, SlurmOptions
-from studyctl.definition.plan import plan_row
-from studyctl.definition.planned import PlannedPoint
-from studyctl.definition.points import Point
-from studyctl.definition.recovery import Recovery, parse_recovery
-from studyctl.definition.sweep import load_sweep
+from studyctl.definition.checkpoint.points import Point
+from studyctl.definition.checkpoint.recovery import Recovery, parse_recovery
+from studyctl.definition.inputs.options import LocalOptions, SlurmOptions
+from studyctl.definition.planning.expand import expand
+from studyctl.definition.planning.plan import plan_row
+from studyctl.definition.planning.planned import PlannedPoint
+from studyctl.definition.planning.sweep import load_sweep
 from studyctl.errors import UserError
 from worker.relaunch import world_command
 

@@ -13,8 +13,8 @@ import pytest
 from studyctl.analysis.recovery.table import ONE_CLOCK
 from studyctl.analysis.stats import t_quantile_975
 from studyctl.analysis.tables import build_tables
-from studyctl.definition.points import Point
-from studyctl.definition.recovery import parse_recovery
+from studyctl.definition.checkpoint.points import Point
+from studyctl.definition.checkpoint.recovery import parse_recovery
 from tests.resultgen import _write, make_point, recovery_timing, result_dict
 
 SPREAD = (0.9, 1.0, 1.1)

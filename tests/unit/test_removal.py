@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from studyctl.definition.places import Place
+from studyctl.definition.checkpoint.places import Place
 from studyctl.removal import not_plain, remove_place
 
 POINT = "0123456789ab"

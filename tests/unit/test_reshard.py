@@ -9,17 +9,17 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from studyctl.definition.catalog import ModelSpec, lookup
-from studyctl.definition.layout import Parallelism, rank_files
-from studyctl.definition.points import CheckpointOptions, replicated_kinds, restore_files
-from studyctl.definition.reshard import (
+from studyctl.definition.checkpoint.layout import Parallelism, rank_files
+from studyctl.definition.checkpoint.points import CheckpointOptions, replicated_kinds, restore_files
+from studyctl.definition.checkpoint.reshard import (
     ReshardError,
     reshard_reads,
     reshard_split,
     restart_parallelism,
 )
-from studyctl.definition.reshard_counts import reshard_summary
-from studyctl.definition.tensor_layout import replica_kinds
+from studyctl.definition.checkpoint.reshard_counts import reshard_summary
+from studyctl.definition.checkpoint.tensor_layout import replica_kinds
+from studyctl.definition.inputs.catalog import ModelSpec, lookup
 from tests.unit import reshard_oracle as oracle
 
 # Dimensions that leave remainders (h 20 over 3 shards, vocab 33) and one with every optional tensor.

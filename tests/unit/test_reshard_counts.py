@@ -6,10 +6,10 @@ from __future__ import annotations
 from hypothesis import assume, example, given, settings
 from hypothesis import strategies as st
 
-from studyctl.definition.catalog import CATALOG, ModelSpec
-from studyctl.definition.layout import Parallelism, layout_problems
-from studyctl.definition.reshard import ReshardError, rank_reads, reshard_split, restart_parallelism
-from studyctl.definition.reshard_counts import ReshardSummary, floor_sum, reshard_summary
+from studyctl.definition.checkpoint.layout import Parallelism, layout_problems
+from studyctl.definition.checkpoint.reshard import ReshardError, rank_reads, reshard_split, restart_parallelism
+from studyctl.definition.checkpoint.reshard_counts import ReshardSummary, floor_sum, reshard_summary
+from studyctl.definition.inputs.catalog import CATALOG, ModelSpec
 
 TINY = ModelSpec("tiny", num_layers=4, hidden_size=20, ffn_hidden_size=30, num_attention_heads=4, num_kv_heads=2,
                  vocab_size=33)

@@ -8,14 +8,14 @@ from dataclasses import replace
 import pytest
 
 from studyctl.cli.plan_restarts import collect_restart, print_restarts
-from studyctl.definition.catalog import lookup
-from studyctl.definition.expand import expand
-from studyctl.definition.layout import Parallelism
-from studyctl.definition.plan import plan_row, storage_read_bytes
-from studyctl.definition.plan_row import PlanRow
-from studyctl.definition.points import CheckpointOptions, restore_bytes
-from studyctl.definition.reshard import ReshardError, reshard_reads, restart_parallelism
-from studyctl.definition.restart_plan import RESTART_KEYS, restart_columns, restart_fields
+from studyctl.definition.checkpoint.layout import Parallelism
+from studyctl.definition.checkpoint.points import CheckpointOptions, restore_bytes
+from studyctl.definition.checkpoint.reshard import ReshardError, reshard_reads, restart_parallelism
+from studyctl.definition.checkpoint.restart_plan import RESTART_KEYS, restart_columns, restart_fields
+from studyctl.definition.inputs.catalog import lookup
+from studyctl.definition.planning.expand import expand
+from studyctl.definition.planning.plan import plan_row, storage_read_bytes
+from studyctl.definition.planning.plan_row import PlanRow
 from tests.unit.test_expand import sweep_of
 
 MODEL = lookup("llama_7b")

@@ -6,7 +6,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from studyctl.definition.reshard import ByteRange
+from studyctl.definition.checkpoint.reshard import ByteRange
 from worker.io import ALIGN
 from worker.reshard_read import read_sequence
 

@@ -9,15 +9,21 @@ from typing import get_args
 import pytest
 from pydantic import TypeAdapter
 
-from studyctl.definition.catalog import lookup
-from studyctl.definition.layout import rank_files, replica_files
-from studyctl.definition.points import CheckpointOptions, Point, replicated_kinds, restore_bytes, restore_files
-from studyctl.definition.reshard import rank_reads
-from studyctl.definition.restore_reads import storage_read_bytes, storage_read_files
-from studyctl.definition.restore_rules import RESTORE_RULES, named_rule, restore_rule
-from studyctl.definition.result_fields import StrategyInfo
-from studyctl.definition.result_schema import IoInfo
-from studyctl.definition.vocabulary import RestoreMode
+from studyctl.definition.checkpoint.layout import rank_files, replica_files
+from studyctl.definition.checkpoint.points import (
+    CheckpointOptions,
+    Point,
+    replicated_kinds,
+    restore_bytes,
+    restore_files,
+)
+from studyctl.definition.checkpoint.reshard import rank_reads
+from studyctl.definition.checkpoint.restore_reads import storage_read_bytes, storage_read_files
+from studyctl.definition.checkpoint.restore_rules import RESTORE_RULES, named_rule, restore_rule
+from studyctl.definition.inputs.catalog import lookup
+from studyctl.definition.inputs.vocabulary import RestoreMode
+from studyctl.definition.result.result_fields import StrategyInfo
+from studyctl.definition.result.result_schema import IoInfo
 from worker.restore import broadcast_split
 
 MODES = get_args(RestoreMode)

@@ -1,5 +1,6 @@
 """One run-time estimate: the plan's row, calibration's budget and the Slurm time limit count a point's run the same
-way (`definition.run_time`), each under its own assumptions; a restart's restore and a full restore's extra reads
+way (`definition.planning.run_time`), each under its own assumptions; a restart's restore and a full restore's extra
+reads
 count in all of them, bytes received by broadcast in none."""
 
 from __future__ import annotations
@@ -10,12 +11,12 @@ from pathlib import Path
 import pytest
 
 from studyctl.backends.slurm.submit import LIMIT_OVERHEAD_S, point_time_limit_min
-from studyctl.definition.calibration import estimated_run_seconds
-from studyctl.definition.expand import expand
-from studyctl.definition.plan import plan_row
-from studyctl.definition.restore_reads import storage_read_bytes
-from studyctl.definition.run_time import point_moved_bytes, point_run_seconds
-from studyctl.definition.sweep import Estimate, load_sweep
+from studyctl.definition.checkpoint.restore_reads import storage_read_bytes
+from studyctl.definition.planning.calibration import estimated_run_seconds
+from studyctl.definition.planning.expand import expand
+from studyctl.definition.planning.plan import plan_row
+from studyctl.definition.planning.run_time import point_moved_bytes, point_run_seconds
+from studyctl.definition.planning.sweep import Estimate, load_sweep
 
 SWEEP = """\
 study: rt

@@ -7,14 +7,14 @@ from pathlib import Path
 
 import pytest
 
-from studyctl.definition.catalog import lookup
-from studyctl.definition.expand import expand
-from studyctl.definition.layout import rank_files
-from studyctl.definition.objects import object_point_problems, read_requests, write_requests
-from studyctl.definition.places import point_places
-from studyctl.definition.plan import object_requests, plan_row
-from studyctl.definition.points import CheckpointOptions, Point, WorkerTask
-from studyctl.definition.sweep import load_sweep
+from studyctl.definition.checkpoint.layout import rank_files
+from studyctl.definition.checkpoint.objects import object_point_problems, read_requests, write_requests
+from studyctl.definition.checkpoint.places import point_places
+from studyctl.definition.checkpoint.points import CheckpointOptions, Point, WorkerTask
+from studyctl.definition.inputs.catalog import lookup
+from studyctl.definition.planning.expand import expand
+from studyctl.definition.planning.plan import object_requests, plan_row
+from studyctl.definition.planning.sweep import load_sweep
 from studyctl.units import MIB
 from tests.unit.test_sweep import error_of, write
 

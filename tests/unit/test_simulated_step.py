@@ -9,11 +9,11 @@ from typing import Any
 import pytest
 import yaml
 
-from studyctl.definition.expand import expand
-from studyctl.definition.points import CheckpointOptions, Point
-from studyctl.definition.result_schema import Result
-from studyctl.definition.sweep import load_sweep
-from studyctl.definition.training import DISPATCH_SHARE, SimulatedStep
+from studyctl.definition.checkpoint.points import CheckpointOptions, Point
+from studyctl.definition.inputs.training import DISPATCH_SHARE, SimulatedStep
+from studyctl.definition.planning.expand import expand
+from studyctl.definition.planning.sweep import load_sweep
+from studyctl.definition.result.result_schema import Result
 from studyctl.errors import UserError
 from tests.resultgen import make_point, result_dict
 

@@ -11,8 +11,8 @@ from studyctl.attempt.paths import StudyPaths
 from studyctl.attempt.records import Handle, Launch
 from studyctl.backends.slurm import SlurmBackend, job_name
 from studyctl.backends.slurm.sacct import index_of
-from studyctl.definition.expand import expand
-from studyctl.definition.sweep import SweepFile, load_sweep
+from studyctl.definition.planning.expand import expand
+from studyctl.definition.planning.sweep import SweepFile, load_sweep
 from studyctl.states import State
 from studyctl.study.launches import new_launch
 from studyctl.study.ledger import Ledger

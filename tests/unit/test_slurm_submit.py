@@ -14,9 +14,9 @@ from studyctl.attempt.paths import StudyPaths
 from studyctl.attempt.records import Handle, Launch, Update
 from studyctl.backends.slurm import SlurmBackend
 from studyctl.backends.slurm import submit as slurm_submit
-from studyctl.definition.expand import expand
-from studyctl.definition.options import SlurmOptions
-from studyctl.definition.sweep import load_sweep
+from studyctl.definition.inputs.options import SlurmOptions
+from studyctl.definition.planning.expand import expand
+from studyctl.definition.planning.sweep import load_sweep
 from studyctl.states import FailureClass, State
 from studyctl.study.launches import new_launch
 from tests.unit.fakes import FakeSlurm, write_sweep

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from studyctl.definition.catalog import lookup
-from studyctl.definition.points import CheckpointOptions, Point, WorkerTask
+from studyctl.definition.checkpoint.points import CheckpointOptions, Point, WorkerTask
+from studyctl.definition.inputs.catalog import lookup
 from tests import storage_streams as checks
 from worker import io
 from worker.storage import open_storage

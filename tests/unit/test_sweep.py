@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from studyctl.definition.sweep import load_sweep
+from studyctl.definition.planning.sweep import load_sweep
 from studyctl.errors import UserError
 
 REPO = Path(__file__).resolve().parents[2]

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from studyctl.definition.expand import expand
-from studyctl.definition.sweep import load_sweep
+from studyctl.definition.planning.expand import expand
+from studyctl.definition.planning.sweep import load_sweep
 from studyctl.errors import UserError
 
 BASE = "study: s\nmodels: [llama_7b]\nfilesystems: {fs: {path: /tmp}}\n"

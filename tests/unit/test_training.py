@@ -7,11 +7,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from studyctl.definition import training as tc
-from studyctl.definition.expand import expand
-from studyctl.definition.layout import rank_files
-from studyctl.definition.plan import plan_row
-from studyctl.definition.sweep import parse_sweep
+from studyctl.definition.checkpoint.layout import rank_files
+from studyctl.definition.inputs import training as tc
+from studyctl.definition.planning.expand import expand
+from studyctl.definition.planning.plan import plan_row
+from studyctl.definition.planning.sweep import parse_sweep
 from studyctl.errors import UserError
 
 TOL = 1e-9

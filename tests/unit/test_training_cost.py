@@ -15,8 +15,8 @@ from studyctl.analysis.tables import Tables, build_tables
 from studyctl.analysis.training.cells import cost_cells, display_axes, strategy_rankings, summary_flags
 from studyctl.analysis.training.cost import training_table
 from studyctl.attempt.paths import StudyPaths
-from studyctl.definition import training as tc
-from studyctl.definition.points import Point
+from studyctl.definition.checkpoint.points import Point
+from studyctl.definition.inputs import training as tc
 from tests.resultgen import make_point, strategy_info, write_result
 
 TRAINING = "training: {step_s: 0.5, interval_steps: 120, node_mtbf_h: 1000, nodes: 16}\n"
@@ -142,7 +142,7 @@ def test_restore_projections_use_the_restores_own_bytes_and_the_summary_agrees(t
     p = make_point(zero=1, nodes=2, rpn=2, strategy="sync", restore="broadcast")
     full = make_point(zero=1, nodes=2, rpn=2, strategy="sync", restore="rank")
     read = p.checkpoint.model_copy(update={"restore": "rank"})
-    from studyctl.definition.points import restore_bytes
+    from studyctl.definition.checkpoint.points import restore_bytes
 
     total, from_files = (restore_bytes(p.model, p.parallelism, p.checkpoint),
                          restore_bytes(p.model, p.parallelism, read))

@@ -1,5 +1,5 @@
 """One checkpoint vocabulary: every word-list field of the result schema and of a point's options is a type of
-`definition.vocabulary`, never a Literal restated where it is used (a restated list drifts: a restore mode the
+`definition.inputs.vocabulary`, never a Literal restated where it is used (a restated list drifts: a restore mode the
 options accept but the schema lacks makes every result of that mode unusable at collect).
 
 The check walks the models' own annotations (as written: the modules use postponed annotations), from the result
@@ -16,9 +16,9 @@ from typing import Any, Literal, get_args, get_origin
 import pytest
 from pydantic import BaseModel
 
-from studyctl.definition import vocabulary
-from studyctl.definition.points import CheckpointOptions, Point
-from studyctl.definition.result_schema import Result, WorkerError
+from studyctl.definition.checkpoint.points import CheckpointOptions, Point
+from studyctl.definition.inputs import vocabulary
+from studyctl.definition.result.result_schema import Result, WorkerError
 
 WORDS = {name for name, value in vars(vocabulary).items() if get_origin(value) is Literal}
 # Their own fields (the point's model, recovery and step are other topics, walked from no schema model: the schema
@@ -81,11 +81,11 @@ OPTION_FIELDS = [(m, n) for m in POINT_OPTIONS for n, f in m.model_fields.items(
 def test_a_word_list_field_uses_the_vocabulary(model: type[BaseModel], field: str) -> None:
     text, where = written(model, field)
     assert not restated(text), \
-        f"{model.__name__}.{field}: {text} restates a word list; use definition.vocabulary"
+        f"{model.__name__}.{field}: {text} restates a word list; use definition.inputs.vocabulary"
     names = {n.id for n in ast.walk(ast.parse(text, mode="eval")) if isinstance(n, ast.Name)}
     module = sys.modules[where]
     used = {n for n in names if n in WORDS and getattr(module, n, None) is getattr(vocabulary, n)}
-    assert used, f"{model.__name__}.{field}: {text} names no type of definition.vocabulary"
+    assert used, f"{model.__name__}.{field}: {text} names no type of definition.inputs.vocabulary"
 
 
 def test_the_walk_finds_the_schema_word_fields() -> None:

@@ -15,7 +15,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from studyctl.definition import training as tc
+from studyctl.definition.inputs import training as tc
 
 GOLDEN = (math.sqrt(5.0) - 1.0) / 2.0
 

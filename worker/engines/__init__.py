@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from studyctl.definition.engine_tensors import FileTensors
+from studyctl.definition.checkpoint.engine_tensors import FileTensors
 from worker.engines.base import (
     AsyncHandle,
     AsyncTiming,

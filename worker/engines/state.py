@@ -1,6 +1,7 @@
 """A rank's checkpoint state as real torch tensors: allocated on its device, filled, stamped per checkpoint.
 
-The tensors are the plan's (`studyctl.definition.engine_tensors`): per file, its named tensors with the layout's
+The tensors are the plan's (`studyctl.definition.checkpoint.engine_tensors`): per file, its named tensors with the
+layout's
 dtypes and sizes. They are filled with random bytes once (off the clock), and before each checkpoint two bytes of
 every 4 KiB page get the checkpoint's tag, so no two checkpoints are byte-equal (deduplicating or compressing
 storage sees a real run's changing weights, as the stream writer's `Buffer.stamp` does) and every page is
@@ -14,7 +15,7 @@ from typing import Any
 
 import torch
 
-from studyctl.definition.engine_tensors import TORCH_DTYPES, FileTensors
+from studyctl.definition.checkpoint.engine_tensors import TORCH_DTYPES, FileTensors
 from worker.engines.device import synchronize
 
 PAGE = 4096

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from studyctl.definition.points import WorkerTask
+from studyctl.definition.checkpoint.points import WorkerTask
 from worker.storage.base import Describe, Mount, Setup, Storage, read_files, write_files
 from worker.storage.posix import FileChunks, PosixStorage, local_read_stream, local_write_stream
 

@@ -19,8 +19,8 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, BinaryIO, Protocol
 
-from studyctl.definition.layout import CheckpointFile
-from studyctl.definition.points import ColdReadMethod
+from studyctl.definition.checkpoint.layout import CheckpointFile
+from studyctl.definition.checkpoint.points import ColdReadMethod
 from worker import io
 
 Describe = Callable[[OSError, str], tuple[str, str]]

@@ -14,9 +14,9 @@ from pathlib import Path
 from time import perf_counter_ns
 from typing import Any, BinaryIO
 
-from studyctl.definition.layout import CheckpointFile
-from studyctl.definition.objects import OBJECT_COLD_READ, OBJECT_IO_MODE
-from studyctl.definition.points import WorkerTask
+from studyctl.definition.checkpoint.layout import CheckpointFile
+from studyctl.definition.checkpoint.objects import OBJECT_COLD_READ, OBJECT_IO_MODE
+from studyctl.definition.checkpoint.points import WorkerTask
 from studyctl.objstore.client import ObjectClient
 from studyctl.objstore.counts import RequestCounts
 from worker import io

@@ -13,8 +13,8 @@ from time import perf_counter_ns
 from typing import Any, BinaryIO
 
 from studyctl import host
-from studyctl.definition.layout import CheckpointFile, disk_steps_needed
-from studyctl.definition.points import ColdReadMethod, WorkerTask, cold_read_method
+from studyctl.definition.checkpoint.layout import CheckpointFile, disk_steps_needed
+from studyctl.definition.checkpoint.points import ColdReadMethod, WorkerTask, cold_read_method
 from studyctl.states import FailureClass
 from studyctl.units import MIB, format_bytes
 from worker import io, persist, residency

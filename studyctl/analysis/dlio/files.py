@@ -20,7 +20,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationEr
 from studyctl.attempt.paths import StudyPaths
 from studyctl.attempt.plausibility import MAX_GIBPS
 from studyctl.attempt.tree import file_status, read_regular
-from studyctl.definition.yamlpos import load_yaml_bounded
+from studyctl.definition.inputs.yamlpos import load_yaml_bounded
 from studyctl.errors import UserError
 
 MAX_COUNT = 2**31 - 1  # hosts, accelerators, parallel degrees: every table column holds it

@@ -48,7 +48,7 @@ from studyctl.analysis.dlio.files import (
 from studyctl.analysis.findings import Problem
 from studyctl.attempt.plausibility import MAX_GIBPS
 from studyctl.attempt.result_file import name_problem
-from studyctl.definition.names import is_plain_name
+from studyctl.definition.inputs.names import is_plain_name
 from studyctl.errors import UserError
 from studyctl.units import GIB
 

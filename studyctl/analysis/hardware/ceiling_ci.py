@@ -12,7 +12,7 @@ import json
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from studyctl.definition.tdist import log_interval
+from studyctl.definition.inputs.tdist import log_interval
 
 NAN = float("nan")
 # An even probe not run again (its share within EVEN_SAME of the largest shard) reports the largest's figure: its

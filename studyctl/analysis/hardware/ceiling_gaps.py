@@ -7,8 +7,8 @@ from collections.abc import Collection, Sequence
 from pathlib import Path
 
 from studyctl.analysis.status import PointStatus
-from studyctl.definition.ceilings import AUTO_MAX_SHAPES
-from studyctl.definition.yamlpos import load_yaml_bounded
+from studyctl.definition.inputs.yamlpos import load_yaml_bounded
+from studyctl.definition.planning.ceilings import AUTO_MAX_SHAPES
 from studyctl.errors import UserError
 
 NEED = "shares and limits need them"

@@ -20,8 +20,8 @@ from studyctl.analysis.cells import HEADLINE
 from studyctl.analysis.columns import RESIDENCY_COLUMNS
 from studyctl.analysis.stats import ratio_ci
 from studyctl.analysis.values import missing
-from studyctl.definition.points import IoMode
-from studyctl.definition.shapes import Shape
+from studyctl.definition.checkpoint.points import IoMode
+from studyctl.definition.planning.shapes import Shape
 
 NAN = float("nan")
 IO_MODES: tuple[str, ...] = typing.get_args(IoMode)

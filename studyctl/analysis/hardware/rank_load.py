@@ -1,15 +1,15 @@
 """Per-rank facts a named limit rests on: where each rank's time went, what makes the heaviest rank heavy
-(from the layout rules, `definition.layout`, never guessed), and a ceiling result as a plain row."""
+(from the layout rules, `definition.checkpoint.layout`, never guessed), and a ceiling result as a plain row."""
 
 from __future__ import annotations
 
 from collections import Counter
 from typing import Any
 
-from studyctl.definition.layout import rank_files, write_classes
-from studyctl.definition.points import Point
-from studyctl.definition.result_schema import RankTiming, Result
-from studyctl.definition.shapes import shape_of
+from studyctl.definition.checkpoint.layout import rank_files, write_classes
+from studyctl.definition.checkpoint.points import Point
+from studyctl.definition.planning.shapes import shape_of
+from studyctl.definition.result.result_schema import RankTiming, Result
 
 SPLIT_FIELDS = ("open_s", "transfer_s", "fsync_s", "close_s", "other_s")
 NAN = float("nan")

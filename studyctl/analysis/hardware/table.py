@@ -1,7 +1,7 @@
 """How close to the hardware each cell came: ceiling shares, the per-rank time split, and a named limit.
 
 Ceiling results (`Point.role == "ceiling"`) are never cells: they form their own `ceilings` table (one row per
-ceiling point) and join the cells by resource shape (`definition.shapes`, the one definition of a shape), the
+ceiling point) and join the cells by resource shape (`definition.planning.shapes`, the one definition of a shape), the
 median over a shape's ceiling points standing for it. Columns this adds to the summary (per cell × phase):
   shape, ceiling_GiBps / ceiling_share (the shape's storage ceiling for the phase, largest shard per rank),
   even_ceiling_GiBps / even_ceiling_share, peak_GiBps / peak_share (the filesystem's stated peak),
@@ -34,8 +34,8 @@ from studyctl.analysis.hardware.limits import CellFacts, name_limit
 from studyctl.analysis.hardware.rank_load import SPLIT_FIELDS
 from studyctl.analysis.status import PointStatus
 from studyctl.analysis.values import missing
-from studyctl.definition.tdist import half_width
-from studyctl.definition.yamlpos import load_yaml_bounded
+from studyctl.definition.inputs.tdist import half_width
+from studyctl.definition.inputs.yamlpos import load_yaml_bounded
 from studyctl.errors import UserError
 from studyctl.units import GIB
 

@@ -14,8 +14,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from studyctl.definition.catalog import ALIASES, MLPERF_SHAPES
-from studyctl.definition.result_schema import Result
+from studyctl.definition.inputs.catalog import ALIASES, MLPERF_SHAPES
+from studyctl.definition.result.result_schema import Result
 from studyctl.units import GB
 
 Verdict = Literal["pass", "fail", "unknown"]

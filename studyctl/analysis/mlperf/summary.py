@@ -15,7 +15,7 @@ from datetime import datetime
 from statistics import fmean, pstdev
 from typing import Any
 
-from studyctl.definition.result_schema import CheckpointTiming, Result
+from studyctl.definition.result.result_schema import CheckpointTiming, Result
 from studyctl.units import GB
 
 PHASE_PREFIX = {"write": "save", "read": "load"}  # DLIO's names of the two phases

@@ -14,7 +14,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from studyctl.definition.result_schema import Result
+from studyctl.definition.result.result_schema import Result
 from studyctl.units import GIB
 
 TIB = 1 << 40

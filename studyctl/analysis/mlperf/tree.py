@@ -36,7 +36,7 @@ from studyctl.analysis.mlperf.rules import RuleSet
 from studyctl.analysis.mlperf.summary import metadata_json, provenance_json, rank_stats, run_datetime, summary_json
 from studyctl.analysis.mlperf.sysdesc import blanks, system_description, to_yaml
 from studyctl.analysis.mlperf.view import ModelVerdict, PointVerdict, Where
-from studyctl.definition.result_schema import Result
+from studyctl.definition.result.result_schema import Result
 from studyctl.errors import UserError
 from studyctl.fsutil import atomic_write_json, atomic_write_text
 

@@ -15,7 +15,7 @@ from statistics import mean
 
 from studyctl.analysis.mlperf.checks import CHECKS, Verdict, Where, mlperf_name
 from studyctl.analysis.mlperf.rules import RuleSet
-from studyctl.definition.result_schema import Result
+from studyctl.definition.result.result_schema import Result
 from studyctl.units import GB
 
 __all__ = ["Figures", "ModelVerdict", "PointVerdict", "RuleCheck", "Where", "figures", "judge", "mlperf_name",

@@ -4,7 +4,8 @@ A checkpoint phase's time (its span: first rank's start to last rank's end) is m
 
     t = fixed + per_file × files per rank + bytes per rank / bandwidth,   every part ≥ 0
 
-and fitted over the runs of one resource shape (`studyctl.definition.shapes`: the same nodes, ranks, filesystem,
+and fitted over the runs of one resource shape (`studyctl.definition.planning.shapes`: the same nodes, ranks,
+filesystem,
 I/O mode and block), whatever their model or scale. `scale` shrinks every tensor and keeps the files, so within
 one layout the file count never varies: its fixed and per-file parts are one intercept. They separate only where
 runs of other layouts of the same shape (other file counts per rank) are in the fit; otherwise the per-file term
@@ -29,7 +30,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from studyctl.analysis.projection.nnls import nnls
-from studyctl.definition.tdist import t_quantile_975
+from studyctl.definition.inputs.tdist import t_quantile_975
 from studyctl.units import GIB
 
 # A projection to more than this many times the largest bytes per rank measured in its fit is flagged.

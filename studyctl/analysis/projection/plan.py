@@ -10,8 +10,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from studyctl.definition.calibration import ShapeCalibration
-from studyctl.definition.fit_group import STUDYCTL_TOOL, FitGroup
+from studyctl.definition.planning.calibration import ShapeCalibration
+from studyctl.definition.planning.fit_group import STUDYCTL_TOOL, FitGroup
 
 if TYPE_CHECKING:
     from studyctl.analysis.projection.fit import Fit

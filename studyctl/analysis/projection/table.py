@@ -19,10 +19,11 @@ import pandas as pd
 
 from studyctl.analysis.projection.fit import MAX_REACH, Fit, Observation, Projection, fit, plain_projection
 from studyctl.analysis.values import missing
-from studyctl.definition.fit_group import FIT_KEYS
-from studyctl.definition.shapes import Shape
+from studyctl.definition.planning.fit_group import FIT_KEYS
+from studyctl.definition.planning.shapes import Shape
 
-# A fit is per shape (these columns), phase and FIT_KEYS (`definition.fit_group`, which calibration groups by too).
+# A fit is per shape (these columns), phase and FIT_KEYS (`definition.planning.fit_group`, which calibration groups by
+# too).
 SHAPE_COLUMNS = ("nodes", "ranks_per_node", "filesystem", "io_mode", "block_mib")
 PROJECTION_COLUMNS = ("projected_full_size_s", "projected_full_size_s_lo", "projected_full_size_s_hi",
                       "projection_basis", "projection_scale_max", "projection_reach")

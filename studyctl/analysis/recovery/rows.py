@@ -1,7 +1,7 @@
 """One recovery result → one plain row: the restart's phases, beside the point's own same-shape restore.
 
 Built with the other rows of a result when it is parsed (cached as plain JSON). Seconds are the whole job's
-(`definition.result_fields.RecoveryTiming`); bytes per rank are what each new rank restored.
+(`definition.result.result_fields.RecoveryTiming`); bytes per rank are what each new rank restored.
 """
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from studyctl.definition.result_schema import Result
+from studyctl.definition.result.result_schema import Result
 
 PHASES = ("launch_s", "setup_s", "restore_s", "read_s", "broadcast_s", "ready_s", "time_to_first_step_s", "prepare_s")
 LAYOUT = ("old_world_size", "old_tensor_parallel", "old_pipeline_parallel", "old_data_parallel", "new_world_size",

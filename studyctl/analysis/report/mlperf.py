@@ -17,9 +17,9 @@ from studyctl.attempt.judged import excluded_points
 from studyctl.attempt.paths import StudyPaths
 from studyctl.attempt.result_file import read_result
 from studyctl.attempt.tree import file_status, scan_attempts
-from studyctl.definition.catalog import MLPERF_SHAPES
-from studyctl.definition.result_schema import Result
-from studyctl.definition.yamlpos import load_yaml_bounded
+from studyctl.definition.inputs.catalog import MLPERF_SHAPES
+from studyctl.definition.inputs.yamlpos import load_yaml_bounded
+from studyctl.definition.result.result_schema import Result
 from studyctl.errors import UserError
 from studyctl.fsutil import atomic_write_text
 from studyctl.host import mount_of

@@ -21,7 +21,7 @@ from studyctl.analysis.cells import SETTINGS, describe_cell, independent, varyin
 from studyctl.analysis.projection.fit import MAX_REACH
 from studyctl.analysis.training.cost import BAND_FIGURES
 from studyctl.analysis.values import missing
-from studyctl.definition.engine_options import ENGINE_SETTINGS
+from studyctl.definition.checkpoint.engine_options import ENGINE_SETTINGS
 
 # Figures pooled per cell, each with `<name>_ci95` (half-width) beside its mean.
 FIGURES = ("blocking_s", "staged_s", "interference_s", "wait_s", "background_s", "checkpoint_cost_s",

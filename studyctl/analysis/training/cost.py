@@ -1,7 +1,7 @@
 """What each point's checkpoints cost training: the `training` table (one row per point), column-wise.
 
 Rows come from `training.rows` (one per result, cached with the parse); here whole columns go through the pure
-cost model in `studyctl.definition.training` (Daly's complete model):
+cost model in `studyctl.definition.inputs.training` (Daly's complete model):
   C  checkpoint cost = blocking + interference (signed mean, not clamped) + any wait for a persist that outlasts
      the interval;
   L  durable lag = the real background time (persist or drain), not capped at the interval;
@@ -35,9 +35,9 @@ import pandas as pd
 from studyctl.analysis.adequacy import NO_FAILURE_RESTORE
 from studyctl.analysis.cells import identity_columns
 from studyctl.analysis.training.recovery_cost import measured_restart, share_writes
-from studyctl.definition import training as model
-from studyctl.definition.training import HOUR_S, TrainingSpec
-from studyctl.definition.yamlpos import load_yaml_bounded
+from studyctl.definition.inputs import training as model
+from studyctl.definition.inputs.training import HOUR_S, TrainingSpec
+from studyctl.definition.inputs.yamlpos import load_yaml_bounded
 from studyctl.errors import UserError
 from studyctl.units import GIB
 

@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 
 from studyctl.analysis.cells import identity_columns
-from studyctl.definition.training import TrainingSpec
+from studyctl.definition.inputs.training import TrainingSpec
 
 LAUNCH, RESTORE, READY, SETUP = "restart_launch_s", "restart_restore_s", "restart_ready_s", "restart_setup_s"
 

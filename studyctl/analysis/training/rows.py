@@ -11,9 +11,9 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from studyctl.definition.points import Point, restore_bytes
-from studyctl.definition.restore_reads import storage_read_bytes
-from studyctl.definition.result_schema import CheckpointTiming, Result
+from studyctl.definition.checkpoint.points import Point, restore_bytes
+from studyctl.definition.checkpoint.restore_reads import storage_read_bytes
+from studyctl.definition.result.result_schema import CheckpointTiming, Result
 
 RESTART_FIELDS = ("launch_s", "setup_s", "restore_s", "ready_s", "time_to_first_step_s")
 

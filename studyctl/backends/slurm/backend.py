@@ -23,16 +23,16 @@ from studyctl.backends.slurm.cleanup import submit_cleanup
 from studyctl.backends.slurm.discovery import Manifests, find_jobs, names_other_study, recover_handles
 from studyctl.backends.slurm.sacct import Runner, SacctWatcher, array_of
 from studyctl.backends.slurm.submit import ArraySubmitter, cluster_max_array_size, group_by_shape, point_time_limit_min
-from studyctl.definition.options import SlurmOptions
-from studyctl.definition.places import Place
-from studyctl.definition.points import Point
+from studyctl.definition.checkpoint.places import Place
+from studyctl.definition.checkpoint.points import Point
+from studyctl.definition.inputs.options import SlurmOptions
 from studyctl.errors import UserError
 from studyctl.states import State
 
 if TYPE_CHECKING:
     from studyctl.attempt.paths import StudyPaths
-    from studyctl.definition.plan import Capacity
-    from studyctl.definition.sweep import SweepFile
+    from studyctl.definition.planning.plan import Capacity
+    from studyctl.definition.planning.sweep import SweepFile
 
 SCANCEL_BATCH = 500
 

@@ -11,8 +11,8 @@ import sys
 from pathlib import Path
 
 from studyctl.backends.slurm.sacct import Runner
-from studyctl.definition.options import SlurmOptions
-from studyctl.definition.places import Place
+from studyctl.definition.checkpoint.places import Place
+from studyctl.definition.inputs.options import SlurmOptions
 
 CLEANUP_MINUTES = 5
 

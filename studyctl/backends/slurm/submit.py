@@ -22,11 +22,11 @@ from typing import Any
 from studyctl.attempt.records import Handle, Launch, RecordHandle, RecordUpdate, Update
 from studyctl.backends.slurm.discovery import Manifests, find_jobs, job_name
 from studyctl.backends.slurm.sacct import Runner, index_of
-from studyctl.definition.options import SlurmOptions
-from studyctl.definition.points import Point
-from studyctl.definition.recovery import allocation_nodes
-from studyctl.definition.run_time import point_run_seconds
-from studyctl.definition.sweep import Estimate
+from studyctl.definition.checkpoint.points import Point
+from studyctl.definition.checkpoint.recovery import allocation_nodes
+from studyctl.definition.inputs.options import SlurmOptions
+from studyctl.definition.planning.run_time import point_run_seconds
+from studyctl.definition.planning.sweep import Estimate
 from studyctl.states import FailureClass, State
 
 DEFAULT_MAX_ARRAY_SIZE = 1001  # Slurm's own default
