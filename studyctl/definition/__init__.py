@@ -1,1 +1,1 @@
-"""What to measure, pure: catalog, layout, points, sweep schema, expansion, plan."""
+"""What to measure, pure, in sub-layers that import down only: inputs, checkpoint, planning, result."""

@@ -6,7 +6,7 @@ under TYPE_CHECKING); a module may import only its own layer or lower, analysis 
 backends or the worker (the result schema it reads is in definition/), worker only the definition and the
 kernel, and the CLI only `studyctl.api` and the kernel (one door into the library); there is no import cycle;
 no module above backends/ compares a backend name; no module is over 400 lines, and in the core packages no
-function is over 60.
+function is over 60. Inside definition/, its sub-layers (inputs < checkpoint < planning < result) import down only.
 """
 
 from __future__ import annotations
@@ -310,3 +310,51 @@ def test_the_topic_check_finds_a_topic_reaching_sideways_or_up() -> None:
     for name, sources in allowed.items():
         for source in sources:
             assert not topic_breaches(name, ast.parse(source)), source
+
+
+# definition/ in named sub-layers: the words and inputs, the checkpoint and its point, the plan, the result. A module
+# imports its own sub-layer and earlier ones only. The sub-layers are derived (every sub-package of definition/), and
+# every definition module is in one; their order is declared here.
+DEFINITION = "studyctl.definition"
+DEFINITION_LAYERS = ("inputs", "checkpoint", "planning", "result")
+
+
+def definition_part(name: str) -> str | None:
+    """The sub-layer of definition/ a module is in (its sub-package), or None outside definition/."""
+    parts = name.split(".")
+    return parts[2] if parts[:2] == DEFINITION.split(".") and len(parts) > 2 else None
+
+
+def test_every_definition_module_is_in_a_sub_layer() -> None:
+    packages = {p.parent.name for p in (REPO / "studyctl" / "definition").glob("*/__init__.py")}
+    assert packages == set(DEFINITION_LAYERS), "declare a new sub-layer's place in DEFINITION_LAYERS"
+    loose = [m for m in modules() if definition_part(m) and m.count(".") == 2 and definition_part(m) not in packages]
+    assert not loose, f"modules at definition/'s top level, in no sub-layer: {loose}"
+
+
+def sub_layer_breaches(name: str, source: ast.Module | None = None) -> list[str]:
+    """What a definition module imports from a later sub-layer than its own."""
+    own = definition_part(name)
+    if own is None:
+        return []
+    rank = DEFINITION_LAYERS.index(own)
+    return [f"{name} ({own}) imports {i} ({part})" for i in sorted(imports(name, source))
+            if (part := definition_part(i)) and DEFINITION_LAYERS.index(part) > rank]
+
+
+def test_definition_sub_layers_import_down() -> None:
+    breaches = [line for m in modules() for line in sub_layer_breaches(m)]
+    assert not breaches, "\n".join(breaches)
+
+
+def test_the_sub_layer_check_finds_an_import_up() -> None:
+    """The sub-layer order can fail: a checkpoint module importing the plan or the result (at module level or in a
+    function) is reported; its own sub-layer and the inputs are not."""
+    name = "studyctl.definition.checkpoint.points"
+    for source in ("from studyctl.definition.planning.sweep import SweepFile",
+                   "def f():\n    from studyctl.definition.result.result_schema import Result",
+                   "from studyctl.definition.planning import expand"):
+        assert sub_layer_breaches(name, ast.parse(source)), source
+    for source in ("from studyctl.definition.inputs.catalog import lookup",
+                   "from studyctl.definition.checkpoint.layout import Parallelism", "from studyctl.units import GIB"):
+        assert not sub_layer_breaches(name, ast.parse(source)), source
