@@ -53,7 +53,7 @@ class PathTarget:
     def open_write(self, step: int, name: str) -> BinaryIO:
         directory = self._step_path(step)
         directory.mkdir(parents=True, exist_ok=True)
-        return local_write_stream(str(directory / name), self._split(), self.fsync, self.block)
+        return local_write_stream(str(directory / name), self._split(), self.fsync)
 
     def open_read(self, step: int, name: str) -> BinaryIO:
         return local_read_stream(str(self._step_path(step) / name), self._split(), self.block)

@@ -230,19 +230,27 @@ class PosixStorage:
             return sorted((e.name, e.stat().st_size) for e in entries if e.is_file(follow_symlinks=False))
 
     def open_write(self, step: str, name: str, split: io.Split | None = None) -> BinaryIO:
-        """Buffered writes of `block` bytes (an engine's stream is not aligned for O_DIRECT), fsynced on close
+        """An engine's file, buffered as torch's own file writer buffers (`local_write_stream`), fsynced on close
         where the point fsyncs."""
         return local_write_stream(self.path(step, name), split if split is not None else io.Split(),
-                                  self.opts.fsync, self.block)
+                                  self.opts.fsync)
 
     def open_read(self, step: str, name: str, split: io.Split | None = None) -> BinaryIO:
         return local_read_stream(self.path(step, name), split if split is not None else io.Split(), self.block)
 
 
-def local_write_stream(path: str, split: io.Split, fsync: bool, block: int) -> BinaryIO:
-    """A file as an engine's write stream (`base.WriteStream`), its calls timed into `split`."""
+FILE_BUFFER = pyio.DEFAULT_BUFFER_SIZE
+"""An engine's write buffer on a file: what `torch.save(obj, path)` writes through (its C++ writer's `std::ofstream`,
+a BUFSIZ buffer: small records gathered, each tensor's bytes written straight from the tensor). A buffer of the
+point's I/O block (16 MiB) copied every tensor once more and wrote 16 MiB at a time: in the CPU job's comparison
+it took ~1.3-1.8x the CPU and wall of the job's own calls on the same tensors (benchmarks/RESULTS.md)."""
+
+
+def local_write_stream(path: str, split: io.Split, fsync: bool) -> BinaryIO:
+    """A file as an engine's write stream (`base.WriteStream`, buffered as `FILE_BUFFER` says), its calls timed
+    into `split`."""
     raw = _Raw(path, split.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC), split, True, fsync)
-    return WriteStream(raw, buffer_size=block)
+    return WriteStream(raw, buffer_size=FILE_BUFFER)
 
 
 def local_read_stream(path: str, split: io.Split, block: int) -> BinaryIO:
