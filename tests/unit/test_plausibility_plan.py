@@ -91,3 +91,29 @@ def test_a_probe_streams_at_most_its_shard(tmp_path: Any) -> None:
     assert implausible(Result.model_validate(_ceiling(tmp_path / "short", shard // 2))) is None
     assert "checkpoints.0.bytes" in (implausible(Result.model_validate(_ceiling(tmp_path / "long", shard + 4096)))
                                      or "")
+
+
+def _rank(i: int, **values: Any) -> Callable[[dict[str, Any]], None]:
+    return lambda d: d["checkpoints"][0]["ranks"][i].update(values)
+
+
+def _both(*changes: Callable[[dict[str, Any]], None]) -> Callable[[dict[str, Any]], None]:
+    return lambda d: [change(d) for change in changes] and None
+
+
+@pytest.mark.parametrize(("change", "first"), [
+    (_rank(1, rank=5), "checkpoints.0.ranks.1.rank = 5, above the point's last rank (1)"),
+    (_rank(0, end_s=1e5), "checkpoints.0.ranks.0.end_s = 100000, above checkpoints.0.span_s"),
+    (_rank(0, duration_s=0.0), "checkpoints.0.ranks.0.duration_s: rank 0 moved "),
+    (_rank(1, duration_s=1e4), "checkpoints.0.ranks.1.duration_s = 10000, above checkpoints.0.span_s"),
+    # the rules of the checkpoint's own sums come before any one rank's, and an earlier rank before a later one
+    (_both(_rank(1, rank=7), _rank(0, files=9)), "checkpoints.0.ranks: their files add up to "),
+    (_both(_rank(1, rank=7), _rank(0, end_s=1e5)), "checkpoints.0.ranks.0.end_s = 100000"),
+    (lambda d: d["checkpoints"][0].update(duration_max_s=d["checkpoints"][0]["duration_max_s"] * 2),
+     "checkpoints.0.duration_max_s = "),
+])
+def test_a_ranks_figure_is_named_first_in_rank_order(change: Callable[[dict[str, Any]], None], first: str) -> None:
+    """The ranks are checked in one pass for speed; the problem named is still the first in the rules' order."""
+    data = result_dict(make_point(), [2.0], [3.0])
+    change(data)
+    assert (implausible(Result.model_validate(data)) or "").startswith(first)

@@ -174,3 +174,42 @@ def test_files_parsed_ahead_in_workers_come_back_as_parsed_here(tmp_path: Path, 
     assert values == {**serial, files[3].name: parse(files[3])}  # only the changed file was parsed here
     again, cached = collect(root)
     assert cached.hits == 60 and again == values
+
+
+def test_a_worker_sends_bytes_only_where_reading_them_back_gives_the_value() -> None:
+    """A worker's value goes into the shard as orjson's bytes only when they read back as the value packed: NaN,
+    ±inf (orjson would write null) and what JSON has no type for cross as the value itself; tuples become the
+    lists JSON makes them."""
+    import orjson
+
+    from studyctl.analysis.result_cache import _portable, unpack
+
+    rows = {"rows": [{"a": 1, "b": 2.5, "c": None}, {"a": 1, "b": 3.5, "c": "x"}],
+            "ranks": [(0, "h", 1.5), (1, "h", 2.0)]}
+    data, value = _portable(rows)
+    assert value is None and data is not None
+    assert unpack(orjson.loads(data)) == {**rows, "ranks": [[0, "h", 1.5], [1, "h", 2.0]]}
+    for odd in ({"x": math.nan}, {"x": [1.0, -math.inf]}, {"r": [(1, math.inf)]}, {"x": 1 << 70}, {1: 2},
+                {"rows": [{"a": (1, 2)}, {"a": (1, 3)}]}):  # the last: a tuple inside a table's row stays one
+        assert _portable(odd) == (None, odd)
+
+
+def test_the_shared_prefix_of_rows_is_their_leading_equal_columns() -> None:
+    """Found in C: the same count as walking each row's columns against the first's (key, value and type)."""
+    import random
+
+    from studyctl.analysis.result_cache import _shared_prefix
+
+    rnd = random.Random(0)
+    for _ in range(2000):
+        columns = [f"k{j}" for j in range(rnd.randint(1, 8))]
+        rows = []
+        for _ in range(rnd.randint(2, 5)):
+            keys = rnd.sample(columns, len(columns)) if rnd.random() < 0.2 else columns
+            rows.append({k: rnd.choice([1, 1.0, True, "a", None, 2]) for k in keys[:rnd.randint(1, len(keys))]})
+        want = len(rows[0])
+        for row in rows[1:]:
+            pairs = list(zip(rows[0].items(), row.items(), strict=False))[:want]
+            want = next((k for k, ((ka, va), (kb, vb)) in enumerate(pairs)
+                         if ka != kb or va != vb or type(va) is not type(vb)), len(pairs))
+        assert _shared_prefix(rows) == want, rows

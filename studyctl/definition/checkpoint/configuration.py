@@ -29,12 +29,19 @@ class ByConfiguration(Generic[T]):
     def __init__(self, compute: Callable[[Point], T]) -> None:
         self.compute = compute
         self.known: dict[tuple[object, ...], T] = {}
+        # The last point asked about and its fact: one result's checks ask about its point several times in a
+        # row, and its key (hashing and comparing the frozen settings) cost more than the lookup itself.
+        self.last: tuple[Point | None, T | None] = (None, None)
 
     def __call__(self, p: Point) -> T:
+        last, fact = self.last
+        if last is p:  # a frozen point: the same object has the same settings
+            return fact  # type: ignore[return-value]
         key = configuration(p)
         hit = self.known.get(key)
         if hit is None:
             if len(self.known) >= MOST:
                 self.known.clear()
             hit = self.known[key] = self.compute(p)
+        self.last = (p, hit)
         return hit

@@ -240,20 +240,44 @@ def _checkpoints(r: Result) -> Iterator[str | None]:
 
 def _checkpoint(at: str, c: CheckpointTiming, r: Result) -> Iterator[str]:
     """One checkpoint against its ranks (a rule is tested inline, its message made only when it fails: this
-    runs for every rank of every checkpoint of every result a collect reads)."""
+    runs for every rank of every checkpoint of every result a collect reads). The ranks are gone over once for
+    their sums, their slowest and whether any breaks a rule of its own; only then are they gone over again, in
+    order, to name it."""
     world, ranks = r.point.world_size, c.ranks
+    slack = c.span_s * (1 + REL_TOL) + 1e-6
+    moved = opened = 0
+    slowest = ranks[0].duration_s if ranks else 0.0
+    suspect = False
+    for x in ranks:
+        moved += x.bytes
+        opened += x.files
+        took = x.duration_s
+        if took > slowest:  # as max() picks
+            slowest = took
+        if (x.rank >= world or took > slack or x.end_s > slack or x.requests is not None
+                or (x.bytes and took <= 0)):
+            suspect = True
     if len(ranks) != world:
         yield f"{at}.ranks = {len(ranks)}, but the point's world (entries) is {world}"
-    moved = sum(x.bytes for x in ranks)
     if moved != c.bytes:
         yield f"{at}.ranks: their bytes add up to {moved}, not {at}.bytes {c.bytes}"
-    opened = sum(x.files for x in ranks)
     if opened != c.files:
         yield f"{at}.ranks: their files add up to {opened}, not {at}.files {c.files}"
     if c.bytes and (c.span_s <= 0 or c.duration_max_s <= 0):
         yield f"{at}.span_s: {c.bytes} bytes in {min(c.span_s, c.duration_max_s)} s"
-    slack = c.span_s * (1 + REL_TOL) + 1e-6
-    for j, x in enumerate(ranks):
+    if suspect:
+        yield from _rank_problems(at, c, r, slack)
+    if ranks and not _close(c.duration_max_s, slowest):
+        yield f"{at}.duration_max_s = {c.duration_max_s:g}, but its slowest rank took {slowest:g}"
+    if c.bytes and not _close(c.aggregate_GiBps, c.bytes / GIB / c.span_s):
+        yield f"{at}.aggregate_GiBps = {c.aggregate_GiBps:g}, but bytes / span_s = {c.bytes / GIB / c.span_s:g}"
+
+
+def _rank_problems(at: str, c: CheckpointTiming, r: Result, slack: float) -> Iterator[str]:
+    """Each rank's own rules, in rank order: its number, its time for its bytes, its times within the span, its
+    requests."""
+    world = r.point.world_size
+    for j, x in enumerate(c.ranks):
         if x.rank >= world:
             yield f"{at}.ranks.{j}.rank = {x.rank:g}, above the point's last rank ({world - 1:g})"
         if x.bytes and x.duration_s <= 0:
@@ -263,11 +287,6 @@ def _checkpoint(at: str, c: CheckpointTiming, r: Result) -> Iterator[str]:
                 yield f"{at}.ranks.{j}.{name} = {got:g}, above {at}.span_s ({slack:g})"
         if x.requests is not None:
             yield from filter(None, _requests(f"{at}.ranks.{j}.requests", x.requests, c, r))
-    slowest = max((x.duration_s for x in ranks), default=0.0)
-    if ranks and not _close(c.duration_max_s, slowest):
-        yield f"{at}.duration_max_s = {c.duration_max_s:g}, but its slowest rank took {slowest:g}"
-    if c.bytes and not _close(c.aggregate_GiBps, c.bytes / GIB / c.span_s):
-        yield f"{at}.aggregate_GiBps = {c.aggregate_GiBps:g}, but bytes / span_s = {c.bytes / GIB / c.span_s:g}"
 
 
 def _requests(at: str, q: RankRequests, c: CheckpointTiming, r: Result) -> Iterator[str | None]:
