@@ -16,14 +16,12 @@ import hashlib
 import json
 import os
 from collections.abc import Sequence
-from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import studyctl
-from studyctl.analysis.collect_result import CollectResult, state_counts
+from studyctl.analysis.collect_result import CollectResult, from_manifest, state_counts, to_manifest
 from studyctl.analysis.findings import Failure, Problem
-from studyctl.analysis.plots import Plot
 from studyctl.analysis.result_cache import CACHE_VERSION
 from studyctl.analysis.status import PointStatus
 from studyctl.attempt.paths import StudyPaths
@@ -35,7 +33,7 @@ if TYPE_CHECKING:
     from studyctl.analysis.tables import Tables, build_tables
 
 __all__ = ["CollectResult", "DlioRun", "Failure", "PointStatus", "Problem", "Tables", "build_tables", "collect"]
-MANIFEST_VERSION = 5  # 4: filesystem and object store request plots; 5: why ceilings are missing
+MANIFEST_VERSION = 6  # 4: filesystem and object store request plots; 5: why ceilings are missing; 6: by declared name
 
 
 def __getattr__(name: str) -> Any:
@@ -90,36 +88,19 @@ def _fingerprint(paths: StudyPaths, found: dict[str, list[AttemptFiles]], status
     return h.hexdigest()
 
 
-def _load_manifest(path: Path, stamp: str) -> dict[str, Any] | None:
+def _load_manifest(paths: StudyPaths, stamp: str, statuses: Sequence[PointStatus] | None) -> CollectResult | None:
+    """The last collect's result, if its inputs were these (`stamp`) and every file it wrote is still there."""
     try:
-        manifest = json.loads(path.read_text())
-    except (OSError, ValueError):
+        manifest = json.loads(paths.outputs_manifest.read_text())
+        if manifest.get("stamp") != stamp:
+            return None
+        result = from_manifest(paths, manifest)
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return None  # missing, damaged or of another shape: made again
+    if not all(os.path.exists(p) for p in result.output_files()):
         return None
-    if manifest.get("stamp") != stamp:
-        return None
-    outputs = [manifest["report_html"], manifest["report_md"], *manifest["tables"],
-               *(p["path"] for p in manifest["plots"])]
-    return manifest if all(os.path.exists(p) for p in outputs) else None
-
-
-def _from_manifest(paths: StudyPaths, m: dict[str, Any], statuses: Sequence[PointStatus] | None) -> CollectResult:
-    completed, failed = state_counts(statuses)
-    return CollectResult(paths.name, paths.root, True, m["points"], m["cells"], completed, failed,
-                         [Path(p) for p in m["tables"]],
-                         [Plot(p["kind"], p["title"], Path(p["path"])) for p in m["plots"]], m["skipped_plots"],
-                         m["ratios"], Path(m["report_html"]), Path(m["report_md"]),
-                         [Problem(**p) for p in m["problems"]], [Failure(**f) for f in m["failures"]], 0, m["files"],
-                         m["left_out"], m["hardware"])
-
-
-def _save_manifest(path: Path, stamp: str, r: CollectResult) -> None:
-    atomic_write_json(path, {
-        "stamp": stamp, "points": r.points, "cells": r.cells, "tables": [str(p) for p in r.tables],
-        "plots": [{"kind": p.kind, "title": p.title, "path": str(p.path)} for p in r.plots],
-        "skipped_plots": r.skipped_plots, "ratios": r.ratios, "report_html": str(r.report_html),
-        "report_md": str(r.report_md), "problems": [asdict(p) for p in r.problems],
-        "failures": [asdict(f) for f in r.failures], "files": r.files_read + r.files_cached,
-        "left_out": r.left_out, "hardware": r.hardware})
+    result.completed, result.failed = state_counts(statuses)
+    return result
 
 
 def collect(study_dir: Path, statuses: Sequence[PointStatus] | None = None,
@@ -134,15 +115,14 @@ def collect(study_dir: Path, statuses: Sequence[PointStatus] | None = None,
     dlio = [Path(p) for p in ([import_dlio] if isinstance(import_dlio, (str, Path)) else import_dlio or [])]
     for out_dir in paths.collect_dirs:  # refused before anything is read or written through a symlink
         owned_dir(paths.root, out_dir)
-    manifest_path = paths.outputs_manifest
     found = scan_attempts(paths)
     stamp = _fingerprint(paths, found, statuses, dlio, [*ratios, f"dlio_reads={dlio_reads}"])
-    manifest = None if force else _load_manifest(manifest_path, stamp)
-    if manifest is not None:
-        return _from_manifest(paths, manifest, statuses)
+    kept = None if force else _load_manifest(paths, stamp, statuses)
+    if kept is not None:
+        return kept
     from studyctl.analysis.collect_outputs import make_outputs  # the analysis stack: only when work is redone
 
     result = make_outputs(paths, found, statuses, dlio, list(ratios), force, dlio_reads)
-    _save_manifest(manifest_path, stamp, result)
+    atomic_write_json(paths.outputs_manifest, {"stamp": stamp, **to_manifest(result)})
     return result
 

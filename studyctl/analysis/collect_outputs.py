@@ -15,18 +15,17 @@ from typing import Any
 
 from studyctl.analysis.collect_result import CollectResult, state_counts
 from studyctl.analysis.dlio.importer import import_runs
-from studyctl.analysis.figures import make_plots
+from studyctl.analysis.figures import BASE_PLOTS
 from studyctl.analysis.findings import Problem
 from studyctl.analysis.hardware.ceiling_gaps import ceilings_setting
 from studyctl.analysis.hardware.table import share_lines
 from studyctl.analysis.output_memo import OutputMemo, recording
+from studyctl.analysis.outputs import declared
 from studyctl.analysis.plots import Plot
 from studyctl.analysis.ratios import RatioSpec, parse_ratio, ratio_table
-from studyctl.analysis.recovery.plots import recovery_plots
 from studyctl.analysis.report import render_report
 from studyctl.analysis.status import PointStatus
 from studyctl.analysis.tables import Tables, build_tables, write_frame, write_tables
-from studyctl.analysis.training.plots import training_plots
 from studyctl.attempt.paths import StudyPaths
 from studyctl.attempt.tree import AttemptFiles
 from studyctl.definition.inputs.yamlpos import load_yaml_bounded
@@ -66,13 +65,15 @@ def _remove_stale_plots(plots_dir: Path, keep: list[Plot]) -> None:
 
 
 def _ratio_outputs(tables: Tables, specs: list[RatioSpec], paths: StudyPaths
-                   ) -> tuple[list[Path], list[Plot], list[dict[str, Any]]]:
+                   ) -> tuple[dict[str, list[Path]], list[Plot], list[dict[str, Any]]]:
     from studyctl.analysis.plots.forest import forest
 
-    written, plots, sections = [], [], []
+    written: dict[str, list[Path]] = {}
+    plots: list[Plot] = []
+    sections = []
     for spec in specs:
         table = ratio_table(tables.summary, spec)
-        written += write_frame(table, paths.tables, spec.name)
+        written[spec.name] = write_frame(table, paths.tables, spec.name)
         title = f"{spec.axis}: each value / {spec.baseline}, every other setting equal (95% CI)"
         if not table.empty:
             rows = table.assign(label=table["cell"].where(table["cell"] != "all points", "")
@@ -82,6 +83,16 @@ def _ratio_outputs(tables: Tables, specs: list[RatioSpec], paths: StudyPaths
         sections.append({"title": title, "axis": spec.axis, "baseline": spec.baseline,
                          "rows": table.to_dict("records")})
     return written, plots, sections
+
+
+def _draw(tables: Tables, out_dir: Path) -> tuple[dict[str, list[Plot]], list[str]]:
+    """Every declared set of plots (the summary's, then each topic's), by name, and the plots skipped and why."""
+    drawn: dict[str, list[Plot]] = {}
+    skipped: list[str] = []
+    for out in declared("PLOTS", BASE_PLOTS):
+        drawn[out.name], why = out.draw(tables, out_dir)
+        skipped += why
+    return drawn, skipped
 
 
 def make_outputs(paths: StudyPaths, found: dict[str, list[AttemptFiles]], statuses: Sequence[PointStatus] | None,
@@ -96,21 +107,18 @@ def make_outputs(paths: StudyPaths, found: dict[str, list[AttemptFiles]], status
     plot_memo = OutputMemo(paths.tables_cache / PLOT_MEMO, paths.plots, forget=force)
     with ThreadPoolExecutor(1) as pool, recording(plot_memo):  # pyarrow writes tables without the GIL while plots draw
         writing = pool.submit(write_tables, tables, paths, table_memo)
-        plots, skipped = make_plots(tables.summary, tables.ranks, paths.plots)
-        more, why = training_plots(tables.training_cells, paths.plots)
-        plots, skipped = plots + more, skipped + why
-        more, why = recovery_plots(tables.recovery_cells, paths.plots)
-        plots, skipped = plots + more, skipped + why
-        ratio_files, ratio_plots, sections = _ratio_outputs(tables, specs, paths)
-        plots += ratio_plots
+        plot_sets, skipped = _draw(tables, paths.plots)
+        ratio_files, plot_sets["ratios"], sections = _ratio_outputs(tables, specs, paths)
         written = writing.result()
+    plots = [p for drawn in plot_sets.values() for p in drawn]
     _remove_stale_plots(paths.plots, plots)
-    html, md = render_report(paths, _description(paths), tables, plots, skipped, statuses, written,
+    html, md = render_report(paths, _description(paths), tables, plots, skipped, statuses,
+                             [p for files in written.values() for p in files],
                              {"ratios": sections, "dlio_runs": [asdict(r) for r in runs]})
     completed, failed = state_counts(statuses)
     ratio_lines = [f"{r['label']} — {r['cell']}" for s in sections for r in s["rows"]]
     measured = sum(1 for i in tables.infos.values() if i.get("role", "measure") == "measure")
     return CollectResult(paths.name, paths.root, False, measured, len(tables.summary), completed, failed,
-                         written + ratio_files, plots, skipped, ratio_lines, html, md, tables.problems,
+                         {**written, **ratio_files}, plot_sets, skipped, ratio_lines, html, md, tables.problems,
                          tables.failures, tables.files_read, tables.files_cached, tables.left_out,
                          share_lines(tables.summary, tables.ceilings, statuses, ceilings_setting(paths.sweep_copy)))

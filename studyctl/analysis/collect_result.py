@@ -3,9 +3,13 @@
 
 from __future__ import annotations
 
+import dataclasses
+import types
+import typing
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from studyctl.analysis.findings import Failure, Problem
 from studyctl.analysis.plots import Plot
@@ -25,8 +29,8 @@ class CollectResult:
     cells: int = 0  # summary rows (cell × phase)
     completed: int | None = None  # from the statuses handed in (None: no statuses)
     failed: int | None = None
-    tables: list[Path] = field(default_factory=list)
-    plots: list[Plot] = field(default_factory=list)
+    tables: dict[str, list[Path]] = field(default_factory=dict)  # declared name (or ratio's) → its CSV and Parquet
+    plot_sets: dict[str, list[Plot]] = field(default_factory=dict)  # declared name → the plots it drew
     skipped_plots: list[str] = field(default_factory=list)
     ratios: list[str] = field(default_factory=list)  # one line per ratio, e.g. "direct / buffered write: 1.70× [..]"
     report_html: Path | None = None
@@ -38,6 +42,16 @@ class CollectResult:
     # results of points the sweep now excludes, or that studyctl added for a shape it no longer measures: not cells
     left_out: list[str] = field(default_factory=list)
     hardware: list[str] = field(default_factory=list)  # per cell × phase: its share of the ceiling and its limit
+
+    @property
+    def plots(self) -> list[Plot]:
+        """Every plot drawn, in declared order (the report's)."""
+        return [p for drawn in self.plot_sets.values() for p in drawn]
+
+    def output_files(self) -> list[Path]:
+        """Every file this collect wrote that a later one may keep: the report, the tables, the plots."""
+        return [p for p in (self.report_html, self.report_md) if p is not None] + [
+            p for written in self.tables.values() for p in written] + [p.path for p in self.plots]
 
     @property
     def tables_dir(self) -> Path:
@@ -75,3 +89,49 @@ def state_counts(statuses: Sequence[PointStatus] | None) -> tuple[int | None, in
         return None, None
     return (sum(1 for s in statuses if s.state == State.COMPLETED.value and not s.excluded),
             sum(1 for s in statuses if s.state not in NOT_FAILED and not s.excluded))
+
+
+# Fields of the study, not of what the collect made: handed in again when a manifest is read.
+_NOT_SAVED = ("study", "study_dir", "unchanged")
+
+
+def _encode(value: Any) -> Any:
+    if isinstance(value, Path):
+        return str(value)
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: _encode(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, dict):  # as pairs: the order is the declared one, and JSON may be written key-sorted
+        return [[k, _encode(v)] for k, v in value.items()]
+    if isinstance(value, list):
+        return [_encode(v) for v in value]
+    return value
+
+
+def _decode(kind: Any, value: Any) -> Any:
+    """`value` read back as `kind` (a field's type hint): paths, declared records, their lists and mappings."""
+    origin, args = typing.get_origin(kind), typing.get_args(kind)
+    if origin in (typing.Union, types.UnionType):
+        return None if value is None else _decode(next(a for a in args if a is not type(None)), value)
+    if origin is list:
+        return [_decode(args[0], v) for v in value]
+    if origin is dict:
+        return {k: _decode(args[1], v) for k, v in value}
+    if dataclasses.is_dataclass(kind) and isinstance(kind, type):
+        hints = typing.get_type_hints(kind)
+        return kind(**{f.name: _decode(hints[f.name], value[f.name]) for f in dataclasses.fields(kind)})
+    return Path(value) if kind is Path else value
+
+
+def to_manifest(r: CollectResult) -> dict[str, Any]:
+    """Every field of what a collect made, as JSON: derived from `CollectResult`, so a new field is kept too."""
+    return {f.name: _encode(getattr(r, f.name)) for f in dataclasses.fields(r) if f.name not in _NOT_SAVED}
+
+
+def from_manifest(paths: StudyPaths, saved: dict[str, Any]) -> CollectResult:
+    """What `to_manifest` saved, read back as an unchanged collect: every result file counts as cached."""
+    hints = typing.get_type_hints(CollectResult)
+    kept = {f.name: _decode(hints[f.name], saved[f.name]) for f in dataclasses.fields(CollectResult)
+            if f.name not in _NOT_SAVED}
+    kept["files_cached"] += kept["files_read"]
+    kept["files_read"] = 0
+    return CollectResult(paths.name, paths.root, True, **kept)

@@ -8,6 +8,7 @@ import pandas as pd
 
 from studyctl.analysis.cells import with_fallbacks_shown
 from studyctl.analysis.hardware.roofline import roofline_plots
+from studyctl.analysis.outputs import PlotOutput
 from studyctl.analysis.plots.bars import axis_bars
 from studyctl.analysis.plots.plot import Plot
 from studyctl.analysis.plots.ranks import rank_spread
@@ -74,3 +75,7 @@ def make_plots(summary: pd.DataFrame, ranks: pd.DataFrame, out_dir: Path) -> tup
     elif reason:
         skipped.append(reason)
     return made, skipped
+
+
+# The summary's plots, drawn before every topic's (`analysis.outputs`).
+BASE_PLOTS = (PlotOutput("summary", lambda t, out_dir: make_plots(t.summary, t.ranks, out_dir)),)

@@ -1,6 +1,7 @@
 """Rows from result files → tidy tables (pandas), units in column names.
 
-Tables, written as CSV and Parquet under `results/<study>/tables/`:
+The base tables, written as CSV and Parquet under `results/<study>/tables/` (`BASE_TABLES`; each topic declares
+its own in `<topic>/outputs.py`, `analysis.outputs`):
   checkpoints  one row per point × phase × checkpoint: the observations (calibration runs too, by `role`)
   points       one row per measure point × phase: one repetition's figures over its checkpoints
   summary      one row per cell × phase: statistics over repetitions, adequacy flags
@@ -19,6 +20,7 @@ import gc
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
+from operator import attrgetter
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +34,7 @@ from studyctl.analysis.frame_cache import FrameSpec, point_frame
 from studyctl.analysis.hardware.rank_load import SPLIT_FIELDS
 from studyctl.analysis.hardware.table import add_hardware, ceilings_table, stated_peaks
 from studyctl.analysis.output_memo import OutputMemo, table_digest
+from studyctl.analysis.outputs import TableOutput, declared
 from studyctl.analysis.projection.table import add_projections, fit_all, measured, point_factors
 from studyctl.analysis.recovery.table import recovery_cells, recovery_table
 from studyctl.analysis.results import (
@@ -56,7 +59,6 @@ from studyctl.units import GIB
 MEASURES = ("index", "bytes", "files", "duration_s", "span_s", "aggregate_GiBps", "mlperf_throughput_GiBps",
             "rank_bandwidth_min_GiBps", "rank_bandwidth_max_GiBps", "active_ranks", *REQUEST_COLUMNS,
             *RESIDENCY_COLUMNS)
-TABLE_NAMES = ("checkpoints", "points", "summary", "ranks", "training", "ceilings", "recovery")
 
 
 @dataclass
@@ -310,12 +312,16 @@ def write_frame(frame: pd.DataFrame, out_dir: Path, name: str, memo: OutputMemo 
     return paths
 
 
-def write_tables(tables: Tables, study: StudyPaths, memo: OutputMemo | None = None) -> list[Path]:
-    """CSV and Parquet per table, plus problems.json; every file replaced atomically (or kept, with a memo, where
-    it holds the same table); the memo is saved."""
-    written = []
-    for name in TABLE_NAMES:
-        written += write_frame(getattr(tables, name), study.tables, name, memo)
+# The base tables, written before every topic's (`analysis.outputs`).
+BASE_TABLES = tuple(TableOutput(name, attrgetter(name))
+                    for name in ("checkpoints", "points", "summary", "ranks"))
+
+
+def write_tables(tables: Tables, study: StudyPaths, memo: OutputMemo | None = None) -> dict[str, list[Path]]:
+    """CSV and Parquet per declared table (the base's, then each topic's), by name, plus problems.json; every file
+    replaced atomically (or kept, with a memo, where it holds the same table); the memo is saved."""
+    written = {out.name: write_frame(out.build(tables), study.tables, out.name, memo)
+               for out in declared("TABLES", BASE_TABLES)}
     if memo is not None:
         memo.save()
     atomic_write_json(study.problems, {"invalid_results": [asdict(p) for p in tables.problems],
