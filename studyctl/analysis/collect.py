@@ -33,7 +33,8 @@ if TYPE_CHECKING:
     from studyctl.analysis.tables import Tables, build_tables
 
 __all__ = ["CollectResult", "DlioRun", "Failure", "PointStatus", "Problem", "Tables", "build_tables", "collect"]
-MANIFEST_VERSION = 6  # 4: filesystem and object store request plots; 5: why ceilings are missing; 6: by declared name
+MANIFEST_VERSION = 7  # 4: filesystem and object store request plots; 5: why ceilings are missing; 6: by declared name;
+# 7: paths relative to the study folder
 
 
 def __getattr__(name: str) -> Any:

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import dataclasses
+import os
 import types
 import typing
 from collections.abc import Sequence
@@ -95,42 +96,52 @@ def state_counts(statuses: Sequence[PointStatus] | None) -> tuple[int | None, in
 _NOT_SAVED = ("study", "study_dir", "unchanged")
 
 
-def _encode(value: Any) -> Any:
+def _encode(value: Any, root: Path) -> Any:
+    """Paths relative to the study folder: a study moved or copied elsewhere names its own files, not the ones it
+    was collected from."""
     if isinstance(value, Path):
-        return str(value)
+        return os.path.relpath(value, root)
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return {f.name: _encode(getattr(value, f.name)) for f in dataclasses.fields(value)}
+        return {f.name: _encode(getattr(value, f.name), root) for f in dataclasses.fields(value)}
     if isinstance(value, dict):  # as pairs: the order is the declared one, and JSON may be written key-sorted
-        return [[k, _encode(v)] for k, v in value.items()]
+        return [[k, _encode(v, root)] for k, v in value.items()]
     if isinstance(value, list):
-        return [_encode(v) for v in value]
+        return [_encode(v, root) for v in value]
     return value
 
 
-def _decode(kind: Any, value: Any) -> Any:
-    """`value` read back as `kind` (a field's type hint): paths, declared records, their lists and mappings."""
+def _decode(kind: Any, value: Any, root: Path) -> Any:
+    """`value` read back as `kind` (a field's type hint): paths, declared records, their lists and mappings. A path
+    that would leave the study folder (absolute, or through '..': a manifest is data from whoever wrote the study)
+    is refused (ValueError: the collect is made again)."""
     origin, args = typing.get_origin(kind), typing.get_args(kind)
     if origin in (typing.Union, types.UnionType):
-        return None if value is None else _decode(next(a for a in args if a is not type(None)), value)
+        return None if value is None else _decode(next(a for a in args if a is not type(None)), value, root)
     if origin is list:
-        return [_decode(args[0], v) for v in value]
+        return [_decode(args[0], v, root) for v in value]
     if origin is dict:
-        return {k: _decode(args[1], v) for k, v in value}
+        return {k: _decode(args[1], v, root) for k, v in value}
     if dataclasses.is_dataclass(kind) and isinstance(kind, type):
         hints = typing.get_type_hints(kind)
-        return kind(**{f.name: _decode(hints[f.name], value[f.name]) for f in dataclasses.fields(kind)})
-    return Path(value) if kind is Path else value
+        return kind(**{f.name: _decode(hints[f.name], value[f.name], root) for f in dataclasses.fields(kind)})
+    if kind is Path:
+        relative = Path(value)
+        if relative.is_absolute() or ".." in relative.parts:
+            raise ValueError(f"an output path outside the study folder: {value}")
+        return root / relative
+    return value
 
 
 def to_manifest(r: CollectResult) -> dict[str, Any]:
     """Every field of what a collect made, as JSON: derived from `CollectResult`, so a new field is kept too."""
-    return {f.name: _encode(getattr(r, f.name)) for f in dataclasses.fields(r) if f.name not in _NOT_SAVED}
+    return {f.name: _encode(getattr(r, f.name), r.study_dir) for f in dataclasses.fields(r)
+            if f.name not in _NOT_SAVED}
 
 
 def from_manifest(paths: StudyPaths, saved: dict[str, Any]) -> CollectResult:
     """What `to_manifest` saved, read back as an unchanged collect: every result file counts as cached."""
     hints = typing.get_type_hints(CollectResult)
-    kept = {f.name: _decode(hints[f.name], saved[f.name]) for f in dataclasses.fields(CollectResult)
+    kept = {f.name: _decode(hints[f.name], saved[f.name], paths.root) for f in dataclasses.fields(CollectResult)
             if f.name not in _NOT_SAVED}
     kept["files_cached"] += kept["files_read"]
     kept["files_read"] = 0

@@ -71,8 +71,9 @@ def test_a_topics_declared_table_and_plots_are_written_listed_and_kept(tmp_path:
     assert {"training", "ceilings", "recovery"} <= set(made.tables)
     assert "probe_per_node" in paths.report_md.read_text()
     manifest = json.loads(paths.outputs_manifest.read_text())
-    assert dict(manifest["tables"])["probe_per_node"] == [str(f) for f in files]
-    assert dict(manifest["plot_sets"])["probe"][0]["path"] == str(paths.plots / "probe.png")
+    # listed relative to the study folder (a moved study names its own files)
+    assert dict(manifest["tables"])["probe_per_node"] == [str(f.relative_to(study)) for f in files]
+    assert dict(manifest["plot_sets"])["probe"][0]["path"] == "plots/probe.png"
     again = collect(study)
     assert again.unchanged and again.tables == made.tables and again.plot_sets == made.plot_sets
     assert list(again.tables) == list(made.tables) and again.plots == made.plots  # in declared order

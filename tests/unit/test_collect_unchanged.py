@@ -69,3 +69,25 @@ def test_a_changed_symlink_target_is_not_nothing_new(tmp_path: Path) -> None:
     target.write_bytes((tmp_path / "other" / "points" / point.point_id / "attempt-1" / "result.json").read_bytes())
     again = collect(study)
     assert not again.unchanged and again.files_read == 1
+
+
+def test_a_moved_study_names_its_own_files_and_a_manifest_cannot_point_outside(tmp_path: Path) -> None:
+    """The manifest keeps paths relative to the study folder: a study moved with its times kept (nothing new)
+    lists the files where it now is; a manifest naming a file outside the folder is not believed (made again)."""
+    import json
+    import shutil
+
+    first = collect(_study(tmp_path / "a"))
+    moved = tmp_path / "b" / "quiet"
+    shutil.copytree(first.study_dir, moved, copy_function=shutil.copy2)  # times kept: the same stamp
+    shutil.rmtree(first.study_dir)
+    again = collect(moved)
+    assert again.unchanged and again.output_files()
+    assert all(p.is_relative_to(moved) and p.exists() for p in again.output_files())
+    path = StudyPaths(moved).outputs_manifest
+    saved = json.loads(path.read_text())
+    saved["report_md"] = str(tmp_path / "elsewhere.md")  # absolute: a received study's manifest names any file
+    (tmp_path / "elsewhere.md").write_text("not this study's\n")
+    path.write_text(json.dumps(saved))
+    remade = collect(moved)
+    assert not remade.unchanged and remade.report_md is not None and remade.report_md.is_relative_to(moved)
