@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -22,6 +21,7 @@ from studyctl.analysis.hardware.table import share_lines
 from studyctl.analysis.output_memo import OutputMemo, recording
 from studyctl.analysis.outputs import declared
 from studyctl.analysis.plots import Plot
+from studyctl.analysis.plots.render import rendering
 from studyctl.analysis.ratios import RatioSpec, parse_ratio, ratio_table
 from studyctl.analysis.report import render_report
 from studyctl.analysis.status import PointStatus
@@ -105,16 +105,18 @@ def make_outputs(paths: StudyPaths, found: dict[str, list[AttemptFiles]], status
     tables.problems.extend([*_missing_results(tables, statuses), *dlio_problems])
     table_memo = OutputMemo(paths.tables_cache / TABLE_MEMO, paths.tables, forget=force)
     plot_memo = OutputMemo(paths.tables_cache / PLOT_MEMO, paths.plots, forget=force)
-    with ThreadPoolExecutor(1) as pool, recording(plot_memo):  # pyarrow writes tables without the GIL while plots draw
-        writing = pool.submit(write_tables, tables, paths, table_memo)
+    # Each figure is built here and rendered into its PNG by a forked child (`plots.render`), so the tables are
+    # written after the last fork: no thread of this process is running while one is made. The children render
+    # meanwhile, and the report (which reads no PNG) is made before waiting for them.
+    with recording(plot_memo), rendering():
         plot_sets, skipped = _draw(tables, paths.plots)
         ratio_files, plot_sets["ratios"], sections = _ratio_outputs(tables, specs, paths)
-        written = writing.result()
-    plots = [p for drawn in plot_sets.values() for p in drawn]
-    _remove_stale_plots(paths.plots, plots)
-    html, md = render_report(paths, _description(paths), tables, plots, skipped, statuses,
-                             [p for files in written.values() for p in files],
-                             {"ratios": sections, "dlio_runs": [asdict(r) for r in runs]})
+        written = write_tables(tables, paths, table_memo)
+        plots = [p for drawn in plot_sets.values() for p in drawn]
+        _remove_stale_plots(paths.plots, plots)  # a child's file is renamed into place under its plot's name
+        html, md = render_report(paths, _description(paths), tables, plots, skipped, statuses,
+                                 [p for files in written.values() for p in files],
+                                 {"ratios": sections, "dlio_runs": [asdict(r) for r in runs]})
     completed, failed = state_counts(statuses)
     ratio_lines = [f"{r['label']} — {r['cell']}" for s in sections for r in s["rows"]]
     measured = sum(1 for i in tables.infos.values() if i.get("role", "measure") == "measure")
