@@ -4,7 +4,9 @@ Laying out the text and encoding the PNG (matplotlib's Agg and PIL) is most of w
 nothing from the collect once the figure is built: a child forked at that moment renders the very objects this
 process built (the same bytes as rendering them here), and several figures render on several cores beside the
 tables' writer and the report. Outside `rendering` (tests, compare), or with one core, a figure renders here.
-A child that fails makes the block raise, naming the file; its traceback is on stderr.
+A child that fails makes the block raise, naming the file; its traceback is on stderr. The tables' writer thread
+may be running when a child is forked: the child touches only the figure and its own file, and leaves by
+`os._exit` (no exit handler, no buffer of this process flushed twice).
 """
 
 from __future__ import annotations
