@@ -22,8 +22,8 @@ from matplotlib.lines import Line2D
 
 from studyctl.analysis.adequacy import not_a_cold_read
 from studyctl.analysis.cells import axis_label
+from studyctl.analysis.forked import in_child
 from studyctl.analysis.output_memo import drawn
-from studyctl.analysis.plots.render import render
 from studyctl.analysis.values import missing
 from studyctl.fsutil import atomic_open
 
@@ -155,13 +155,13 @@ def labels_of(handles: Sequence[Any]) -> list[str]:
 
 def save(fig: plt.Figure, path: Path, handles: Sequence[Any] = (), labels: Sequence[str] = (),
          title: str | None = None) -> Path:
-    """Legend outside the data on the right, tight layout, atomic write (in a child inside `render.rendering`);
+    """Legend outside the data on the right, tight layout, atomic write (in a child inside `forked.forking`);
     recorded for `output_memo.kept` once written."""
     if handles:
         fig.legend(handles, labels, loc="upper left", bbox_to_anchor=(1.0, 0.95), frameon=False, title=title)
     path.parent.mkdir(parents=True, exist_ok=True)
     try:
-        render(path, lambda: _write(fig, path), lambda: drawn(path))
+        in_child(path, lambda: _write(fig, path), lambda: drawn(path))
     finally:
         plt.close(fig)
     return path
