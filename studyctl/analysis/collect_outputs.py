@@ -100,7 +100,8 @@ def make_outputs(paths: StudyPaths, found: dict[str, list[AttemptFiles]], status
     """Every output of the study made again (or kept by the output memos where its data is the same)."""
     extra, runs, dlio_problems = import_runs(dlio, reads=dlio_reads) if dlio else (None, [], [])
     excluded = frozenset(s.point_id for s in statuses or () if s.excluded)
-    tables = build_tables(paths.root, extra, paths.tables_cache, excluded, found)
+    with forking():  # the kept frames are written for the next collect by children while the tables are built
+        tables = build_tables(paths.root, extra, paths.tables_cache, excluded, found)
     specs = [parse_ratio(text, tables.summary) for text in ratios]  # refused before anything is written
     tables.problems.extend([*_missing_results(tables, statuses), *dlio_problems])
     table_memo = OutputMemo(paths.tables_cache / TABLE_MEMO, paths.tables, forget=force)

@@ -124,4 +124,7 @@ def test_a_collect_makes_the_same_files_in_children_as_here(tmp_path: Path, monk
     for name in memos:
         assert ({k: v[0] for k, v in json.loads(there[name])["plots"].items()}
                 == {k: v[0] for k, v in json.loads(here[name])["plots"].items()}), name
+    kept = sorted(p.name for p in (tmp_path / "here" / "tables" / ".cache").iterdir())
+    assert "frames.checkpoints.arrow" in kept  # the kept frames too (written by children while tables are built)
+    assert sorted(p.name for p in (tmp_path / "there" / "tables" / ".cache").iterdir()) == kept
     assert (len(made) > 0) == (cores > 1)  # with two cores the PNGs and tables were made by children
