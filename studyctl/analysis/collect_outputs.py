@@ -16,7 +16,7 @@ from studyctl.analysis.collect_result import CollectResult, state_counts
 from studyctl.analysis.dlio.importer import import_runs
 from studyctl.analysis.figures import BASE_PLOTS
 from studyctl.analysis.findings import Problem
-from studyctl.analysis.forked import forking, in_child
+from studyctl.analysis.forked import forking
 from studyctl.analysis.hardware.ceiling_gaps import ceilings_setting
 from studyctl.analysis.hardware.table import share_lines
 from studyctl.analysis.output_memo import OutputMemo, recording
@@ -25,7 +25,7 @@ from studyctl.analysis.plots import Plot
 from studyctl.analysis.ratios import RatioSpec, parse_ratio, ratio_table
 from studyctl.analysis.report import render_report
 from studyctl.analysis.status import PointStatus
-from studyctl.analysis.tables import Tables, build_tables, table_files, write_frame, write_tables
+from studyctl.analysis.tables import Tables, build_tables, write_frame, write_tables
 from studyctl.attempt.paths import StudyPaths
 from studyctl.attempt.tree import AttemptFiles
 from studyctl.definition.inputs.yamlpos import load_yaml_bounded
@@ -100,19 +100,19 @@ def make_outputs(paths: StudyPaths, found: dict[str, list[AttemptFiles]], status
     """Every output of the study made again (or kept by the output memos where its data is the same)."""
     extra, runs, dlio_problems = import_runs(dlio, reads=dlio_reads) if dlio else (None, [], [])
     excluded = frozenset(s.point_id for s in statuses or () if s.excluded)
-    with forking():  # the kept frames are written for the next collect by children while the tables are built
-        tables = build_tables(paths.root, extra, paths.tables_cache, excluded, found)
+    tables = build_tables(paths.root, extra, paths.tables_cache, excluded, found)
     specs = [parse_ratio(text, tables.summary) for text in ratios]  # refused before anything is written
     tables.problems.extend([*_missing_results(tables, statuses), *dlio_problems])
     table_memo = OutputMemo(paths.tables_cache / TABLE_MEMO, paths.tables, forget=force)
     plot_memo = OutputMemo(paths.tables_cache / PLOT_MEMO, paths.plots, forget=force)
-    # Figures are built here; each is rendered into its PNG by a forked child, and the tables are written by one
-    # (`forked`), while this process builds the next figure and makes the report (which reads no PNG and no table).
-    with recording(plot_memo), forking():
+    # Figures are built here and rendered into their PNGs by forked children (`forked`), which start once every
+    # figure is built, while this process writes the tables and makes the report (which reads no PNG).
+    with recording(plot_memo), forking() as children:
         plot_sets, skipped = _draw(tables, paths.plots)
         ratio_files, plot_sets["ratios"], sections = _ratio_outputs(tables, specs, paths)
-        written = table_files(paths)
-        in_child(paths.tables, lambda: write_tables(tables, paths, table_memo), lambda: None)
+        if children is not None:
+            children.start()
+        written = write_tables(tables, paths, table_memo)
         plots = [p for drawn in plot_sets.values() for p in drawn]
         _remove_stale_plots(paths.plots, plots)  # a child's file is renamed into place under its plot's name
         html, md = render_report(paths, _description(paths), tables, plots, skipped, statuses,

@@ -1,16 +1,18 @@
 """Output work handed to forked children while this process goes on (`forking`, `in_child`).
 
-A collect's outputs need nothing from it once they are built: a figure laid out and encoded into its PNG
-(matplotlib's Agg and PIL, most of what a figure costs), the tables written as CSV and Parquet. A child forked at
-that moment works on the very objects this process built (the same bytes as doing it here), while this process
-builds the next figure and makes the report: the work runs on as many cores as there are. Outside `forking`
-(tests, compare), or with one core, the work runs here. A child that fails makes the block raise, naming what it
-was making; its traceback is on stderr.
+A collect's figures need nothing from it once they are built: laying out their text and encoding their PNGs
+(matplotlib's Agg and PIL) is most of what a figure costs. Inside `forking`, a figure's rendering is queued; when
+the block's owner calls `start` (or the block ends), the queue is split over one child per core, forked at that
+moment, which render the very objects this process built (the same bytes as rendering them here), while this
+process writes the tables and makes the report. Outside `forking` (tests, compare), or with one core, the work runs
+here at once. A child's failed work makes the block raise, naming its file; the traceback is on stderr.
 
-A fork copies only the thread that forks, and a lock another thread held at that moment stays held in the child
-for ever. So inside `forking` this process runs no thread of its own; the libraries' pools (Arrow's, BLAS's) are
-idle between calls and re-made in a child by their fork handlers. A child touches only its objects and its own
-files, and leaves by `os._exit` (no exit handler run, no buffer of this process flushed twice).
+A fork is made only when every figure is built, once per core: a child of a process holding a large study's rows
+costs its page tables and every page either side then writes (copy on write), so one fork per figure cost more CPU
+than it saved. A fork copies only the thread that forks, and a lock another thread held at that moment stays held
+in the child for ever: this process runs no thread of its own here, and the libraries' pools (Arrow's, BLAS's) are
+idle between calls and re-made in a child by their fork handlers. A child touches only its figures and their files,
+and leaves by `os._exit` (no exit handler run, no buffer of this process flushed twice).
 """
 
 from __future__ import annotations
@@ -21,45 +23,71 @@ import traceback
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
+from dataclasses import dataclass
 from pathlib import Path
 
 
+@dataclass(frozen=True)
+class Job:
+    path: Path  # what the work makes (named if it fails)
+    work: Callable[[], object]
+    done: Callable[[], None]  # run here once the work has succeeded
+
+
 class Children:
-    """At most `limit` children at a time; each finished one's `done` runs here (a memo records its file)."""
+    """Queued jobs, run by at most `limit` children forked at `start`; each succeeded job's `done` runs here."""
 
     def __init__(self, limit: int) -> None:
         self.limit = limit
-        self.running: list[tuple[int, Path, Callable[[], None]]] = []
+        self.queued: list[Job] = []
+        self.running: list[tuple[int, int, list[Job]]] = []  # pid, the read end of its report pipe, its jobs
         self.failed: list[str] = []
 
-    def submit(self, path: Path, work: Callable[[], object], done: Callable[[], None]) -> None:
-        while len(self.running) >= self.limit:
-            self._reap()
+    def submit(self, job: Job) -> None:
+        self.queued.append(job)
+
+    def start(self) -> None:
+        """Fork the children for every job queued so far (round robin: figures come in no cost order)."""
+        groups = [self.queued[i::self.limit] for i in range(min(self.limit, len(self.queued)))]
+        self.queued = []
+        for jobs in groups:
+            self._fork(jobs)
+
+    def _fork(self, jobs: list[Job]) -> None:
         sys.stdout.flush()
         sys.stderr.flush()  # nothing buffered here is written twice by the child
+        read, write = os.pipe()
         pid = os.fork()
-        if pid == 0:  # the child: work, then leave without running this process's exit handlers
-            code = 1
+        if pid == 0:  # the child: each job, one report line each, then leave without this process's exit handlers
+            code = 0
             try:
-                work()
-                code = 0
-            except BaseException:
-                traceback.print_exc()
+                os.close(read)
+                for i, job in enumerate(jobs):
+                    try:
+                        job.work()
+                        os.write(write, f"{i}\n".encode())
+                    except BaseException:
+                        traceback.print_exc()
+                        code = 1
             finally:
                 os._exit(code)
-        self.running.append((pid, path, done))
-
-    def _reap(self) -> None:
-        pid, path, done = self.running.pop(0)
-        _, status = os.waitpid(pid, 0)
-        if os.waitstatus_to_exitcode(status) == 0:
-            done()
-        else:
-            self.failed.append(f"{path.name} (exit {os.waitstatus_to_exitcode(status)})")
+        os.close(write)
+        self.running.append((pid, read, jobs))
 
     def finish(self) -> None:
-        while self.running:
-            self._reap()
+        """Start what is queued, wait for every child, run `done` for each job reported done, name the rest."""
+        self.start()
+        for pid, read, jobs in self.running:
+            with os.fdopen(read, "rb") as report:
+                ok = {int(line) for line in report.read().split()}
+            _, status = os.waitpid(pid, 0)
+            code = os.waitstatus_to_exitcode(status)
+            for i, job in enumerate(jobs):
+                if i in ok:
+                    job.done()
+                else:
+                    self.failed.append(f"{job.path.name} (exit {code})")
+        self.running = []
 
 
 _ACTIVE: ContextVar[Children | None] = ContextVar("forked_children", default=None)
@@ -70,14 +98,19 @@ def cores() -> int:
 
 
 @contextmanager
-def forking(limit: int | None = None) -> Iterator[None]:
-    """Work handed to `in_child` inside the block runs in children (`limit` at a time: one per core); every
-    child has finished, and its `done` run, when the block ends."""
+def forking(limit: int | None = None) -> Iterator[Children | None]:
+    """Work handed to `in_child` inside the block is queued for children (`limit` of them: one per core), forked
+    when the caller calls `start()` on what this yields, or when the block ends; every child has finished, and
+    its jobs' `done` run, when the block ends. Yields None where the work runs here (one core)."""
     limit = cores() if limit is None else limit
     children = Children(limit) if limit > 1 else None
     token = _ACTIVE.set(children)
     try:
-        yield
+        yield children
+    except BaseException:
+        if children is not None:
+            children.queued.clear()  # the block failed: nothing more is started, what runs is waited for
+        raise
     finally:
         _ACTIVE.reset(token)
         if children is not None:
@@ -87,10 +120,10 @@ def forking(limit: int | None = None) -> Iterator[None]:
 
 
 def in_child(path: Path, work: Callable[[], object], done: Callable[[], None]) -> None:
-    """work() makes `path`; done() runs once it has, here (now, or when its child ends)."""
+    """work() makes `path`; done() runs once it has, here (now, or when its child has ended)."""
     children = _ACTIVE.get()
     if children is None:
         work()
         done()
     else:
-        children.submit(path, work, done)
+        children.submit(Job(path, work, done))

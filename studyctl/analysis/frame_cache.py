@@ -28,7 +28,6 @@ from typing import Any
 
 import pandas as pd
 
-from studyctl.analysis.forked import in_child
 from studyctl.analysis.output_memo import code_digest
 from studyctl.analysis.result_cache import _identity  # a study directory's identity: the parse cache's, one rule
 from studyctl.fsutil import atomic_open
@@ -216,6 +215,5 @@ def point_frame(spec: FrameSpec, rows: Sequence[dict[str, Any]], stamps: Sequenc
     if frame is None:
         frame = spec.build(rows)
     if header is not None:
-        points = [(s, spec.count(r)) for s, r in zip(stamps, rows, strict=True)]
-        in_child(path, lambda: _write(path, frame, header, points), lambda: None)  # kept for the next collect
+        _write(path, frame, header, [(s, spec.count(r)) for s, r in zip(stamps, rows, strict=True)])
     return frame

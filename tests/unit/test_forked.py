@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from studyctl.analysis.forked import Children, forking, in_child
+from studyctl.analysis.forked import forking, in_child
 from studyctl.analysis.plots.style import plt, save
 
 
@@ -61,13 +61,29 @@ def test_outside_the_block_or_on_one_core_it_renders_here(tmp_path: Path, limit:
     assert int(out.read_text()) == os.getpid() and done == [True]
 
 
-def test_at_most_limit_children_run_at_once(tmp_path: Path) -> None:
-    r = Children(limit=2)
-    for i in range(5):
-        r.submit(tmp_path / f"{i}", lambda: None, lambda: None)
-        assert len(r.running) <= 2
-    r.finish()
-    assert not r.running and not r.failed
+def test_work_is_queued_until_start_then_one_child_per_core_runs_it(tmp_path: Path,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    from studyctl.analysis import forked
+
+    forks: list[int] = []
+    fork = os.fork
+    monkeypatch.setattr(forked.os, "fork", lambda: forks.append(1) or fork())
+    with forking(limit=2) as children:
+        assert children is not None
+        for i in range(5):
+            in_child(tmp_path / f"{i}", lambda i=i: (tmp_path / f"{i}").write_text(str(os.getpid())), lambda: None)
+        assert forks == [] and not list(tmp_path.iterdir())  # queued: nothing forked, nothing made
+        children.start()
+        assert len(forks) == 2 and not children.queued
+    pids = {(tmp_path / f"{i}").read_text() for i in range(5)}
+    assert len(pids) == 2 and str(os.getpid()) not in pids  # five files made by two children
+
+
+def test_a_block_that_fails_starts_nothing_more(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="bad ratio"), forking(limit=2):
+        in_child(tmp_path / "late.png", lambda: (tmp_path / "late.png").write_bytes(b"png"), lambda: None)
+        raise ValueError("bad ratio")
+    assert not (tmp_path / "late.png").exists()
 
 
 def test_a_failing_child_is_named_and_its_file_not_recorded(tmp_path: Path) -> None:
@@ -76,11 +92,11 @@ def test_a_failing_child_is_named_and_its_file_not_recorded(tmp_path: Path) -> N
     def fail() -> None:
         raise ValueError("no glyph")
 
-    with pytest.raises(RuntimeError, match=r"making outputs failed: bad\.png \(exit 1\)"), forking(limit=2):
-        in_child(tmp_path / "good.png", lambda: (tmp_path / "good.png").write_bytes(b"png"),
-               lambda: recorded.append("good"))
-        in_child(tmp_path / "bad.png", fail, lambda: recorded.append("bad"))
-    assert recorded == ["good"]
+    with pytest.raises(RuntimeError, match=r"making outputs failed: bad\.png \(exit 1\)$"), forking(limit=2):
+        for name in ("good0", "bad", "good2", "good3"):  # the bad one shares its child with good3, which still runs
+            in_child(tmp_path / f"{name}.png", fail if name == "bad" else
+                     lambda n=name: (tmp_path / f"{n}.png").write_bytes(b"png"), lambda n=name: recorded.append(n))
+    assert sorted(recorded) == ["good0", "good2", "good3"]
 
 
 def _outputs(study: Path) -> dict[str, bytes]:
