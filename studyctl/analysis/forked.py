@@ -1,17 +1,17 @@
 """Output work handed to forked children while this process goes on (`forking`, `in_child`).
 
-A collect's figures need nothing from it once they are built: laying out their text and encoding their PNGs
-(matplotlib's Agg and PIL) is most of what a figure costs. Inside `forking`, a figure's rendering is queued; when
-the block's owner calls `start` (or the block ends), the queue is split over one child per core, forked at that
-moment, which render the very objects this process built (the same bytes as rendering them here), while this
-process writes the tables and makes the report. Outside `forking` (tests, compare), or with one core, the work runs
-here at once. A child's failed work makes the block raise, naming its file; the traceback is on stderr.
+A collect's outputs need nothing from it once they are built: laying out a figure's text and encoding its PNG
+(matplotlib's Agg and PIL) is most of what a figure costs, and the tables are written from frames already made.
+Inside `forking` such work is queued; when the block's owner calls `start` (or the block ends), the queue is split
+over one child per core, forked at that moment, which work on the very objects this process built (the same bytes
+as working here), while this process makes the report. Outside `forking` (tests, compare), or with one core, the
+work runs here at once. A child's failed work makes the block raise, naming its file; the traceback is on stderr.
 
 A fork is made only when every figure is built, once per core: a child of a process holding a large study's rows
 costs its page tables and every page either side then writes (copy on write), so one fork per figure cost more CPU
 than it saved. A fork copies only the thread that forks, and a lock another thread held at that moment stays held
 in the child for ever: this process runs no thread of its own here, and the libraries' pools (Arrow's, BLAS's) are
-idle between calls and re-made in a child by their fork handlers. A child touches only its figures and their files,
+idle between calls and re-made in a child by their fork handlers. A child touches only its objects and their files,
 and leaves by `os._exit` (no exit handler run, no buffer of this process flushed twice).
 """
 
@@ -47,7 +47,7 @@ class Children:
         self.queued.append(job)
 
     def start(self) -> None:
-        """Fork the children for every job queued so far (round robin: figures come in no cost order)."""
+        """Fork the children for every job queued so far, dealt round robin (queue the longest first)."""
         groups = [self.queued[i::self.limit] for i in range(min(self.limit, len(self.queued)))]
         self.queued = []
         for jobs in groups:
