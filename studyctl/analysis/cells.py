@@ -127,10 +127,14 @@ def independent(frame: pd.DataFrame, axes: list[str]) -> list[str]:
     """`axes` minus those the others determine (what ran, where it always follows what was asked;
     a zipped axis that moves with another): a plot gives a channel only to what carries information."""
     keep = list(axes)
+    text = {a: frame[a].astype(str).tolist() for a in axes}  # each value as shown: distinct rows as sets of tuples
+
+    def distinct(columns: list[str]) -> int:
+        return len(set(zip(*(text[c] for c in columns), strict=True)))
+
     for axis in reversed(axes):
         rest = [a for a in keep if a != axis]
-        if rest and len(frame[rest].astype(str).drop_duplicates()) == \
-                len(frame[[*rest, axis]].astype(str).drop_duplicates()):
+        if rest and distinct(rest) == distinct([*rest, axis]):
             keep = rest
     return keep
 

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -17,6 +16,7 @@ from studyctl.analysis.collect_result import CollectResult, state_counts
 from studyctl.analysis.dlio.importer import import_runs
 from studyctl.analysis.figures import BASE_PLOTS
 from studyctl.analysis.findings import Problem
+from studyctl.analysis.forked import forking, in_child
 from studyctl.analysis.hardware.ceiling_gaps import ceilings_setting
 from studyctl.analysis.hardware.table import share_lines
 from studyctl.analysis.output_memo import OutputMemo, recording
@@ -25,7 +25,7 @@ from studyctl.analysis.plots import Plot
 from studyctl.analysis.ratios import RatioSpec, parse_ratio, ratio_table
 from studyctl.analysis.report import render_report
 from studyctl.analysis.status import PointStatus
-from studyctl.analysis.tables import Tables, build_tables, write_frame, write_tables
+from studyctl.analysis.tables import Tables, build_tables, table_files, write_frame, write_tables
 from studyctl.attempt.paths import StudyPaths
 from studyctl.attempt.tree import AttemptFiles
 from studyctl.definition.inputs.yamlpos import load_yaml_bounded
@@ -105,16 +105,21 @@ def make_outputs(paths: StudyPaths, found: dict[str, list[AttemptFiles]], status
     tables.problems.extend([*_missing_results(tables, statuses), *dlio_problems])
     table_memo = OutputMemo(paths.tables_cache / TABLE_MEMO, paths.tables, forget=force)
     plot_memo = OutputMemo(paths.tables_cache / PLOT_MEMO, paths.plots, forget=force)
-    with ThreadPoolExecutor(1) as pool, recording(plot_memo):  # pyarrow writes tables without the GIL while plots draw
-        writing = pool.submit(write_tables, tables, paths, table_memo)
+    # Figures are built here; the tables' writing first, then each figure's rendering, are queued for forked
+    # children (`forked`), which start once every figure is built, while this process makes the report (which reads
+    # no PNG and no table file).
+    with recording(plot_memo), forking() as children:
+        in_child(paths.tables, lambda: write_tables(tables, paths, table_memo), lambda: None)
         plot_sets, skipped = _draw(tables, paths.plots)
         ratio_files, plot_sets["ratios"], sections = _ratio_outputs(tables, specs, paths)
-        written = writing.result()
-    plots = [p for drawn in plot_sets.values() for p in drawn]
-    _remove_stale_plots(paths.plots, plots)
-    html, md = render_report(paths, _description(paths), tables, plots, skipped, statuses,
-                             [p for files in written.values() for p in files],
-                             {"ratios": sections, "dlio_runs": [asdict(r) for r in runs]})
+        if children is not None:
+            children.start()
+        written = table_files(paths)
+        plots = [p for drawn in plot_sets.values() for p in drawn]
+        _remove_stale_plots(paths.plots, plots)  # a child's file is renamed into place under its plot's name
+        html, md = render_report(paths, _description(paths), tables, plots, skipped, statuses,
+                                 [p for files in written.values() for p in files],
+                                 {"ratios": sections, "dlio_runs": [asdict(r) for r in runs]})
     completed, failed = state_counts(statuses)
     ratio_lines = [f"{r['label']} — {r['cell']}" for s in sections for r in s["rows"]]
     measured = sum(1 for i in tables.infos.values() if i.get("role", "measure") == "measure")

@@ -305,9 +305,13 @@ def _atomic_frame(frame: pd.DataFrame, paths: list[Path], memo: OutputMemo | Non
             memo.made(path)
 
 
+def frame_files(out_dir: Path, name: str) -> list[Path]:
+    return [out_dir / f"{name}.csv", out_dir / f"{name}.parquet"]
+
+
 def write_frame(frame: pd.DataFrame, out_dir: Path, name: str, memo: OutputMemo | None = None) -> list[Path]:
     """`name`.csv and `name`.parquet in `out_dir` (an existing directory), each replaced atomically."""
-    paths = [out_dir / f"{name}.csv", out_dir / f"{name}.parquet"]
+    paths = frame_files(out_dir, name)
     _atomic_frame(frame, paths, memo)
     return paths
 
@@ -315,6 +319,11 @@ def write_frame(frame: pd.DataFrame, out_dir: Path, name: str, memo: OutputMemo 
 # The base tables, written before every topic's (`analysis.outputs`).
 BASE_TABLES = tuple(TableOutput(name, attrgetter(name))
                     for name in ("checkpoints", "points", "summary", "ranks"))
+
+
+def table_files(study: StudyPaths) -> dict[str, list[Path]]:
+    """The files `write_tables` writes, by table name: known before they are written."""
+    return {out.name: frame_files(study.tables, out.name) for out in declared("TABLES", BASE_TABLES)}
 
 
 def write_tables(tables: Tables, study: StudyPaths, memo: OutputMemo | None = None) -> dict[str, list[Path]]:

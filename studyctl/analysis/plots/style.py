@@ -22,6 +22,7 @@ from matplotlib.lines import Line2D
 
 from studyctl.analysis.adequacy import not_a_cold_read
 from studyctl.analysis.cells import axis_label
+from studyctl.analysis.forked import in_child
 from studyctl.analysis.output_memo import drawn
 from studyctl.analysis.values import missing
 from studyctl.fsutil import atomic_open
@@ -154,18 +155,22 @@ def labels_of(handles: Sequence[Any]) -> list[str]:
 
 def save(fig: plt.Figure, path: Path, handles: Sequence[Any] = (), labels: Sequence[str] = (),
          title: str | None = None) -> Path:
-    """Legend outside the data on the right, tight layout, atomic write; recorded for `output_memo.kept`."""
+    """Legend outside the data on the right, tight layout, atomic write (in a child inside `forked.forking`);
+    recorded for `output_memo.kept` once written."""
     if handles:
         fig.legend(handles, labels, loc="upper left", bbox_to_anchor=(1.0, 0.95), frameon=False, title=title)
-    fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     try:
-        with atomic_open(path) as fh:  # a fresh temporary name each time: concurrent collects never share one
-            fig.savefig(fh, format="png", dpi=DPI, bbox_inches="tight", facecolor="white")
+        in_child(path, lambda: _write(fig, path), lambda: drawn(path))
     finally:
         plt.close(fig)
-    drawn(path)
     return path
+
+
+def _write(fig: plt.Figure, path: Path) -> None:
+    fig.tight_layout()
+    with atomic_open(path) as fh:  # a fresh temporary name each time: concurrent collects never share one
+        fig.savefig(fh, format="png", dpi=DPI, bbox_inches="tight", facecolor="white")
 
 
 def nodes_axis(ax: plt.Axes, nodes: Sequence[Any]) -> None:

@@ -1,0 +1,129 @@
+"""Output work handed to forked children while this process goes on (`forking`, `in_child`).
+
+A collect's outputs need nothing from it once they are built: laying out a figure's text and encoding its PNG
+(matplotlib's Agg and PIL) is most of what a figure costs, and the tables are written from frames already made.
+Inside `forking` such work is queued; when the block's owner calls `start` (or the block ends), the queue is split
+over one child per core, forked at that moment, which work on the very objects this process built (the same bytes
+as working here), while this process makes the report. Outside `forking` (tests, compare), or with one core, the
+work runs here at once. A child's failed work makes the block raise, naming its file; the traceback is on stderr.
+
+A fork is made only when every figure is built, once per core: a child of a process holding a large study's rows
+costs its page tables and every page either side then writes (copy on write), so one fork per figure cost more CPU
+than it saved. A fork copies only the thread that forks, and a lock another thread held at that moment stays held
+in the child for ever: this process runs no thread of its own here, and the libraries' pools (Arrow's, BLAS's) are
+idle between calls and re-made in a child by their fork handlers. A child touches only its objects and their files,
+and leaves by `os._exit` (no exit handler run, no buffer of this process flushed twice).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import traceback
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass
+from pathlib import Path
+
+
+@dataclass(frozen=True)
+class Job:
+    path: Path  # what the work makes (named if it fails)
+    work: Callable[[], object]
+    done: Callable[[], None]  # run here once the work has succeeded
+
+
+class Children:
+    """Queued jobs, run by at most `limit` children forked at `start`; each succeeded job's `done` runs here."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.queued: list[Job] = []
+        self.running: list[tuple[int, int, list[Job]]] = []  # pid, the read end of its report pipe, its jobs
+        self.failed: list[str] = []
+
+    def submit(self, job: Job) -> None:
+        self.queued.append(job)
+
+    def start(self) -> None:
+        """Fork the children for every job queued so far, dealt round robin (queue the longest first)."""
+        groups = [self.queued[i::self.limit] for i in range(min(self.limit, len(self.queued)))]
+        self.queued = []
+        for jobs in groups:
+            self._fork(jobs)
+
+    def _fork(self, jobs: list[Job]) -> None:
+        sys.stdout.flush()
+        sys.stderr.flush()  # nothing buffered here is written twice by the child
+        read, write = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # the child: each job, one report line each, then leave without this process's exit handlers
+            code = 0
+            try:
+                os.close(read)
+                for i, job in enumerate(jobs):
+                    try:
+                        job.work()
+                        os.write(write, f"{i}\n".encode())
+                    except BaseException:
+                        traceback.print_exc()
+                        code = 1
+            finally:
+                os._exit(code)
+        os.close(write)
+        self.running.append((pid, read, jobs))
+
+    def finish(self) -> None:
+        """Start what is queued, wait for every child, run `done` for each job reported done, name the rest."""
+        self.start()
+        for pid, read, jobs in self.running:
+            with os.fdopen(read, "rb") as report:
+                ok = {int(line) for line in report.read().split()}
+            _, status = os.waitpid(pid, 0)
+            code = os.waitstatus_to_exitcode(status)
+            for i, job in enumerate(jobs):
+                if i in ok:
+                    job.done()
+                else:
+                    self.failed.append(f"{job.path.name} (exit {code})")
+        self.running = []
+
+
+_ACTIVE: ContextVar[Children | None] = ContextVar("forked_children", default=None)
+
+
+def cores() -> int:
+    return len(os.sched_getaffinity(0))
+
+
+@contextmanager
+def forking(limit: int | None = None) -> Iterator[Children | None]:
+    """Work handed to `in_child` inside the block is queued for children (`limit` of them: one per core), forked
+    when the caller calls `start()` on what this yields, or when the block ends; every child has finished, and
+    its jobs' `done` run, when the block ends. Yields None where the work runs here (one core)."""
+    limit = cores() if limit is None else limit
+    children = Children(limit) if limit > 1 else None
+    token = _ACTIVE.set(children)
+    try:
+        yield children
+    except BaseException:
+        if children is not None:
+            children.queued.clear()  # the block failed: nothing more is started, what runs is waited for
+        raise
+    finally:
+        _ACTIVE.reset(token)
+        if children is not None:
+            children.finish()
+    if children is not None and children.failed:
+        raise RuntimeError(f"making outputs failed: {', '.join(children.failed)}")
+
+
+def in_child(path: Path, work: Callable[[], object], done: Callable[[], None]) -> None:
+    """work() makes `path`; done() runs once it has, here (now, or when its child has ended)."""
+    children = _ACTIVE.get()
+    if children is None:
+        work()
+        done()
+    else:
+        children.submit(Job(path, work, done))
