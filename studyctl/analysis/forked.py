@@ -9,14 +9,17 @@ work runs here at once. A child's failed work makes the block raise, naming its 
 
 A fork is made only when every figure is built, once per core: a child of a process holding a large study's rows
 costs its page tables and every page either side then writes (copy on write), so one fork per figure cost more CPU
-than it saved. A fork copies only the thread that forks, and a lock another thread held at that moment stays held
-in the child for ever: this process runs no thread of its own here, and the libraries' pools (Arrow's, BLAS's) are
-idle between calls and re-made in a child by their fork handlers. A child touches only its objects and their files,
-and leaves by `os._exit` (no exit handler run, no buffer of this process flushed twice).
+than it saved. The cycle collector would write to every object it walks, on either side: the objects made before a
+fork are frozen out of its walks (`gc.freeze`, as Python's documentation advises for fork) and the child collects
+nothing; it frees all on exit. A fork copies only the thread that forks, and a lock another thread held at that
+moment stays held in the child for ever: this process runs no thread of its own here, and the libraries' pools
+(Arrow's, BLAS's) are idle between calls and re-made in a child by their fork handlers. A child touches only its
+objects and their files, and leaves by `os._exit` (no exit handler run, no buffer of this process flushed twice).
 """
 
 from __future__ import annotations
 
+import gc
 import os
 import sys
 import traceback
@@ -57,10 +60,12 @@ class Children:
         sys.stdout.flush()
         sys.stderr.flush()  # nothing buffered here is written twice by the child
         read, write = os.pipe()
+        gc.freeze()  # every object so far out of the collector's walks, here and in the child (`finish` undoes it)
         pid = os.fork()
         if pid == 0:  # the child: each job, one report line each, then leave without this process's exit handlers
             code = 0
             try:
+                gc.disable()
                 os.close(read)
                 for i, job in enumerate(jobs):
                     try:
@@ -88,6 +93,7 @@ class Children:
                 else:
                     self.failed.append(f"{job.path.name} (exit {code})")
         self.running = []
+        gc.unfreeze()
 
 
 _ACTIVE: ContextVar[Children | None] = ContextVar("forked_children", default=None)

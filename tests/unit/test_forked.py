@@ -3,6 +3,7 @@ failing child named."""
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 from pathlib import Path
@@ -75,8 +76,10 @@ def test_work_is_queued_until_start_then_one_child_per_core_runs_it(tmp_path: Pa
         assert forks == [] and not list(tmp_path.iterdir())  # queued: nothing forked, nothing made
         children.start()
         assert len(forks) == 2 and not children.queued
+        assert gc.get_freeze_count() > 0  # what the children share is out of the collector's walks meanwhile
     pids = {(tmp_path / f"{i}").read_text() for i in range(5)}
     assert len(pids) == 2 and str(os.getpid()) not in pids  # five files made by two children
+    assert gc.get_freeze_count() == 0  # and collected again once they are done
 
 
 def test_a_block_that_fails_starts_nothing_more(tmp_path: Path) -> None:
