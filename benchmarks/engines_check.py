@@ -16,9 +16,10 @@ Figures (seconds; median over the samples, their min-max the spread; ratio = stu
   sync save, cold restore   the save call to its return (files fsynced), the load call to its return
   async blocking, persist   async_save's return; from then until the files are complete
   interference              compute lost beside the persist: sum(steps during) - n x idle step
-The studyctl step stands for the real one: on a CPU job `compute: cpu` (a busy loop on a host core, no
-all-reduce: one rank), on a GPU job `compute: accelerator` with its measured dispatch share, each with
-`compute_s` = the real job's idle step.
+The studyctl step stands for the real one: on a CPU job `compute: cpu` (the dispatch, holding the GIL, then the
+kernels on the same core; no all-reduce: one rank), on a GPU job `compute: accelerator`, each with its default
+dispatch share (measured from this real job's step for `cpu`: `dispatch_share.cpu_share`) and `compute_s` = the
+real job's idle step.
 """
 
 from __future__ import annotations

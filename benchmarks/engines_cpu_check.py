@@ -9,10 +9,10 @@ default stager; shared memory + async staging) beside its steps, restored cold. 
 (`state: torch`, ZeRO 0, one rank, `device: cpu`) with `compute: cpu` and the job's idle step.
 
 Why `compute: cpu` stands for "a node training on its CPU": the job's step occupies a core for all of its time
-(kernels on the intra-op thread, Python dispatch between them), which is what `cpu` models (a busy loop on a core
-that releases the GIL); `accelerator` models a step whose device part holds no core, which a CPU job does not
-have. What `cpu` leaves out: the job's dispatch holds the GIL between its kernels, so a persist thread that runs
-Python (DCP's writer, per tensor) takes turns with it; the table shows what that costs.
+(kernels on the intra-op thread, Python dispatch between them), which is what `cpu` models: its dispatch
+(`dispatch_share` of the step, holding the GIL: a persist thread that runs Python, DCP's writer per tensor, takes
+turns with it) then its kernels (hashing on the same core, the GIL released); `accelerator` models a step whose
+device part holds no core, which a CPU job does not have.
 Every figure depends on this machine: 2 cores shared with other work (load printed), one virtio disk.
 """
 
@@ -74,6 +74,7 @@ def sensitivity() -> None:
     import torch
 
     from benchmarks.real_training import SHAPES, Job
+    from studyctl.definition.inputs.training import CPU_DISPATCH_SHARE
     from worker.compute import HostCompute
 
     torch.set_num_threads(1)
@@ -82,7 +83,7 @@ def sensitivity() -> None:
     cpu = time.thread_time()
     idle = statistics.median(job.steps(5))
     cpu = (time.thread_time() - cpu) / 5
-    host = HostCompute(idle)
+    host = HostCompute(idle, CPU_DISPATCH_SHARE)
     host.calibrate()
     print(f"# step sensitivity (load {os.getloadavg()[0]:.1f}): real step {idle:.3f} s wall, {cpu:.3f} s CPU")
     steps: tuple[tuple[str, Callable[[], object]], ...] = (("real torch step", job.step),
