@@ -214,12 +214,59 @@ def state_pair(rounds: int = 3, scratch: Path = Path("/var/tmp"), shape_name: st
               for what in ("dcp save", "dcp load", "torch.save")))
 
 
+def read_streams(rounds: int = 6, scratch: Path = Path("/var/tmp")) -> None:
+    """Cold torch.load of the real job's two files (model, optimizer) by path, as the job loads them, against the
+    same loads through the torch_save engine's read stream (`local_read_stream`: buffered as `open()` buffers) and
+    through the stream as it was before (a 16 MiB buffer, the point's I/O block), in one process, alternating:
+    wall and process CPU seconds."""
+    import io as stdio
+    import shutil
+    import tempfile
+
+    import torch
+
+    from benchmarks.engines_direct import drop_pages, fsync
+    from benchmarks.real_training import SHAPES, Job
+    from worker import io
+    from worker.storage.posix import local_read_stream
+
+    torch.set_num_threads(1)
+    job = Job(torch, SHAPES["cpu"], "cpu")
+    job.steps(1)
+    root = Path(tempfile.mkdtemp(prefix="read-streams-", dir=scratch))
+    paths = [root / f"{part}.pt" for part in ("model", "optim")]
+    for path, part in zip(paths, job.state().values(), strict=True):
+        torch.save(part, path)
+        fsync(path)
+    ways: dict[str, Callable[[Path], Any]] = {
+        "torch.load(path)": lambda p: p,
+        "engine stream": lambda p: local_read_stream(str(p), io.Split()),
+        "16 MiB buffer (before)": lambda p: stdio.BufferedReader(stdio.FileIO(p), 16 << 20)}
+    got: dict[str, list[tuple[float, float]]] = {}
+    load = os.getloadavg()[0]
+    try:
+        for r in range(rounds):
+            for name, opened in list(ways.items())[::1 if r % 2 == 0 else -1]:
+                drop_pages(paths)
+                wall, cpu = time.perf_counter(), time.process_time()
+                for path in paths:
+                    torch.load(opened(path), map_location="cpu", weights_only=True)
+                got.setdefault(name, []).append((time.perf_counter() - wall, time.process_time() - cpu))
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    print(f"# cold torch.load of the real job's files ({rounds} alternating rounds, load {load:.1f} -> "
+          f"{os.getloadavg()[0]:.1f}; median wall / CPU s): " + "; ".join(
+              f"{name} {statistics.median(w for w, _ in v):.3f} / {statistics.median(c for _, c in v):.3f}"
+              for name, v in got.items()))
+
+
 def main(repeat: int = 2, out: Path | None = None) -> None:
     print(f"\n## A real CPU training job's checkpoints vs studyctl (`python -m benchmarks engines_cpu {repeat}`)")
     sensitivity()
     engines_check.main(repeat, "cpu", out)
     tensor_count()
     state_pair()
+    read_streams()
 
 
 if __name__ == "__main__":
