@@ -19,6 +19,7 @@ Every figure depends on this machine: 2 cores shared with other work (load print
 from __future__ import annotations
 
 import hashlib
+import math
 import os
 import statistics
 import sys
@@ -214,6 +215,73 @@ def state_pair(rounds: int = 3, scratch: Path = Path("/var/tmp"), shape_name: st
               for what in ("dcp save", "dcp load", "torch.save")))
 
 
+def lost_beside_async_save(rounds: int = 3, scratch: Path = Path("/var/tmp")) -> None:
+    """The compute a DCP async_save of the real job's state costs the steps beside it, for the real step and for
+    `compute: cpu` at the real step's time with no dispatch (the model before it had one) and with its default
+    share, in one process, alternating, each stager of the CPU job: lost = sum(steps during) - n x idle (idle steps
+    right before and after), as `real_training` and the worker take it; wall and process CPU seconds."""
+    import shutil
+    import tempfile
+
+    import torch
+    import torch.distributed as dist
+    import torch.distributed.checkpoint as dcp
+    from torch.distributed.checkpoint.staging import DefaultStager, StagingOptions
+
+    from benchmarks.real_training import IDLE_STEPS, NO_STAGING_OPTIONS, SHAPES, STAGERS, Job
+    from studyctl.definition.inputs.training import CPU_DISPATCH_SHARE
+    from worker.compute import HostCompute
+
+    torch.set_num_threads(1)
+    os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
+    os.environ.setdefault("MASTER_PORT", str(29300 + os.getpid() % 1000))
+    dist.init_process_group("gloo", rank=0, world_size=1)
+    job = Job(torch, SHAPES["cpu"], "cpu")
+    job.steps(3)
+    state = job.state()
+    idle = statistics.median(job.steps(8))
+    steps: dict[str, Callable[[], object]] = {"real step": job.step}
+    for share in (0.0, CPU_DISPATCH_SHARE):
+        model = HostCompute(idle, share)
+        model.calibrate()
+        steps[f"compute cpu, share {share:.2f}"] = model.run
+
+    def timed(step: Callable[[], object]) -> float:
+        start = time.perf_counter()
+        step()
+        return time.perf_counter() - start
+
+    got: dict[tuple[str, str], list[tuple[float, float]]] = {}
+    load = os.getloadavg()[0]
+    root = Path(tempfile.mkdtemp(prefix="lost-beside-", dir=scratch))
+    try:
+        for r in range(rounds):
+            for stager_name, options in STAGERS["cpu"].items():
+                for name, step in list(steps.items())[::1 if r % 2 == 0 else -1]:
+                    before = [timed(step) for _ in range(IDLE_STEPS)]
+                    stager = DefaultStager(StagingOptions(**{**NO_STAGING_OPTIONS, **options}))
+                    start = time.perf_counter()
+                    response: Any = dcp.async_save(state, storage_writer=dcp.FileSystemWriter(
+                        root / f"{r}-{stager_name}-{list(steps).index(name)}", thread_count=1), async_stager=stager)
+                    upload: Any = getattr(response, "upload_completion", response)
+                    during = []
+                    while not upload.done():
+                        during.append(timed(step))
+                    upload.result()
+                    persist = time.perf_counter() - start
+                    after = [timed(step) for _ in range(IDLE_STEPS)]
+                    stager.close()
+                    lost = math.fsum(during) - len(during) * statistics.fmean(before + after)
+                    got.setdefault((stager_name, name), []).append((lost, persist))
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+        dist.destroy_process_group()
+    print(f"# compute lost beside a DCP async_save of the real state ({rounds} alternating rounds, idle step "
+          f"{idle:.3f} s, load {load:.1f} -> {os.getloadavg()[0]:.1f}; median lost s / persist s): " + "; ".join(
+              f"{stager} {name} {statistics.median(x for x, _ in v):.2f} / {statistics.median(p for _, p in v):.2f}"
+              for (stager, name), v in got.items()))
+
+
 def read_streams(rounds: int = 6, scratch: Path = Path("/var/tmp")) -> None:
     """Cold torch.load of the real job's two files (model, optimizer) by path, as the job loads them, against the
     same loads through the torch_save engine's read stream (`local_read_stream`: buffered as `open()` buffers) and
@@ -267,6 +335,7 @@ def main(repeat: int = 2, out: Path | None = None) -> None:
     tensor_count()
     state_pair()
     read_streams()
+    lost_beside_async_save()
 
 
 if __name__ == "__main__":
