@@ -19,6 +19,7 @@ H200 step. The figure depends on this machine's CPU (the H200 machine's host is 
 from __future__ import annotations
 
 import math
+import os
 import statistics
 import time
 from collections.abc import Callable
@@ -104,17 +105,20 @@ class OpCounter:
 class Step:
     """One eager training step of the model on `device`: forward and backward, then the optimizer."""
 
-    def __init__(self, torch: Any, device: str, shape: dict[str, int]) -> None:
+    def __init__(self, torch: Any, device: str, shape: dict[str, int], amp: bool = True, n_layer: int = N_LAYER,
+                 n_head: int = N_HEAD) -> None:
         meta = device == "meta"
         with torch.device(device):
-            self.model = gpt2(torch, shape["n_embd"], shape["vocab"], shape["seq"], casts=meta)
+            self.model = gpt2(torch, shape["n_embd"], shape["vocab"], shape["seq"], casts=meta, n_layer=n_layer,
+                              n_head=n_head)
         self.params = sum(p.numel() for p in self.model.parameters())
         # fused AdamW as the H200 run; `meta` has no fused kernel: foreach, more Python than fused
         self.optimizer = torch.optim.AdamW(self.model.parameters(), lr=1e-4, **(
             {"foreach": True} if meta else {"fused": True}))
         self.idx = torch.zeros(shape["batch"], shape["seq"], dtype=torch.long, device=device)
         self.autocast: Callable[[], Any] = (
-            (lambda: torch.autocast("cpu", dtype=torch.bfloat16)) if not meta else __import__("contextlib").nullcontext)
+            (lambda: torch.autocast("cpu", dtype=torch.bfloat16)) if amp and not meta
+            else __import__("contextlib").nullcontext)
         self.torch = torch
 
     def forward_backward(self) -> None:
@@ -259,3 +263,42 @@ def check(gib: float = 2.0) -> None:
                 print(lost_beside_async_save(torch, share, stager, state, folder))
             finally:
                 shutil.rmtree(folder)
+
+
+def cpu_share(steps: int = 7) -> float:
+    """`compute: cpu`'s default share: the host dispatch of the engine check's real CPU job (`real_training`'s
+    `cpu` shape, fp32, fused AdamW, 1 intra-op thread), the same graph on tiny tensors as above (no launches: its
+    kernels run on the same thread), over that job's own step at its shape, both in the thread's CPU time (which
+    load does not stretch; with one intra-op thread the step's kernels run on it)."""
+    import torch
+
+    from benchmarks.real_training import SHAPES, Job
+
+    torch.manual_seed(0)
+    torch.set_num_threads(1)
+    shape = SHAPES["cpu"]
+    print(f"\n## Dispatch share of the engine check's CPU training step (`dispatch_share.cpu_share({steps})`)")
+    print(f"# torch {torch.__version__}, CPU: {_cpu_name()}; real_training's `cpu` shape ({shape.n_layer} layers x "
+          f"{shape.n_embd}, batch {shape.batch} x {shape.seq}), fp32, fused AdamW, 1 intra-op thread; "
+          f"load {os.getloadavg()[0]:.1f}")
+    hosts = []
+    for tiny in TINY:
+        step = Step(torch, "cpu", tiny, amp=False, n_layer=shape.n_layer, n_head=shape.n_head)
+        host, ops = step.host_s(steps), step.ops()
+        hosts.append(host)
+        print(f"tiny, n_embd {tiny['n_embd']}, {tiny['seq']} token(s): {ops} ops, host {host * 1e3:.1f} ms "
+              f"({host / ops * 1e6:.1f} µs/op)")
+    alone = 2 * hosts[0] - hosts[1]
+    job = Job(torch, shape, "cpu")
+    job.steps(3)
+    walls, cpus = [], []
+    for _ in range(steps):
+        cpu = time.thread_time()
+        walls.append(job.step())
+        cpus.append(time.thread_time() - cpu)
+    full = statistics.median(cpus)
+    share = alone / full
+    print(f"dispatch alone (one token less): {alone * 1e3:.1f} ms; the step at its shape: {full * 1e3:.0f} ms CPU "
+          f"({statistics.median(walls) * 1e3:.0f} ms wall); share {share:.3f} (with one token's kernels: "
+          f"{hosts[0] / full:.3f}); load {os.getloadavg()[0]:.1f}")
+    return share

@@ -8,17 +8,19 @@ job holds), engines `torch_save` and `dcp`, strategies sync and async with the s
 real job trained on, submitted through the library API on the local backend; its figures are read from the points'
 result files. The two sides alternate (real first, then studyctl, then the other order), `repeat` rounds.
 
-Both sides take as many samples a round: studyctl's points write `writes` checkpoints each, and the real job runs
-its whole sequence `writes` times over (a job that checkpoints only once measures a cold allocator: its first
-staging copy page-faults every page, which a job's later checkpoints, and a point's, do not).
+Both sides take as many samples a round: studyctl's points write `writes` checkpoints each and restore as many
+(cold), and the real job runs its whole sequence `writes` times over (a job that checkpoints only once measures a
+cold allocator: its first staging copy page-faults every page, which a job's later checkpoints, and a point's,
+do not).
 
 Figures (seconds; median over the samples, their min-max the spread; ratio = studyctl / real):
   sync save, cold restore   the save call to its return (files fsynced), the load call to its return
   async blocking, persist   async_save's return; from then until the files are complete
   interference              compute lost beside the persist: sum(steps during) - n x idle step
-The studyctl step stands for the real one: on a CPU job `compute: cpu` (a busy loop on a host core, no
-all-reduce: one rank), on a GPU job `compute: accelerator` with its measured dispatch share, each with
-`compute_s` = the real job's idle step.
+The studyctl step stands for the real one: on a CPU job `compute: cpu` (the dispatch, holding the GIL, then the
+kernels on the same core; no all-reduce: one rank), on a GPU job `compute: accelerator`, each with its default
+dispatch share (measured from this real job's step for `cpu`: `dispatch_share.cpu_share`) and `compute_s` = the
+real job's idle step.
 """
 
 from __future__ import annotations
@@ -174,7 +176,7 @@ models: [{model_entry(shape)}]
 matrix: {{zero_stage: 0, nodes: 1, ranks_per_node: 1, io_mode: buffered, device: {device}, state: torch}}
 zip: [{json.dumps(zipped)}]
 filesystems: {{disk: {{path: {data}, kind: local}}}}
-checkpoint: {{writes: {writes}, reads: 1, scale: 1.0, buffer_mib: 64, block_mib: 16}}
+checkpoint: {{writes: {writes}, reads: {writes}, scale: 1.0, buffer_mib: 64, block_mib: 16}}
 ceilings: off
 calibration: off
 repetitions: 1

@@ -9,16 +9,17 @@ default stager; shared memory + async staging) beside its steps, restored cold. 
 (`state: torch`, ZeRO 0, one rank, `device: cpu`) with `compute: cpu` and the job's idle step.
 
 Why `compute: cpu` stands for "a node training on its CPU": the job's step occupies a core for all of its time
-(kernels on the intra-op thread, Python dispatch between them), which is what `cpu` models (a busy loop on a core
-that releases the GIL); `accelerator` models a step whose device part holds no core, which a CPU job does not
-have. What `cpu` leaves out: the job's dispatch holds the GIL between its kernels, so a persist thread that runs
-Python (DCP's writer, per tensor) takes turns with it; the table shows what that costs.
+(kernels on the intra-op thread, Python dispatch between them), which is what `cpu` models: its dispatch
+(`dispatch_share` of the step, holding the GIL: a persist thread that runs Python, DCP's writer per tensor, takes
+turns with it) then its kernels (hashing on the same core, the GIL released); `accelerator` models a step whose
+device part holds no core, which a CPU job does not have.
 Every figure depends on this machine: 2 cores shared with other work (load printed), one virtio disk.
 """
 
 from __future__ import annotations
 
 import hashlib
+import math
 import os
 import statistics
 import sys
@@ -74,6 +75,7 @@ def sensitivity() -> None:
     import torch
 
     from benchmarks.real_training import SHAPES, Job
+    from studyctl.definition.inputs.training import CPU_DISPATCH_SHARE
     from worker.compute import HostCompute
 
     torch.set_num_threads(1)
@@ -82,7 +84,7 @@ def sensitivity() -> None:
     cpu = time.thread_time()
     idle = statistics.median(job.steps(5))
     cpu = (time.thread_time() - cpu) / 5
-    host = HostCompute(idle)
+    host = HostCompute(idle, CPU_DISPATCH_SHARE)
     host.calibrate()
     print(f"# step sensitivity (load {os.getloadavg()[0]:.1f}): real step {idle:.3f} s wall, {cpu:.3f} s CPU")
     steps: tuple[tuple[str, Callable[[], object]], ...] = (("real torch step", job.step),
@@ -213,12 +215,127 @@ def state_pair(rounds: int = 3, scratch: Path = Path("/var/tmp"), shape_name: st
               for what in ("dcp save", "dcp load", "torch.save")))
 
 
+def lost_beside_async_save(rounds: int = 3, scratch: Path = Path("/var/tmp")) -> None:
+    """The compute a DCP async_save of the real job's state costs the steps beside it, for the real step and for
+    `compute: cpu` at the real step's time with no dispatch (the model before it had one) and with its default
+    share, in one process, alternating, each stager of the CPU job: lost = sum(steps during) - n x idle (idle steps
+    right before and after), as `real_training` and the worker take it; wall and process CPU seconds."""
+    import shutil
+    import tempfile
+
+    import torch
+    import torch.distributed as dist
+    import torch.distributed.checkpoint as dcp
+    from torch.distributed.checkpoint.staging import DefaultStager, StagingOptions
+
+    from benchmarks.real_training import IDLE_STEPS, NO_STAGING_OPTIONS, SHAPES, STAGERS, Job
+    from studyctl.definition.inputs.training import CPU_DISPATCH_SHARE
+    from worker.compute import HostCompute
+
+    torch.set_num_threads(1)
+    os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
+    os.environ.setdefault("MASTER_PORT", str(29300 + os.getpid() % 1000))
+    dist.init_process_group("gloo", rank=0, world_size=1)
+    job = Job(torch, SHAPES["cpu"], "cpu")
+    job.steps(3)
+    state = job.state()
+    idle = statistics.median(job.steps(8))
+    steps: dict[str, Callable[[], object]] = {"real step": job.step}
+    for share in (0.0, CPU_DISPATCH_SHARE):
+        model = HostCompute(idle, share)
+        model.calibrate()
+        steps[f"compute cpu, share {share:.2f}"] = model.run
+
+    def timed(step: Callable[[], object]) -> float:
+        start = time.perf_counter()
+        step()
+        return time.perf_counter() - start
+
+    got: dict[tuple[str, str], list[tuple[float, float]]] = {}
+    load = os.getloadavg()[0]
+    root = Path(tempfile.mkdtemp(prefix="lost-beside-", dir=scratch))
+    try:
+        for r in range(rounds):
+            for stager_name, options in STAGERS["cpu"].items():
+                for name, step in list(steps.items())[::1 if r % 2 == 0 else -1]:
+                    before = [timed(step) for _ in range(IDLE_STEPS)]
+                    stager = DefaultStager(StagingOptions(**{**NO_STAGING_OPTIONS, **options}))
+                    start = time.perf_counter()
+                    response: Any = dcp.async_save(state, storage_writer=dcp.FileSystemWriter(
+                        root / f"{r}-{stager_name}-{list(steps).index(name)}", thread_count=1), async_stager=stager)
+                    upload: Any = getattr(response, "upload_completion", response)
+                    during = []
+                    while not upload.done():
+                        during.append(timed(step))
+                    upload.result()
+                    persist = time.perf_counter() - start
+                    after = [timed(step) for _ in range(IDLE_STEPS)]
+                    stager.close()
+                    lost = math.fsum(during) - len(during) * statistics.fmean(before + after)
+                    got.setdefault((stager_name, name), []).append((lost, persist))
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+        dist.destroy_process_group()
+    print(f"# compute lost beside a DCP async_save of the real state ({rounds} alternating rounds, idle step "
+          f"{idle:.3f} s, load {load:.1f} -> {os.getloadavg()[0]:.1f}; median lost s / persist s): " + "; ".join(
+              f"{stager} {name} {statistics.median(x for x, _ in v):.2f} / {statistics.median(p for _, p in v):.2f}"
+              for (stager, name), v in got.items()))
+
+
+def read_streams(rounds: int = 6, scratch: Path = Path("/var/tmp")) -> None:
+    """Cold torch.load of the real job's two files (model, optimizer) by path, as the job loads them, against the
+    same loads through the torch_save engine's read stream (`local_read_stream`: buffered as `open()` buffers) and
+    through the stream as it was before (a 16 MiB buffer, the point's I/O block), in one process, alternating:
+    wall and process CPU seconds."""
+    import io as stdio
+    import shutil
+    import tempfile
+
+    import torch
+
+    from benchmarks.engines_direct import drop_pages, fsync
+    from benchmarks.real_training import SHAPES, Job
+    from worker import io
+    from worker.storage.posix import local_read_stream
+
+    torch.set_num_threads(1)
+    job = Job(torch, SHAPES["cpu"], "cpu")
+    job.steps(1)
+    root = Path(tempfile.mkdtemp(prefix="read-streams-", dir=scratch))
+    paths = [root / f"{part}.pt" for part in ("model", "optim")]
+    for path, part in zip(paths, job.state().values(), strict=True):
+        torch.save(part, path)
+        fsync(path)
+    ways: dict[str, Callable[[Path], Any]] = {
+        "torch.load(path)": lambda p: p,
+        "engine stream": lambda p: local_read_stream(str(p), io.Split()),
+        "16 MiB buffer (before)": lambda p: stdio.BufferedReader(stdio.FileIO(p), 16 << 20)}
+    got: dict[str, list[tuple[float, float]]] = {}
+    load = os.getloadavg()[0]
+    try:
+        for r in range(rounds):
+            for name, opened in list(ways.items())[::1 if r % 2 == 0 else -1]:
+                drop_pages(paths)
+                wall, cpu = time.perf_counter(), time.process_time()
+                for path in paths:
+                    torch.load(opened(path), map_location="cpu", weights_only=True)
+                got.setdefault(name, []).append((time.perf_counter() - wall, time.process_time() - cpu))
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    print(f"# cold torch.load of the real job's files ({rounds} alternating rounds, load {load:.1f} -> "
+          f"{os.getloadavg()[0]:.1f}; median wall / CPU s): " + "; ".join(
+              f"{name} {statistics.median(w for w, _ in v):.3f} / {statistics.median(c for _, c in v):.3f}"
+              for name, v in got.items()))
+
+
 def main(repeat: int = 2, out: Path | None = None) -> None:
     print(f"\n## A real CPU training job's checkpoints vs studyctl (`python -m benchmarks engines_cpu {repeat}`)")
     sensitivity()
     engines_check.main(repeat, "cpu", out)
     tensor_count()
     state_pair()
+    read_streams()
+    lost_beside_async_save()
 
 
 if __name__ == "__main__":

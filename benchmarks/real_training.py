@@ -167,13 +167,15 @@ class Run:
         tmp.replace(self.out)
         print(key, json.dumps(value, default=str), flush=True)
 
-    def timed(self, fn: Callable[[], Any]) -> tuple[float, float]:
-        """(wall, CPU) seconds of a call: the CPU the whole process spent in it, its threads included."""
+    def timed(self, fn: Callable[[], Any]) -> dict[str, float]:
+        """Wall and CPU seconds of a call (the CPU the whole process spent in it, its threads included), and the
+        page faults it took (minor: fresh memory touched, a cached page mapped)."""
         self.job.sync()
-        start, cpu = time.perf_counter(), time.process_time()
+        start, cpu, faults = time.perf_counter(), time.process_time(), _minor_faults()
         fn()
         self.job.sync()
-        return time.perf_counter() - start, time.process_time() - cpu
+        return {"s": time.perf_counter() - start, "cpu_s": time.process_time() - cpu,
+                "minflt": _minor_faults() - faults}
 
     def torch_save(self, rep: int) -> None:
         """torch.save of model and optimizer, each file fsynced, then the directory; a cold torch.load of both."""
@@ -187,12 +189,11 @@ class Run:
                 fsync(Path(path))
             fsync(d)
 
-        seconds, cpu = self.timed(save)
-        self.log(f"torch_save_{rep}", {"bytes": nbytes(paths), "s": seconds, "cpu_s": cpu})
+        took = self.timed(save)
+        self.log(f"torch_save_{rep}", {"bytes": nbytes(paths), **took})
         drop_pages([Path(p) for p in paths])
-        seconds, cpu = self.timed(lambda: [torch.load(p, map_location=self.device, weights_only=True)
-                                           for p in paths])
-        self.log(f"torch_load_{rep}", {"bytes": nbytes(paths), "s": seconds, "cpu_s": cpu})
+        took = self.timed(lambda: [torch.load(p, map_location=self.device, weights_only=True) for p in paths])
+        self.log(f"torch_load_{rep}", {"bytes": nbytes(paths), **took})
         shutil.rmtree(d)
 
     def dcp_sync(self, rep: int) -> None:
@@ -200,12 +201,12 @@ class Run:
         import torch.distributed.checkpoint as dcp
 
         d = self.root / f"dcp_sync{rep}"
-        seconds, cpu = self.timed(lambda: dcp.save(self.state, storage_writer=dcp.FileSystemWriter(d, thread_count=1)))
+        took = self.timed(lambda: dcp.save(self.state, storage_writer=dcp.FileSystemWriter(d, thread_count=1)))
         paths = files(d)
-        self.log(f"dcp_save_{rep}", {"bytes": nbytes(paths), "files": len(paths), "s": seconds, "cpu_s": cpu})
+        self.log(f"dcp_save_{rep}", {"bytes": nbytes(paths), "files": len(paths), **took})
         drop_pages([Path(p) for p in paths])
-        seconds, cpu = self.timed(lambda: dcp.load(self.state, storage_reader=dcp.FileSystemReader(d)))
-        self.log(f"dcp_load_{rep}", {"bytes": nbytes(paths), "s": seconds, "cpu_s": cpu})
+        took = self.timed(lambda: dcp.load(self.state, storage_reader=dcp.FileSystemReader(d)))
+        self.log(f"dcp_load_{rep}", {"bytes": nbytes(paths), **took})
         shutil.rmtree(d)
 
     def dcp_async(self, stager_name: str, rep: int) -> None:
@@ -241,6 +242,12 @@ class Run:
             else None, "idle_step_s": idle, "idle_before_s": statistics.fmean(before),
             "idle_after_s": statistics.fmean(after), "lost_compute_s": sum(during) - len(during) * idle})
         shutil.rmtree(d)
+
+
+def _minor_faults() -> int:
+    import resource
+
+    return resource.getrusage(resource.RUSAGE_SELF).ru_minflt
 
 
 def main(root: str, out: str, shape: str = "cpu", repeat: int = 1, threads: int = 1) -> dict[str, Any]:

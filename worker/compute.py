@@ -7,8 +7,11 @@ Two compute models, chosen in the sweep (`training.simulated_step.compute`):
   rank), then waiting on its device for the rest (a sleep, which holds no core and releases the GIL). With
   `device: cuda` the rest is real GPU work launched from that thread (matmuls sized by calibration), then
   `torch.cuda.synchronize()`.
-- cpu: CPU-side work. BLAKE2 hashing of an in-memory array, calibrated to `compute_s`; it runs at
-  memory and CPU speed and releases the GIL, so a persist thread really runs beside it on the cores.
+- cpu: the node trains on its own CPUs with an eager framework (a PyTorch loop on host tensors). A step is the
+  same dispatch (DISPATCH, `dispatch_share` of the step: the framework's Python between its kernels, holding the
+  GIL), then the kernels' part for the rest: BLAKE2 hashing of an in-memory array, which runs at memory and CPU
+  speed on the rank's core and releases the GIL, as torch's CPU kernels do. A persist's Python (DCP's writer and
+  stager threads) then takes turns with the dispatch for the GIL, and its copies take the cores from the kernels.
 
 Why dispatch, then the rest, and not the two overlapped: on a GPU the kernel queue lets the device run behind the
 host, so a step's host and device time overlap. But the device cannot run a kernel before the host has launched
@@ -21,6 +24,8 @@ runs ahead (the model overstates a stall shorter than that lead) and cannot abso
 autocast and fused AdamW, over the H200's 0.378 s step). What it lets a background persist cost: the persist's
 Python (serialization, a stager's or writer's thread) takes the GIL from the dispatch, and on a node with no
 free core its copies take the core; the device's part meanwhile runs on.
+The cpu step's default (0.20) is measured the same way on the engine check's real CPU job
+(`dispatch_share.cpu_share`: the graph's dispatch on tiny tensors over its fp32 step, both in thread CPU time).
 
 Every step ends with an MPI_Allreduce (SUM) of `allreduce_mib` per rank on the world communicator, so
 under Slurm it crosses real nodes. Its last element is each rank's "my background work is done" flag:
@@ -39,33 +44,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from studyctl.definition.checkpoint.points import CALIBRATION_STEPS
-from studyctl.definition.inputs.training import DISPATCH_SHARE
+from studyctl.definition.inputs.training import DISPATCH_SHARES
 from studyctl.units import MIB
 
 ARRAY_BYTES = 4 << 20  # larger than a core's cache: memory traffic, like a real step's
-
-
-class HostCompute:
-    """compute cpu: a busy loop on a host core, calibrated to `compute_s` on an idle rank."""
-
-    def __init__(self, compute_s: float) -> None:
-        self.compute_s = compute_s
-        self.data = memoryview(bytearray(os.urandom(ARRAY_BYTES)))
-        self.passes = 1
-
-    def _run(self, passes: int) -> float:
-        start = time.perf_counter()
-        for _ in range(passes):
-            hashlib.blake2b(self.data).digest()
-        return time.perf_counter() - start
-
-    def calibrate(self) -> None:
-        self._run(1)  # warm the array and the code
-        one = min(self._run(1) for _ in range(3))
-        self.passes = max(1, round(self.compute_s / max(one, 1e-6)))
-
-    def run(self) -> None:
-        self._run(self.passes)
 
 
 # One dispatched op: the kinds an eager step's host code walks through (names only: a dict lookup per op).
@@ -118,6 +100,39 @@ class Dispatch:
 
         per_op = min(one() for _ in range(3)) / _CALIBRATION_OPS
         self.ops = max(1, round(host_s / max(per_op, 1e-9)))
+
+
+class HostCompute:
+    """compute cpu: the step's dispatch on this thread (`dispatch_share` of `compute_s`, holding the GIL), then its
+    kernels for the rest: hashing on the same core, the GIL released; both calibrated on an idle rank."""
+
+    def __init__(self, compute_s: float, dispatch_share: float) -> None:
+        self.compute_s = compute_s
+        self.dispatch_share = dispatch_share
+        self.dispatch = Dispatch()
+        self.kernel_s = compute_s * (1.0 - dispatch_share)
+        self.data = memoryview(bytearray(os.urandom(ARRAY_BYTES)))
+        self.passes = 0
+
+    def _kernels(self, passes: int) -> float:
+        start = time.perf_counter()
+        for _ in range(passes):
+            hashlib.blake2b(self.data).digest()
+        return time.perf_counter() - start
+
+    def calibrate(self) -> None:
+        self.dispatch.calibrate(self.compute_s * self.dispatch_share)
+        self._kernels(1)  # warm the array and the code
+        one = min(self._kernels(1) for _ in range(3))
+        self.passes = round(self.kernel_s / max(one, 1e-6)) if self.kernel_s > 0 else 0
+
+    def kernels(self) -> None:
+        """The kernels' part: the GIL released, a core held."""
+        self._kernels(self.passes)
+
+    def run(self) -> None:
+        self.dispatch.run(self.dispatch.ops)
+        self.kernels()
 
 
 class DeviceCompute:
@@ -206,8 +221,9 @@ class Trainer:
 
         self.comm = comm
         self.size = comm.Get_size()
-        share = DISPATCH_SHARE if dispatch_share is None else dispatch_share
-        self.work = HostCompute(compute_s) if model == "cpu" else device_compute(compute_s, share, device)
+        share = DISPATCH_SHARES[model] if dispatch_share is None else dispatch_share  # type: ignore[index]
+        self.work: HostCompute | DeviceCompute = (
+            HostCompute(compute_s, share) if model == "cpu" else device_compute(compute_s, share, device))
         self.grad_bytes = int(allreduce_mib * MIB) // 4 * 4
         # float32 gradients (zeros: a sum that stays finite), then the stop flag
         self.grads = np.zeros(self.grad_bytes // 4 + 1, dtype=np.float32)

@@ -1,4 +1,5 @@
-"""The accelerator step's host side, with real threads: its dispatch holds the GIL, its wait on the device does not.
+"""The simulated step's host side, with real threads: its dispatch holds the GIL; what follows it does not (an
+accelerator step's wait on its device, a cpu step's kernels, which hold a core instead).
 
 Assertions are on counts and on the GIL's own hand-off: with a long switch interval S, a thread that wants the GIL
 from a thread running Python waits S for it, while one that waits on a thread doing I/O gets it at that thread's
@@ -19,7 +20,7 @@ from pathlib import Path
 import pytest
 from mpi4py import MPI
 
-from studyctl.definition.inputs.training import DISPATCH_SHARE
+from studyctl.definition.inputs.training import CPU_DISPATCH_SHARE, DISPATCH_SHARE
 from worker.compute import DeviceCompute, Dispatch, HostCompute, Trainer
 
 SWITCH_S = 1.0
@@ -71,8 +72,18 @@ def calibrated(share: float = 0.4, compute_s: float = STEP_S) -> DeviceCompute:
     return work
 
 
-def test_the_dispatch_never_lets_a_python_thread_run() -> None:
-    work = calibrated()
+def host(share: float = 0.4, compute_s: float = STEP_S) -> HostCompute:
+    work = HostCompute(compute_s, share)
+    work.calibrate()
+    return work
+
+
+MODELS = {"accelerator": calibrated, "cpu": host}
+
+
+@pytest.mark.parametrize("model", sorted(MODELS))
+def test_the_dispatch_never_lets_a_python_thread_run(model: str) -> None:
+    work = MODELS[model]()
     with beside(python_work) as count:
         time.sleep(0.02)  # the background thread takes the GIL; taking it back below waits SWITCH_S
         before = count[0]
@@ -110,23 +121,39 @@ def test_the_device_wait_lets_a_python_thread_run() -> None:
         assert count[0] > before, "waiting on the device releases the GIL"
 
 
+def test_a_cpu_steps_kernels_let_a_python_thread_run() -> None:
+    work = host()
+    assert work.passes > 0
+    with beside(python_work) as count:
+        time.sleep(0.02)
+        before = count[0]  # this thread holds the GIL again: the background thread waits SWITCH_S for it
+        work.kernels()
+        assert count[0] > before, "the kernels' part releases the GIL"
+
+
+@pytest.mark.parametrize("model", sorted(MODELS))
 @pytest.mark.parametrize("share", [0.1, 0.5])
-def test_calibration_gives_the_share_asked_for_on_an_idle_rank(share: float) -> None:
+def test_calibration_gives_the_share_asked_for_on_an_idle_rank(model: str, share: float) -> None:
     """In this thread's CPU time (load stretches the wall time of the same work, not its CPU time)."""
-    work = calibrated(share, compute_s=0.2)
+    work = MODELS[model](share, compute_s=0.2)
     start = time.thread_time()
     work.dispatch.run(work.dispatch.ops)
     used = time.thread_time() - start
     assert 0.5 < used / (share * 0.2) < 2.0, used
-    assert work.device_s == pytest.approx(0.2 * (1 - share)), "the device does the rest"
+    rest = work.device_s if isinstance(work, DeviceCompute) else work.kernel_s
+    assert rest == pytest.approx(0.2 * (1 - share)), "the device or the kernels do the rest"
 
 
-def test_no_share_means_no_dispatch_and_a_cpu_step_has_none() -> None:
+def test_no_share_means_no_dispatch_and_each_model_has_its_own_default() -> None:
     work = calibrated(0.0)
     assert work.dispatch.ops == 0 and work.device_s == STEP_S
+    assert host(0.0).dispatch.ops == 0 and host(1.0).passes == 0, "all dispatch: no kernels"
     assert Dispatch().run(0) == 0
     comm = MPI.COMM_SELF
-    assert isinstance(Trainer(comm, STEP_S, "cpu", 0.0, dispatch_share=0.5).work, HostCompute)
+    chosen = Trainer(comm, STEP_S, "cpu", 0.0, dispatch_share=0.5).work
+    assert isinstance(chosen, HostCompute) and chosen.dispatch_share == 0.5
+    cpu = Trainer(comm, STEP_S, "cpu", 0.0).work
+    assert isinstance(cpu, HostCompute) and cpu.dispatch_share == CPU_DISPATCH_SHARE
     default = Trainer(comm, STEP_S, "accelerator", 0.0).work
     assert isinstance(default, DeviceCompute) and default.dispatch_share == DISPATCH_SHARE
 

@@ -29,7 +29,7 @@ def test_the_check_sweep_runs_each_engine_sync_and_dcp_async_with_each_stager(tm
                            *(("dcp", "async", name) for name in STAGERS[device])])
     for p in points:
         assert (p.checkpoint.device, p.checkpoint.state, p.zero_stage, p.world_size) == (device, "torch", 0, 1)
-        assert p.checkpoint.writes == 2 and p.checkpoint.scale == 1.0
+        assert p.checkpoint.writes == p.checkpoint.reads == 2 and p.checkpoint.scale == 1.0
 
 
 def test_the_studyctl_model_holds_the_real_models_bytes(tmp_path: Path) -> None:

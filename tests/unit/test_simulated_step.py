@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from studyctl.definition.checkpoint.points import CheckpointOptions, Point
-from studyctl.definition.inputs.training import DISPATCH_SHARE, SimulatedStep
+from studyctl.definition.inputs.training import CPU_DISPATCH_SHARE, DISPATCH_SHARE, DISPATCH_SHARES, SimulatedStep
 from studyctl.definition.planning.expand import expand
 from studyctl.definition.planning.sweep import load_sweep
 from studyctl.definition.result.result_schema import Result
@@ -106,13 +106,15 @@ def test_interference_may_be_negative_in_a_result() -> None:
     assert timing.interference_s == -0.3
 
 
-def test_the_dispatch_share_reaches_background_points_and_the_default_keeps_their_ids(tmp_path: Path) -> None:
-    accelerator = {"simulated_step": {"compute_s": 0.2, "compute": "accelerator"}}
+@pytest.mark.parametrize("compute", sorted(DISPATCH_SHARES))
+def test_the_dispatch_share_reaches_background_points_and_the_default_keeps_their_ids(tmp_path: Path,
+                                                                                      compute: str) -> None:
+    accelerator = {"simulated_step": {"compute_s": 0.2, "compute": compute}}
     default = points(tmp_path, training=accelerator)
     assert all(p.checkpoint.dispatch_share is None for p in default), "the default travels as None"
     assert all("dispatch_share" not in p.canonical()["checkpoint"] for p in default)
     explicit = points(tmp_path, training={"simulated_step": {**accelerator["simulated_step"],
-                                                             "dispatch_share": DISPATCH_SHARE}})
+                                                             "dispatch_share": DISPATCH_SHARES[compute]}})
     assert [p.point_id for p in explicit] == [p.point_id for p in default], "the default written out: same points"
     chosen = points(tmp_path, training={"simulated_step": {**accelerator["simulated_step"], "dispatch_share": 0.4}})
     sync, asyn, tiered = (p.checkpoint for p in chosen)
@@ -125,13 +127,17 @@ def test_the_dispatch_share_reaches_background_points_and_the_default_keeps_thei
 
 
 def test_a_recovery_steps_default_share_stays_out_of_its_id() -> None:
-    step = SimulatedStep(compute_s=0.2)
-    assert "dispatch_share" not in step.model_dump() and SimulatedStep.model_validate(step.model_dump()) == step
+    for compute, share in DISPATCH_SHARES.items():
+        step = SimulatedStep(compute_s=0.2, compute=compute)
+        assert step.dispatch_share == share, "an unset share is the compute model's own default"
+        assert "dispatch_share" not in step.model_dump() and SimulatedStep.model_validate(step.model_dump()) == step
     assert SimulatedStep(compute_s=0.2, dispatch_share=0.4).model_dump()["dispatch_share"] == 0.4
+    cpu = SimulatedStep(compute="cpu", dispatch_share=DISPATCH_SHARE)
+    assert cpu.model_dump()["dispatch_share"] == DISPATCH_SHARE != CPU_DISPATCH_SHARE, "another model's default"
 
 
 @pytest.mark.parametrize(("step", "says"), [
-    ({"compute": "cpu", "dispatch_share": 0.3}, "dispatch_share applies to compute accelerator"),
+    ({"compute": "cpu", "dispatch_share": -0.1}, "greater than or equal to 0"),
     ({"dispatch_share": 1.5}, "less than or equal to 1"),
 ])
 def test_a_share_that_cannot_apply_is_refused_in_one_line(tmp_path: Path, step: dict, says: str) -> None:

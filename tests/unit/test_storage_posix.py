@@ -3,6 +3,7 @@ the point asks, a failed write leaving no file), list_step, step_path, and the p
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -12,7 +13,7 @@ from studyctl.definition.inputs.catalog import lookup
 from tests import storage_streams as checks
 from worker import io
 from worker.storage import open_storage
-from worker.storage.posix import PosixStorage
+from worker.storage.posix import PosixStorage, local_read_stream, read_buffer
 
 MIB = 1 << 20
 
@@ -89,3 +90,19 @@ def test_make_cold_names_follows_the_cold_read_method(tmp_path: Path) -> None:
     s.cold_read = "fadvise"
     with pytest.raises(FileNotFoundError):
         s.make_cold(checks.STEP, ["missing.pt"])
+
+
+def test_the_read_stream_reads_as_open_does(tmp_path: Path) -> None:
+    """torch.load(path) reads through `open(path, "rb")`: the engine's stream fills the same buffer from its file
+    (not the point's I/O block: 1 MiB here), and a record larger than the buffer is read straight into its
+    destination, nothing read ahead of it."""
+    path = tmp_path / "f"
+    path.write_bytes(os.urandom(4 * MIB))
+    split = io.Split()
+    with open(path, "rb") as plain, local_read_stream(str(path), split) as ours:
+        assert plain.read(10) == ours.read(10)
+        fd = ours.raw.fd  # type: ignore[attr-defined]  # a BufferedReader over the timed raw stream
+        assert os.lseek(fd, 0, os.SEEK_CUR) == os.lseek(plain.fileno(), 0, os.SEEK_CUR) == read_buffer(fd) < MIB
+        record = bytearray(2 * MIB)
+        assert ours.readinto(record) == 2 * MIB and record == path.read_bytes()[10:10 + 2 * MIB]
+        assert os.lseek(fd, 0, os.SEEK_CUR) == 10 + 2 * MIB, "the record straight from the file, no read-ahead"

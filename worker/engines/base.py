@@ -43,8 +43,8 @@ class PathTarget:
     """Files in a directory per checkpoint index (a node-local tier, a test's folder): plain buffered streams,
     fsynced on close when `fsync`."""
 
-    def __init__(self, step_path: StepPath, fsync: bool = True, block: int = 1 << 20) -> None:
-        self._step_path, self.fsync, self.block = step_path, fsync, block
+    def __init__(self, step_path: StepPath, fsync: bool = True) -> None:
+        self._step_path, self.fsync = step_path, fsync
         self.split: io.Split | None = None
 
     def step_path(self, step: int) -> Path:
@@ -56,7 +56,7 @@ class PathTarget:
         return local_write_stream(str(directory / name), self._split(), self.fsync)
 
     def open_read(self, step: int, name: str) -> BinaryIO:
-        return local_read_stream(str(self._step_path(step) / name), self._split(), self.block)
+        return local_read_stream(str(self._step_path(step) / name), self._split())
 
     def _split(self) -> io.Split:
         return self.split if self.split is not None else io.Split()

@@ -119,8 +119,9 @@ class CheckpointOptions(EngineOptions):
                                         description="async/tiered: gradient all-reduce per simulated step and rank "
                                                     "(training.simulated_step.allreduce_mib)")
     dispatch_share: float | None = Field(None, ge=0, le=1, json_schema_extra={**_OMIT_AT_DEFAULT, **_NOT_AN_AXIS},
-                                         description="async/tiered, accelerator: the step's host dispatch share "
-                                                     "(training.simulated_step.dispatch_share; None: its default)")
+                                         description="async/tiered: the step's host dispatch share "
+                                                     "(training.simulated_step.dispatch_share; None: its compute "
+                                                     "model's default)")
     part_mib: int = Field(16, ge=MIN_PART_BYTES >> 20, le=MAX_PART_BYTES >> 20, json_schema_extra=_OMIT_AT_DEFAULT,
                           description="object stores: multipart part size (an object at or below it is one PUT) "
                                       "and ranged-GET size (S3's smallest and largest part; at most 10,000 parts "

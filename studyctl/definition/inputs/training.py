@@ -38,10 +38,17 @@ HOUR_S = 3600.0
 DAY_S = 86400.0
 
 
-# The share of an idle accelerator step its Python thread spends dispatching (holding the GIL and a core): an eager
-# GPT-2 XL step's host time, bf16 autocast and fused AdamW, over the H200's 0.378 s step (`python -m benchmarks
-# dispatch_share`: 0.23-0.29 on this project's 2-core EPYC, a figure of that CPU).
+# The share of an idle step the rank's Python thread spends dispatching (holding the GIL and a core), for each
+# compute model; a figure of the CPU it was measured on (this project's 2-core EPYC):
+# - accelerator: an eager GPT-2 XL step's host time, bf16 autocast and fused AdamW, over the H200's 0.378 s step
+#   (`python -m benchmarks dispatch_share`: 0.23-0.29);
+# - cpu: a node training on its own CPUs with an eager framework, the engine check's real CPU job
+#   (`benchmarks.real_training`'s `cpu` shape: GPT-2 XL's 48 layers and 25 heads at hidden size 200, fp32, fused
+#   AdamW, 1 intra-op thread): the same graph's dispatch on tiny tensors over the step at its shape, both in the
+#   thread's CPU time (`dispatch_share.cpu_share`: 75 ms of 390 ms, 0.19-0.20).
 DISPATCH_SHARE = 0.25
+CPU_DISPATCH_SHARE = 0.20
+DISPATCH_SHARES: dict[ComputeModel, float] = {"accelerator": DISPATCH_SHARE, "cpu": CPU_DISPATCH_SHARE}
 
 
 class SimulatedStep(BaseModel):
@@ -52,30 +59,34 @@ class SimulatedStep(BaseModel):
     compute_s: float = Field(0.5, gt=0, description="compute of one simulated step")
     compute: ComputeModel = Field("accelerator", description=(
         "accelerator: the rank's Python thread dispatches (dispatch_share of the step, holding the GIL and a "
-        "core), then waits while its device computes, then all-reduces its gradients; cpu: a busy loop on a "
-        "host core, for CPU-side work"))
+        "core), then waits while its device computes, then all-reduces its gradients; cpu: the node trains on "
+        "its CPUs, the same dispatch then its kernels on the same core (releasing the GIL)"))
     allreduce_mib: float = Field(16.0, ge=0, description="gradient all-reduce per step and rank (0: none)")
     dispatch_share: float = Field(DISPATCH_SHARE, ge=0, le=1, description=(
-        "accelerator: share of an idle step the rank's Python thread dispatches (holding the GIL and a core) "
-        f"before it waits on the device; default {DISPATCH_SHARE}, measured from an eager GPT-2 XL step"))
+        "share of an idle step the rank's Python thread dispatches (holding the GIL and a core) before its "
+        f"device (accelerator) or its kernels (cpu) do the rest; default {DISPATCH_SHARE} for accelerator, "
+        f"{CPU_DISPATCH_SHARE} for cpu, each measured from an eager training step"))
 
-    @model_validator(mode="after")
-    def _dispatch_on_an_accelerator(self) -> SimulatedStep:
-        if self.compute == "cpu" and "dispatch_share" in self.model_fields_set:
-            raise ValueError("dispatch_share applies to compute accelerator (a cpu step is all host work)")
-        return self
+    @model_validator(mode="before")
+    @classmethod
+    def _default_share_of_the_model(cls, data: Any) -> Any:
+        """An unset share is its compute model's default (an unknown model is the field's own error)."""
+        if isinstance(data, dict) and data.get("dispatch_share") is None:
+            share = DISPATCH_SHARES.get(data.get("compute", "accelerator"))
+            data = {**data, "dispatch_share": share} if share is not None else data
+        return data
 
     @model_serializer(mode="wrap")
     def _omit_default_share(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
         """Left out at its default, so a recovery point's step (part of its id) keeps the id it had before."""
         data: dict[str, Any] = handler(self)
-        if data.get("dispatch_share") == DISPATCH_SHARE:
+        if data.get("dispatch_share") == DISPATCH_SHARES[self.compute]:
             del data["dispatch_share"]
         return data
 
     def point_dispatch_share(self) -> float | None:
-        """What a point carries: None at the default (so existing points keep their ids) and for a cpu step."""
-        return None if self.compute == "cpu" or self.dispatch_share == DISPATCH_SHARE else self.dispatch_share
+        """What a point carries: None at its compute model's default (so existing points keep their ids)."""
+        return None if self.dispatch_share == DISPATCH_SHARES[self.compute] else self.dispatch_share
 
 
 class TrainingSpec(BaseModel):

@@ -38,7 +38,7 @@ DcpExecutor = Literal["thread", "process"]  # DCP async_save's executor
 StateConvention = Literal["megatron", "torch"]  # what the state holds per parameter (14 B or 12 B)
 ReplicatedWriter = Literal["dp0", "spread"]  # who writes the states DP replicas share
 Launcher = Literal["mpiexec", "srun"]  # what started a restart's world
-# How a background strategy's simulated training step computes: an accelerator's dispatch share of a core, or a
-# CPU kept busy for the whole step.
+# How a background strategy's simulated training step computes: after its dispatch share (GIL and a core), on an
+# accelerator (no core held) or in kernels on the host's CPU (a core held, the GIL released).
 ComputeModel = Literal["accelerator", "cpu"]
 SchemaVersion = Literal[1]  # the result and error files' format

@@ -71,7 +71,7 @@ class StrategyTiming(_Strict):
     idle_step_s_mean: Seconds | None = None  # mean over ranks of their idle step mean (None in older results)
     interference_ci_s: Seconds | None = None  # 95% CI half-width of interference_s from the step samples
     allreduce_bytes: Bytes = 0  # gradient bytes all-reduced by the window's steps, all ranks
-    # CPU time / wall time of the window's compute: accelerator its dispatch share, cpu ~1
+    # CPU time / wall time of the window's compute: accelerator its dispatch share, cpu ~1 (dispatch + kernels)
     compute_cpu_share: Share | None = None
     # read: where the bytes came from, and how long reading and broadcasting took
     tier_bytes: Bytes = 0  # read from a node-local tier
