@@ -105,11 +105,13 @@ def make_outputs(paths: StudyPaths, found: dict[str, list[AttemptFiles]], status
     tables.problems.extend([*_missing_results(tables, statuses), *dlio_problems])
     table_memo = OutputMemo(paths.tables_cache / TABLE_MEMO, paths.tables, forget=force)
     plot_memo = OutputMemo(paths.tables_cache / PLOT_MEMO, paths.plots, forget=force)
-    # Figures are built here; the tables' writing first, then each figure's rendering, are queued for forked
-    # children (`forked`), which start once every figure is built, while this process makes the report (which reads
-    # no PNG and no table file).
+    # The tables are written by a forked child while the figures are built here; each figure's rendering is queued
+    # for more children (`forked`), which start once every figure is built, while this process makes the report
+    # (which reads no PNG and no table file).
     with recording(plot_memo), forking() as children:
         in_child(paths.tables, lambda: write_tables(tables, paths, table_memo), lambda: None)
+        if children is not None:
+            children.start()  # the tables are written while the figures are built
         plot_sets, skipped = _draw(tables, paths.plots)
         ratio_files, plot_sets["ratios"], sections = _ratio_outputs(tables, specs, paths)
         if children is not None:

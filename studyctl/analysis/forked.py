@@ -7,14 +7,15 @@ over one child per core, forked at that moment, which work on the very objects t
 as working here), while this process makes the report. Outside `forking` (tests, compare), or with one core, the
 work runs here at once. A child's failed work makes the block raise, naming its file; the traceback is on stderr.
 
-A fork is made only when every figure is built, once per core: a child of a process holding a large study's rows
-costs its page tables and every page either side then writes (copy on write), so one fork per figure cost more CPU
-than it saved. The cycle collector would write to every object it walks, on either side: the objects made before a
-fork are frozen out of its walks (`gc.freeze`, as Python's documentation advises for fork) and the child collects
-nothing; it frees all on exit. A fork copies only the thread that forks, and a lock another thread held at that
-moment stays held in the child for ever: this process runs no thread of its own here, and the libraries' pools
-(Arrow's, BLAS's) are idle between calls and re-made in a child by their fork handlers. A child touches only its
-objects and their files, and leaves by `os._exit` (no exit handler run, no buffer of this process flushed twice).
+Forks are few (a collect forks one writer of its tables, then one renderer per core once every figure is built): a
+child of a process holding a large study's rows costs its page tables and every page either side then writes (copy
+on write), so one fork per figure cost more CPU than it saved. The cycle collector would write to every object it
+walks, on either side: the objects made before a fork are frozen out of its walks (`gc.freeze`, as Python's
+documentation advises for fork) and the child collects nothing; it frees all on exit. A fork copies only the thread
+that forks, and a lock another thread held at that moment stays held in the child for ever: this process runs no
+thread of its own here, and the libraries' pools (Arrow's, BLAS's) are idle between calls and re-made in a child by
+their fork handlers. A child touches only its objects and their files, and leaves by `os._exit` (no exit handler
+run, no buffer of this process flushed twice).
 """
 
 from __future__ import annotations
