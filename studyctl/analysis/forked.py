@@ -5,7 +5,8 @@ A collect's outputs need nothing from it once they are built: laying out a figur
 Inside `forking` such work is queued; when the block's owner calls `start` (or the block ends), the queue is split
 over one child per core, forked at that moment, which work on the very objects this process built (the same bytes
 as working here), while this process makes the report. Outside `forking` (tests, compare), or with one core, the
-work runs here at once. A child's failed work makes the block raise, naming its file; the traceback is on stderr.
+work runs here at once. A child's failed work makes the block raise: a system error (a full disk) as it would
+have been raised here, else naming the file, the traceback on stderr.
 
 Forks are few (a collect forks one writer of its tables, then one renderer per core once every figure is built): a
 child of a process holding a large study's rows costs its page tables and every page either side then writes (copy
@@ -21,6 +22,7 @@ run, no buffer of this process flushed twice).
 from __future__ import annotations
 
 import gc
+import json
 import os
 import sys
 import traceback
@@ -29,6 +31,7 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -46,6 +49,7 @@ class Children:
         self.queued: list[Job] = []
         self.running: list[tuple[int, int, list[Job]]] = []  # pid, the read end of its report pipe, its jobs
         self.failed: list[str] = []
+        self.error: OSError | None = None  # the first system error (a full disk) a job met in its child
 
     def submit(self, job: Job) -> None:
         self.queued.append(job)
@@ -71,28 +75,40 @@ class Children:
                 for i, job in enumerate(jobs):
                     try:
                         job.work()
-                        os.write(write, f"{i}\n".encode())
-                    except BaseException:
-                        traceback.print_exc()
+                        report: dict[str, Any] = {"done": i}
+                    except OSError as exc:  # the environment (a full disk): told as this process would tell it
+                        report = {"failed": i, "errno": exc.errno, "strerror": exc.strerror,
+                                  "filename": None if exc.filename is None else os.fsdecode(exc.filename)}
                         code = 1
+                    except BaseException:
+                        traceback.print_exc()  # a fault of studyctl's: its traceback
+                        report = {"failed": i}
+                        code = 1
+                    os.write(write, json.dumps(report).encode() + b"\n")
             finally:
                 os._exit(code)
         os.close(write)
         self.running.append((pid, read, jobs))
 
     def finish(self) -> None:
-        """Start what is queued, wait for every child, run `done` for each job reported done, name the rest."""
+        """Start what is queued, wait for every child, run `done` for each job reported done, name the rest (and
+        keep the first system error a job met, to be raised as this process would have raised it)."""
         self.start()
         for pid, read, jobs in self.running:
-            with os.fdopen(read, "rb") as report:
-                ok = {int(line) for line in report.read().split()}
+            with os.fdopen(read, "rb") as pipe:
+                reports = [json.loads(line) for line in pipe.read().splitlines()]
             _, status = os.waitpid(pid, 0)
             code = os.waitstatus_to_exitcode(status)
+            done = {r["done"] for r in reports if "done" in r}
             for i, job in enumerate(jobs):
-                if i in ok:
+                if i in done:
                     job.done()
                 else:
                     self.failed.append(f"{job.path.name} (exit {code})")
+            errors = [r for r in reports if r.get("errno") is not None]
+            if errors and self.error is None:
+                e = errors[0]
+                self.error = OSError(e["errno"], e["strerror"], e["filename"])
         self.running = []
         gc.unfreeze()
 
@@ -122,6 +138,8 @@ def forking(limit: int | None = None) -> Iterator[Children | None]:
         _ACTIVE.reset(token)
         if children is not None:
             children.finish()
+    if children is not None and children.error is not None:
+        raise children.error
     if children is not None and children.failed:
         raise RuntimeError(f"making outputs failed: {', '.join(children.failed)}")
 

@@ -147,3 +147,19 @@ def test_a_collect_makes_the_same_files_in_children_as_here(tmp_path: Path, monk
     assert "frames.checkpoints.arrow" in kept  # the kept frames too (written by children while tables are built)
     assert sorted(p.name for p in (tmp_path / "there" / "tables" / ".cache").iterdir()) == kept
     assert (len(made) > 0) == (cores > 1)  # with two cores the PNGs and tables were made by children
+
+
+def test_a_system_error_in_a_child_is_raised_here_as_here_without_a_traceback(
+        tmp_path: Path, capfd: pytest.CaptureFixture[str]) -> None:
+    import errno
+
+    def full() -> None:
+        raise OSError(errno.ENOSPC, "No space left on device", str(tmp_path / "ranks.parquet"))
+
+    with pytest.raises(OSError) as got, forking(limit=2):
+        in_child(tmp_path / "tables", full, lambda: None)
+        in_child(tmp_path / "a.png", lambda: (tmp_path / "a.png").write_bytes(b"png"), lambda: None)
+    assert (got.value.errno, got.value.strerror, got.value.filename) == (
+        errno.ENOSPC, "No space left on device", str(tmp_path / "ranks.parquet"))
+    assert "Traceback" not in capfd.readouterr().err  # the user's one line is the caller's to print
+    assert (tmp_path / "a.png").exists()
