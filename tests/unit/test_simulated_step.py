@@ -146,3 +146,13 @@ def test_a_share_that_cannot_apply_is_refused_in_one_line(tmp_path: Path, step: 
     message = str(err.value)
     assert message.startswith(f"{tmp_path / 's.yaml'}:") and "dispatch_share" in message and says in message
     assert "\n" not in message
+
+
+@pytest.mark.parametrize("compute", [["cpu"], {"cpu": 1}, "gpu"])
+def test_a_compute_model_that_is_none_is_refused_in_one_line_naming_the_models(tmp_path: Path, compute: Any) -> None:
+    """No model to take a default share from: the compute key's own error, not a traceback."""
+    with pytest.raises(UserError) as err:
+        points(tmp_path, training={"simulated_step": {"compute": compute}})
+    message = str(err.value)
+    assert message.startswith(f"{tmp_path / 's.yaml'}:") and "simulated_step.compute" in message
+    assert "'accelerator', 'cpu'" in message and "\n" not in message

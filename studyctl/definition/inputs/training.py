@@ -72,7 +72,8 @@ class SimulatedStep(BaseModel):
     def _default_share_of_the_model(cls, data: Any) -> Any:
         """An unset share is its compute model's default (an unknown model is the field's own error)."""
         if isinstance(data, dict) and data.get("dispatch_share") is None:
-            share = DISPATCH_SHARES.get(data.get("compute", "accelerator"))
+            model = data.get("compute", "accelerator")
+            share = DISPATCH_SHARES.get(model) if isinstance(model, str) else None
             data = {**data, "dispatch_share": share} if share is not None else data
         return data
 
