@@ -49,6 +49,8 @@ DAY_S = 86400.0
 DISPATCH_SHARE = 0.25
 CPU_DISPATCH_SHARE = 0.20
 DISPATCH_SHARES: dict[ComputeModel, float] = {"accelerator": DISPATCH_SHARE, "cpu": CPU_DISPATCH_SHARE}
+# looked up by what a sweep says (any YAML value), before it is a model
+_SHARES_BY_NAME: dict[str, float] = {str(k): v for k, v in DISPATCH_SHARES.items()}
 
 
 class SimulatedStep(BaseModel):
@@ -73,7 +75,7 @@ class SimulatedStep(BaseModel):
         """An unset share is its compute model's default (an unknown model is the field's own error)."""
         if isinstance(data, dict) and data.get("dispatch_share") is None:
             model = data.get("compute", "accelerator")
-            share = DISPATCH_SHARES.get(model) if isinstance(model, str) else None
+            share = _SHARES_BY_NAME.get(model) if isinstance(model, str) else None
             data = {**data, "dispatch_share": share} if share is not None else data
         return data
 
