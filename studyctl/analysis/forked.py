@@ -15,8 +15,9 @@ walks, on either side: the objects made before a fork are frozen out of its walk
 documentation advises for fork) and the child collects nothing; it frees all on exit. A fork copies only the thread
 that forks, and a lock another thread held at that moment stays held in the child for ever: this process runs no
 thread of its own here, and the libraries' pools (Arrow's, BLAS's) are idle between calls and re-made in a child by
-their fork handlers. A child touches only its objects and their files, and leaves by `os._exit` (no exit handler
-run, no buffer of this process flushed twice).
+their fork handlers; where the caller runs threads of its own (the library API in a threaded program), nothing is
+forked and the work runs here. A child touches only its objects and their files, and leaves by `os._exit` (no exit
+handler run, no buffer of this process flushed twice).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ import gc
 import json
 import os
 import sys
+import threading
 import traceback
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -124,9 +126,11 @@ def cores() -> int:
 def forking(limit: int | None = None) -> Iterator[Children | None]:
     """Work handed to `in_child` inside the block is queued for children (`limit` of them: one per core), forked
     when the caller calls `start()` on what this yields, or when the block ends; every child has finished, and
-    its jobs' `done` run, when the block ends. Yields None where the work runs here (one core)."""
+    its jobs' `done` run, when the block ends. Yields None where the work runs here (one core, or other threads
+    running in this process)."""
     limit = cores() if limit is None else limit
-    children = Children(limit) if limit > 1 else None
+    alone = threading.active_count() == 1  # a caller's own threads (the library API in a threaded program): no fork
+    children = Children(limit) if limit > 1 and alone else None
     token = _ACTIVE.set(children)
     try:
         yield children

@@ -163,3 +163,18 @@ def test_a_system_error_in_a_child_is_raised_here_as_here_without_a_traceback(
         errno.ENOSPC, "No space left on device", str(tmp_path / "ranks.parquet"))
     assert "Traceback" not in capfd.readouterr().err  # the user's one line is the caller's to print
     assert (tmp_path / "a.png").exists()
+
+
+def test_nothing_is_forked_while_the_caller_runs_threads_of_its_own(tmp_path: Path) -> None:
+    import threading
+
+    stop = threading.Event()
+    other = threading.Thread(target=stop.wait)
+    other.start()
+    try:
+        with forking(limit=2) as children:
+            in_child(tmp_path / "a", lambda: (tmp_path / "a").write_text(str(os.getpid())), lambda: None)
+        assert children is None and int((tmp_path / "a").read_text()) == os.getpid()  # made here
+    finally:
+        stop.set()
+        other.join()
