@@ -3,10 +3,10 @@
 A collect's outputs need nothing from it once they are built: laying out a figure's text and encoding its PNG
 (matplotlib's Agg and PIL) is most of what a figure costs, and the tables are written from frames already made.
 Inside `forking` such work is queued; when the block's owner calls `start` (or the block ends), the queue is split
-over one child per core, forked at that moment, which work on the very objects this process built (the same bytes
-as working here), while this process makes the report. Outside `forking` (tests, compare), or with one core, the
-work runs here at once. A child's failed work makes the block raise: a system error (a full disk) as it would
-have been raised here, else naming the file, the traceback on stderr.
+over one child per core, forked at that moment, which work on the very objects this process built (the same bytes as
+working here), while this process makes the report. Outside `forking` (tests, compare), with one core, or where no
+child can be forked, the work runs here. A child's failed work makes the block raise: a system error (a full disk)
+as it would have been raised here, else naming the file, the traceback on stderr.
 
 Forks are few (a collect forks one writer of its tables, then one renderer per core once every figure is built): a
 child of a process holding a large study's rows costs its page tables and every page either side then writes (copy
@@ -68,7 +68,15 @@ class Children:
         sys.stderr.flush()  # nothing buffered here is written twice by the child
         read, write = os.pipe()
         gc.freeze()  # every object so far out of the collector's walks, here and in the child (`finish` undoes it)
-        pid = os.fork()
+        try:
+            pid = os.fork()
+        except OSError:  # no process to be had (a limit on processes or memory): the work is done here
+            os.close(read)
+            os.close(write)
+            for job in jobs:
+                job.work()
+                job.done()
+            return
         if pid == 0:  # the child: each job, one report line each, then leave without this process's exit handlers
             code = 0
             try:

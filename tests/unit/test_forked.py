@@ -178,3 +178,22 @@ def test_nothing_is_forked_while_the_caller_runs_threads_of_its_own(tmp_path: Pa
     finally:
         stop.set()
         other.join()
+
+
+def test_where_no_child_can_be_forked_the_work_is_done_here(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import errno
+
+    from studyctl.analysis import forked
+
+    def no_process() -> int:
+        raise OSError(errno.EAGAIN, "Resource temporarily unavailable")
+
+    monkeypatch.setattr(forked.os, "fork", no_process)
+    done: list[str] = []
+    with forking(limit=2):
+        for name in ("a", "b", "c"):
+            in_child(tmp_path / name, lambda n=name: (tmp_path / n).write_text(str(os.getpid())),
+                     lambda n=name: done.append(n))
+    assert sorted(done) == ["a", "b", "c"]
+    assert {(tmp_path / n).read_text() for n in "abc"} == {str(os.getpid())}
+    assert gc.get_freeze_count() == 0
