@@ -87,8 +87,9 @@ class Children:
                         job.work()
                         report: dict[str, Any] = {"done": i}
                     except OSError as exc:  # the environment (a full disk): told as this process would tell it
+                        name = exc.filename  # a str, bytes, a descriptor's number or None
                         report = {"failed": i, "errno": exc.errno, "strerror": exc.strerror,
-                                  "filename": None if exc.filename is None else os.fsdecode(exc.filename)}
+                                  "filename": os.fsdecode(name) if isinstance(name, bytes) else name}
                         code = 1
                     except BaseException:
                         traceback.print_exc()  # a fault of studyctl's: its traceback
