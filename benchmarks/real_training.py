@@ -1,6 +1,6 @@
 """A real training job's checkpoints, timed as the job sees them: the reference the engine checks hold studyctl to.
 
-    python -m benchmarks.real_training DIR OUT.json SHAPE   (SHAPE: xl | cpu | tiny; the device: cuda when there)
+    python -m benchmarks.real_training DIR OUT.json SHAPE   (SHAPE: xl | large | cpu | tiny; the device: cuda when there)
 
 A GPT-2-shaped model in plain torch (`benchmarks.dispatch_share.gpt2`: the parameters of transformers'
 GPT2LMHeadModel, tied head, 1,024 learned positions) trains with AdamW (fused); on a GPU with bf16 autocast (AMP),
@@ -53,6 +53,7 @@ class Shape:
 
 SHAPES: dict[str, Shape] = {
     "xl": Shape(48, 1600, 25, 8, 1024),  # GPT-2 XL as the H200 run trained it (1,557,611,200 parameters)
+    "large": Shape(36, 1280, 20, 8, 1024),  # GPT-2 large (774,030,080 parameters): half XL's state, a smaller disk
     "cpu": Shape(48, 200, 25, 1, 16),  # XL's depth and heads, ~33 M parameters: a ~0.35 s step on one core
     "tiny": Shape(2, 128, 4, 1, 16),  # seconds end to end: the scripts' own test
 }
