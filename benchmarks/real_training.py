@@ -1,6 +1,6 @@
 """A real training job's checkpoints, timed as the job sees them: the reference the engine checks hold studyctl to.
 
-    python -m benchmarks.real_training DIR OUT.json SHAPE   (SHAPE: xl | large | cpu | tiny; the device: cuda when there)
+    python -m benchmarks.real_training DIR OUT.json SHAPE   (SHAPE: xl, large, cpu, tiny; cuda when there)
 
 A GPT-2-shaped model in plain torch (`benchmarks.dispatch_share.gpt2`: the parameters of transformers'
 GPT2LMHeadModel, tied head, 1,024 learned positions) trains with AdamW (fused); on a GPU with bf16 autocast (AMP),
