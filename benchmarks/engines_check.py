@@ -317,10 +317,12 @@ def report(records: list[dict[str, Any]], results: list[dict[str, Any]], real: S
            device: str, out: Path | None, runs: dict[str, list[tuple[float, float]]] | None = None) -> None:
     env = records[0]["env"] if records else {}
     idle = [r["step_idle"]["median_s"] for r in records]
+    host = [r["step_idle"]["host_share"] for r in records if "host_share" in r["step_idle"]]
     lines = [f"# real job: torch {env.get('torch')}, {env.get('device_name')}, shape {env.get('shape')} "
              f"({env.get('n_layer')} layers x {env.get('n_embd')}, batch {env.get('batch')} x {env.get('seq')}), "
              f"{env.get('threads')} intra-op thread(s), {env.get('host_cores')} cores; idle step "
-             f"{', '.join(f'{s:.3f}' for s in idle)} s; load {os.getloadavg()[0]:.1f}"]
+             f"{', '.join(f'{s:.3f}' for s in idle)} s (launched by the host at "
+             f"{', '.join(f'{h:.2f}' for h in host)} of it); load {os.getloadavg()[0]:.1f}"]
     if records and results:
         lines.append("# " + state_line(records[0], results))
     calls = {name: [r[k]["cpu_s"] for r in records for k in r.get("steps", [])

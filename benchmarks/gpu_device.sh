@@ -6,7 +6,7 @@
 #      is left of DEADLINE seconds;
 #   3. everything packed into $OUT/gpu-check.tgz, the main table beside it (the tool returns at most 8 files).
 # From the repository root, with the wheels the image lacks in build/gpu-wheels (see gpu_check.sh):
-#   OUT=/tmp/out DEADLINE=570 bash benchmarks/gpu_device.sh
+#   OUT=/tmp/out DEADLINE=570 [MODEL=auto|xl|large|medium] [GATE=1] bash benchmarks/gpu_device.sh
 set -u
 start=$SECONDS
 DEADLINE=${DEADLINE:-570}
@@ -21,10 +21,12 @@ pack() {
 }
 trap pack EXIT
 export PYTHONUNBUFFERED=1 WHEELS=${WHEELS-build/gpu-wheels}  # WHEELS= (empty): this environment has them
-if ! OUT=$work/gate MODEL=tiny LIMIT=150 bash benchmarks/gpu_check.sh > /dev/null 2>&1; then
-  echo "== the gate failed (tiny shape on the GPU); its log:"; tail -60 "$work/gate/run.log"; exit 1
+if [[ ${GATE:-1} == 1 ]]; then  # GATE=0: the paths passed on this kind of machine before
+  if ! OUT=$work/gate MODEL=tiny LIMIT=150 bash benchmarks/gpu_check.sh > /dev/null 2>&1; then
+    echo "== the gate failed (tiny shape on the GPU); its log:"; tail -60 "$work/gate/run.log"; exit 1
+  fi
+  echo "== gate passed in $((SECONDS - start)) s"; grep '^|' "$work/gate/run.log"
 fi
-echo "== gate passed in $((SECONDS - start)) s"; grep '^|' "$work/gate/run.log"
 left=$((DEADLINE - (SECONDS - start) - 45))  # the main run's install and dd, then packing
 echo "== main run: $left s for the comparison"
 OUT=$work/main MODEL=${MODEL:-auto} LIMIT=$left bash benchmarks/gpu_check.sh

@@ -1,6 +1,6 @@
 """A real training job's checkpoints, timed as the job sees them: the reference the engine checks hold studyctl to.
 
-    python -m benchmarks.real_training DIR OUT.json SHAPE   (SHAPE: xl, large, cpu, tiny; cuda when there)
+    python -m benchmarks.real_training DIR OUT.json SHAPE   (SHAPE: a name of SHAPES; cuda when there)
 
 A GPT-2-shaped model in plain torch (`benchmarks.dispatch_share.gpt2`: the parameters of transformers'
 GPT2LMHeadModel, tied head, 1,024 learned positions) trains with AdamW (fused); on a GPU with bf16 autocast (AMP),
@@ -54,6 +54,7 @@ class Shape:
 SHAPES: dict[str, Shape] = {
     "xl": Shape(48, 1600, 25, 8, 1024),  # GPT-2 XL as the H200 run trained it (1,557,611,200 parameters)
     "large": Shape(36, 1280, 20, 8, 1024),  # GPT-2 large (774,030,080 parameters): half XL's state, a smaller disk
+    "medium": Shape(24, 1024, 16, 8, 1024),  # GPT-2 medium (~355 M parameters): a GPU check in a few minutes
     "cpu": Shape(48, 200, 25, 1, 16),  # XL's depth and heads, ~33 M parameters: a ~0.35 s step on one core
     "tiny": Shape(2, 128, 4, 1, 16),  # seconds end to end: the scripts' own test
 }
@@ -87,13 +88,15 @@ class Job:
         self.optimizer = torch.optim.AdamW(self.model.parameters(), lr=1e-4, fused=True)
         self.params = sum(p.numel() for p in self.model.parameters())
         self.idx = torch.randint(0, VOCAB, (shape.batch, shape.seq), device=device)
+        self.issued = 0.0
 
     def sync(self) -> None:
         if self.device == "cuda":
             self.torch.cuda.synchronize()
 
     def step(self) -> float:
-        """One step (AMP bf16 on a GPU, fp32 on the CPU), its seconds."""
+        """One step (AMP bf16 on a GPU, fp32 on the CPU), its seconds; `self.issued` the seconds until the host had
+        launched all of it (on a GPU its host side, the dispatch: the device runs behind it)."""
         start = time.perf_counter()
         if self.device == "cuda":
             with self.torch.autocast("cuda", dtype=self.torch.bfloat16):
@@ -103,6 +106,7 @@ class Job:
         loss.backward()
         self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
+        self.issued = time.perf_counter() - start
         self.sync()
         return time.perf_counter() - start
 
@@ -156,9 +160,13 @@ class Run:
         self.log("model", {"params": self.job.params, "tensors": len(ts), "state_bytes": state_bytes,
                            "bytes_per_param": state_bytes / self.job.params,
                            "init_and_3_steps_s": time.perf_counter() - started})
-        idle = self.job.steps(10)
+        idle, issued = [], []
+        for _ in range(10):
+            idle.append(self.job.step())
+            issued.append(self.job.issued)
         self.log("step_idle", {"mean_s": statistics.fmean(idle), "median_s": statistics.median(idle),
-                               "min_s": min(idle), "max_s": max(idle)})
+                               "min_s": min(idle), "max_s": max(idle), "issued_median_s": statistics.median(issued),
+                               "host_share": statistics.median(issued) / statistics.median(idle)})
 
     def log(self, key: str, value: Any) -> None:
         self.record[key] = value

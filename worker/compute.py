@@ -2,16 +2,17 @@
 
 Two compute models, chosen in the sweep (`training.simulated_step.compute`):
 - accelerator (default): the node trains on accelerators and its framework dispatches from Python, as an eager
-  PyTorch loop does. A step is the rank's host thread dispatching the step's work (DISPATCH: many small
-  Python-level ops, holding the GIL and a core, for `dispatch_share` of an idle step, calibrated on the idle
-  rank), then waiting on its device for the rest (a sleep, which holds no core and releases the GIL). With
-  `device: cuda` the rest is real GPU work launched from that thread (matmuls sized by calibration), then
-  `torch.cuda.synchronize()`.
+  PyTorch loop does. A step is the rank's host thread dispatching the step's work (Dispatch: many small
+  Python-level ops holding the GIL and a core, the GIL dropped at each launch as torch's bindings drop it around
+  each op, for `dispatch_share` of an idle step, calibrated on the idle rank), then waiting on its device for the
+  rest (a sleep, which holds no core and releases the GIL). With `device: cuda` the rest is real GPU work launched
+  from that thread (matmuls sized by calibration), then `torch.cuda.synchronize()`.
 - cpu: the node trains on its own CPUs with an eager framework (a PyTorch loop on host tensors). A step is the
-  same dispatch (DISPATCH, `dispatch_share` of the step: the framework's Python between its kernels, holding the
-  GIL), then the kernels' part for the rest: BLAKE2 hashing of an in-memory array, which runs at memory and CPU
-  speed on the rank's core and releases the GIL, as torch's CPU kernels do. A persist's Python (DCP's writer and
-  stager threads) then takes turns with the dispatch for the GIL, and its copies take the cores from the kernels.
+  same dispatch (`dispatch_share` of the step: the framework's Python between its kernels, holding the GIL
+  between launches), then the kernels' part for the rest: BLAKE2 hashing of an in-memory array, which runs at
+  memory and CPU speed on the rank's core and releases the GIL, as torch's CPU kernels do. A persist's Python
+  (DCP's writer and stager threads) then takes turns with the dispatch for the GIL, and its copies take the cores
+  from the kernels.
 
 Why dispatch, then the rest, and not the two overlapped: on a GPU the kernel queue lets the device run behind the
 host, so a step's host and device time overlap. But the device cannot run a kernel before the host has launched
@@ -23,7 +24,10 @@ runs ahead (the model overstates a stall shorter than that lead) and cannot abso
 (0.25) is measured (`python -m benchmarks dispatch_share`: the host time of an eager GPT-2 XL step, bf16
 autocast and fused AdamW, over the H200's 0.378 s step). What it lets a background persist cost: the persist's
 Python (serialization, a stager's or writer's thread) takes the GIL from the dispatch, and on a node with no
-free core its copies take the core; the device's part meanwhile runs on.
+free core its copies take the core; the device's part meanwhile runs on. Because the dispatch drops the GIL at
+every launch, a writer thread waiting between two system calls gets it within microseconds (measured beside a real
+torch op loop: the same wait as beside an idle thread), not at the interpreter's 5 ms switch interval; a dispatch
+that held it throughout made DCP's writer 1.5x slower than beside a real GPU step (the GPU check).
 The cpu step's default (0.20) is measured the same way on the engine check's real CPU job
 (`dispatch_share.cpu_share`: the graph's dispatch on tiny tensors over its fp32 step, both in thread CPU time).
 
@@ -53,6 +57,10 @@ ARRAY_BYTES = 4 << 20  # larger than a core's cache: memory traffic, like a real
 # One dispatched op: the kinds an eager step's host code walks through (names only: a dict lookup per op).
 _OP_KINDS = ("linear", "to_copy", "layer_norm", "add", "gelu", "dropout", "sdpa", "view", "transpose", "mul")
 _CALIBRATION_OPS = 20_000
+# A launch every 16 Python-level ops (~10 µs of host time here, what one eager torch op costs its host) drops the
+# GIL for a hash of 2 KiB: CPython's hashlib releases the GIL from 2,048 bytes (HASHLIB_GIL_MINSIZE), ~1-2 µs.
+OPS_PER_LAUNCH = 16
+LAUNCH_BYTES = 2048
 
 
 class _Launch:
@@ -69,20 +77,27 @@ def _launch(kind: str, i: int) -> _Launch:
 
 
 class Dispatch:
-    """A framework's host dispatch: `ops` small Python-level ops (lookup, call, allocation, a queue append), each
-    holding the GIL; no C call drops it. Calibrated in thread CPU time, which load does not stretch."""
+    """A framework's host dispatch: `ops` small Python-level ops (lookup, call, allocation, a queue append) holding
+    the GIL, and every OPS_PER_LAUNCH of them a launch: a short C call that drops the GIL and holds the core (a
+    kernel launch in the driver, as torch's bindings drop the GIL around each op). So a thread that wants the GIL
+    briefly (a writer between its system calls) gets it at the next launch, tens of microseconds away, not at the
+    interpreter's switch interval, and a thread that holds it stalls the dispatch at every launch, as it stalls a
+    real framework's. Calibrated in thread CPU time, which load does not stretch."""
 
     def __init__(self) -> None:
         self.handlers = dict.fromkeys(_OP_KINDS, _launch)
         self.ops = 0
+        self.launch_args = memoryview(bytes(LAUNCH_BYTES))
 
     def run(self, ops: int) -> int:
         """Dispatch `ops` ops; returns how many (the count a test can check)."""
         handlers, kinds, queue = self.handlers, _OP_KINDS, []
+        launch, args = hashlib.blake2b, self.launch_args
         for i in range(ops):
             kind = kinds[i % 10]
             queue.append(handlers[kind](kind, i))
-            if len(queue) == 64:  # the queue drains as the device takes the launches
+            if len(queue) == OPS_PER_LAUNCH:  # the launch: the GIL dropped, the device takes the queued work
+                launch(args)
                 queue.clear()
         return ops
 

@@ -1,10 +1,11 @@
-"""The simulated step's host side, with real threads: its dispatch holds the GIL; what follows it does not (an
-accelerator step's wait on its device, a cpu step's kernels, which hold a core instead).
+"""The simulated step's host side, with real threads: its dispatch holds the GIL between launches and drops it at
+each (as torch's bindings drop it around each op); what follows it holds no GIL (an accelerator step's wait on its
+device, a cpu step's kernels, which hold a core instead).
 
 Assertions are on counts and on the GIL's own hand-off: with a long switch interval S, a thread that wants the GIL
 from a thread running Python waits S for it, while one that waits on a thread doing I/O gets it at that thread's
-next system call. A step that must take the GIL back from a pure-Python thread is then S longer, one beside a
-thread doing only I/O is not (S is 20 times the step: load cannot make the one look like the other).
+next system call. A dispatch that must take the GIL back from a pure-Python thread after a launch is then S longer,
+one beside a thread doing only I/O is not (S is many times the work: load cannot make the one look like the other).
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ import pytest
 from mpi4py import MPI
 
 from studyctl.definition.inputs.training import CPU_DISPATCH_SHARE, DISPATCH_SHARE
-from worker.compute import DeviceCompute, Dispatch, HostCompute, Trainer
+from worker.compute import OPS_PER_LAUNCH, DeviceCompute, Dispatch, HostCompute, Trainer
 
 SWITCH_S = 1.0
 STEP_S = 0.05
@@ -82,33 +83,38 @@ MODELS = {"accelerator": calibrated, "cpu": host}
 
 
 @pytest.mark.parametrize("model", sorted(MODELS))
-def test_the_dispatch_never_lets_a_python_thread_run(model: str) -> None:
+def test_the_dispatch_hands_the_gil_to_an_io_thread_at_its_launches(model: str, io_work: Callable[[], None]) -> None:
+    """A writer between two system calls gets the GIL at the dispatch's next launch, not after a switch interval:
+    the dispatch of one step lets it write many times and is never held up for S."""
     work = MODELS[model]()
-    with beside(python_work) as count:
-        time.sleep(0.02)  # the background thread takes the GIL; taking it back below waits SWITCH_S
-        before = count[0]
+    launches = work.dispatch.ops // OPS_PER_LAUNCH
+    with beside(io_work) as count:
+        before, start = count[0], time.perf_counter()
         done = work.dispatch.run(work.dispatch.ops)
-        during = count[0] - before
-    assert done == work.dispatch.ops > 100
-    assert during == 0, "the dispatch held the GIL throughout: not one background iteration ran inside it"
+        took, during = time.perf_counter() - start, count[0] - before
+    assert done == work.dispatch.ops and launches > 100
+    assert during > 0, "the I/O thread wrote during the dispatch: it had the GIL at a launch"
+    assert took < SWITCH_S / 2, "and gave it back at its next write: the dispatch never waited S"
 
 
 def test_a_python_thread_delays_the_step_and_an_io_thread_does_not(io_work: Callable[[], None]) -> None:
     work = calibrated()
+    work.dispatch.ops = 2 * OPS_PER_LAUNCH  # a short dispatch: what the step waits for is the GIL after its device
+    switch_s = 0.2
 
     def step_s() -> float:
         start = time.perf_counter()
         work.run()
         return time.perf_counter() - start
 
-    with beside(python_work):
+    with beside(python_work, switch_s):
         python = min(step_s() for _ in range(2))
-    with beside(io_work) as count:
+    with beside(io_work, switch_s) as count:
         before = count[0]
         io = min(step_s() for _ in range(2))
         writes = count[0] - before
-    assert python >= SWITCH_S, "the step waited a whole switch interval for the GIL, after its device wait"
-    assert io < SWITCH_S / 2, "the I/O thread gave the GIL back at its next write"
+    assert python >= switch_s, "after its device wait the step waited a switch interval for the GIL"
+    assert io < switch_s / 2, "the I/O thread gave the GIL back at its next write"
     assert writes > 0, "and it wrote while the step waited on its device"
 
 

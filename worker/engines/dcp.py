@@ -7,9 +7,10 @@ rank's tensor names are its own, so DCP saves every rank's tensors rather than d
 Restores are a collective `dcp.load` into the allocated state.
 
 Async saves are `dcp.async_save` with a fresh `DefaultStager` per save (a reused one fails in torch 2.11; it is
-closed when the save ends), built from the point's stager options (pinned only with a GPU, non-blocking copies
-only with a GPU, which DefaultStager requires), and the thread or process executor. What training waits for is
-the time until `async_save` returns; with async staging, DCP's staging future says when the state was copied.
+closed when the save ends), built from the point's stager options (pinned only with a GPU; non-blocking copies with
+pinned memory alone, as a GPU requires and DCP's default stager does), and the thread or process executor. What
+training waits for is the time until `async_save` returns; with async staging, DCP's staging future says when the
+state was copied.
 """
 
 from __future__ import annotations
@@ -53,10 +54,13 @@ class DcpEngine(BaseEngine):
         return Timing(time.perf_counter() - start, self.nbytes(step))
 
     def _stager(self) -> DefaultStager:
-        return DefaultStager(StagingOptions(use_pinned_memory=self.opts.pinned and self.gpu,
+        """Non-blocking copies only into pinned memory: into pageable memory they gain nothing, and DCP's default
+        stager (what `async_save` builds unasked, all options off) makes plain ones."""
+        pinned = self.opts.pinned and self.gpu
+        return DefaultStager(StagingOptions(use_pinned_memory=pinned,
                                             use_shared_memory=self.opts.stager_shared,
                                             use_async_staging=self.opts.stager_async,
-                                            use_non_blocking_copy=self.gpu))
+                                            use_non_blocking_copy=pinned))
 
     def async_save(self, step: int) -> AsyncHandle:
         self.state.stamp(step)
