@@ -19,7 +19,8 @@ Figures (seconds; median over the samples, their min-max the spread; ratio = stu
   interference              compute lost beside the persist: sum(steps during) - n x idle step
 The studyctl step stands for the real one: on a CPU job `compute: cpu` (the dispatch, holding the GIL, then the
 kernels on the same core; no all-reduce: one rank), on a GPU job `compute: accelerator`, each with its default
-dispatch share (measured from this real job's step for `cpu`: `dispatch_share.cpu_share`) and `compute_s` = the
+dispatch share (measured from this real job's step for `cpu`: `dispatch_share.cpu_share`; on a GPU the share of
+its idle step the real job's host took to launch it) and `compute_s` = the
 real job's idle step.
 """
 
@@ -153,14 +154,17 @@ def model_entry(shape: Shape) -> str:
             f"{shape.n_head}, num_kv_heads: {shape.n_head}, vocab_size: {VOCAB}, position_embeddings: {POSITIONS}}}")
 
 
-def step_entry(device: str, compute_s: float) -> str:
-    """The simulated step standing for the real one (module docstring)."""
+def step_entry(device: str, idle: dict[str, float]) -> str:
+    """The simulated step standing for the real one's idle step (module docstring): on a GPU with the share of it
+    the real job's host took to launch it, where measured."""
+    compute_s = idle["median_s"]
     if device == "cuda":
-        return f"{{compute: accelerator, compute_s: {compute_s:.4f}, allreduce_mib: 0}}"
+        share = f", dispatch_share: {min(idle['host_share'], 1.0):.3f}" if "host_share" in idle else ""
+        return f"{{compute: accelerator, compute_s: {compute_s:.4f}{share}, allreduce_mib: 0}}"
     return f"{{compute: cpu, compute_s: {compute_s:.4f}, allreduce_mib: 0}}"
 
 
-def sweep_text(study: str, shape: Shape, device: str, data: Path, compute_s: float, writes: int) -> str:
+def sweep_text(study: str, shape: Shape, device: str, data: Path, idle: dict[str, float], writes: int) -> str:
     """The studyctl side's sweep: torch_save and DCP sync; DCP async with each stager of STAGERS (one zip group:
     crossed, the stager settings would make sync points that are the same point)."""
     stagers = list(STAGERS[device].values())
@@ -180,12 +184,12 @@ checkpoint: {{writes: {writes}, reads: {writes}, scale: 1.0, buffer_mib: 64, blo
 ceilings: off
 calibration: off
 repetitions: 1
-training: {{simulated_step: {step_entry(device, compute_s)}}}
+training: {{simulated_step: {step_entry(device, idle)}}}
 local: {{max_concurrent: 1, timeout_s: 900{mpiexec}}}
 """
 
 
-def run_studyctl(scratch: Path, name: str, shape: Shape, device: str, compute_s: float, writes: int,
+def run_studyctl(scratch: Path, name: str, shape: Shape, device: str, idle: dict[str, float], writes: int,
                  keep: Path | None = None, threads: int = 1) -> list[dict[str, Any]]:
     """One study of the real job's layout in a directory of its own (removed after); its points' results. The
     worker runs torch with the real job's intra-op `threads` (OMP_NUM_THREADS, passed on by mpiexec)."""
@@ -197,7 +201,7 @@ def run_studyctl(scratch: Path, name: str, shape: Shape, device: str, compute_s:
     try:
         (root / "data").mkdir()
         sweep = root / "sweep.yaml"
-        sweep.write_text(sweep_text(name, shape, device, root / "data", compute_s, writes))
+        sweep.write_text(sweep_text(name, shape, device, root / "data", idle, writes))
         api.submit(sweep, "local", results=root / "results")
         results = result_files(root / "results" / name)
         if keep is not None:
@@ -292,9 +296,8 @@ def main(repeat: int = 2, shape: str = "cpu", out: Path | None = None, scratch: 
                     records.append(record)
                     merge(real, real_samples(record, device))
                 else:
-                    compute_s = (records[-1] if records else run_real(work, shape, work / "probe.json"))[
-                        "step_idle"]["median_s"]
-                    got = run_studyctl(work, f"engines-{r}", SHAPES[shape], device, compute_s, writes, out)
+                    idle = (records[-1] if records else run_real(work, shape, work / "probe.json"))["step_idle"]
+                    got = run_studyctl(work, f"engines-{r}", SHAPES[shape], device, idle, writes, out)
                     results += got
                     merge(ours, studyctl_samples(got, device))
                 runs.setdefault(side, []).append((time.perf_counter() - wall, children_cpu() - cpu))

@@ -4,9 +4,11 @@ Two compute models, chosen in the sweep (`training.simulated_step.compute`):
 - accelerator (default): the node trains on accelerators and its framework dispatches from Python, as an eager
   PyTorch loop does. A step is the rank's host thread dispatching the step's work (Dispatch: many small
   Python-level ops holding the GIL and a core, the GIL dropped at each launch as torch's bindings drop it around
-  each op, for `dispatch_share` of an idle step, calibrated on the idle rank), then waiting on its device for the
-  rest (a sleep, which holds no core and releases the GIL). With `device: cuda` the rest is real GPU work launched
-  from that thread (matmuls sized by calibration), then `torch.cuda.synchronize()`.
+  each op, for `dispatch_share` of an idle step, calibrated on the idle rank) while its device runs what was
+  launched behind it (DeviceQueue: each launch queues its part of the step's device work), then the wait for the
+  device to finish (a sleep, which holds no core and releases the GIL). With `device: cuda` the device work is
+  real GPU work (matmuls sized by calibration) launched from that thread at the dispatch's launches, then
+  `torch.cuda.synchronize()`.
 - cpu: the node trains on its own CPUs with an eager framework (a PyTorch loop on host tensors). A step is the
   same dispatch (`dispatch_share` of the step: the framework's Python between its kernels, holding the GIL
   between launches), then the kernels' part for the rest: BLAKE2 hashing of an in-memory array, which runs at
@@ -14,20 +16,19 @@ Two compute models, chosen in the sweep (`training.simulated_step.compute`):
   (DCP's writer and stager threads) then takes turns with the dispatch for the GIL, and its copies take the cores
   from the kernels.
 
-Why dispatch, then the rest, and not the two overlapped: on a GPU the kernel queue lets the device run behind the
-host, so a step's host and device time overlap. But the device cannot run a kernel before the host has launched
-it: wherever the step's kernels are shorter than their launches (an eager step's many small element-wise,
-norm and cast ops), the device waits on the host, and a host that waits for the GIL or a core delays the step
-one for one. The model takes the dispatch share as that host-bound part, so a stretched dispatch delays the step
-by as much, and the device's own part (the rest) is unchanged. A real queue can absorb a short stall where it
-runs ahead (the model overstates a stall shorter than that lead) and cannot absorb one longer. The default share
-(0.25) is measured (`python -m benchmarks dispatch_share`: the host time of an eager GPT-2 XL step, bf16
-autocast and fused AdamW, over the H200's 0.378 s step). What it lets a background persist cost: the persist's
-Python (serialization, a stager's or writer's thread) takes the GIL from the dispatch, and on a node with no
-free core its copies take the core; the device's part meanwhile runs on. Because the dispatch drops the GIL at
-every launch, a writer thread waiting between two system calls gets it within microseconds (measured beside a real
-torch op loop: the same wait as beside an idle thread), not at the interpreter's 5 ms switch interval; a dispatch
-that held it throughout made DCP's writer 1.5x slower than beside a real GPU step (the GPU check).
+Why a queue: on a GPU the host launches kernels and the device runs them behind it, so a step's host and device
+time overlap, and an idle GPU-bound step is as long as its device work. The host's lead over the device grows as
+it issues faster than the device runs: a host stall (waiting for the GIL or a core) shorter than that lead costs
+the step nothing, a longer one leaves the device idle for the difference and delays the step by as much. The
+default share (0.25) is measured (`python -m benchmarks dispatch_share`: the host time of an eager GPT-2 XL step,
+bf16 autocast and fused AdamW, over the H200's 0.378 s step); the GPU check measured a GPT-2 medium step on the
+H200 launched by its host in 0.61 of its 0.075 s (a smaller model's step is shorter on the device, not on the
+host). What it lets a background persist cost: the persist's Python (serialization, a stager's or writer's
+thread) takes the GIL from the dispatch, and on a node with no free core its copies take the core; the device
+meanwhile runs what it was given. Because the dispatch drops the GIL at every launch, a writer thread waiting
+between two system calls gets it within microseconds (measured beside a real torch op loop: the same wait as
+beside an idle thread), not at the interpreter's 5 ms switch interval; a dispatch that held it throughout made
+DCP's writer 1.5x slower than beside a real GPU step (the GPU check).
 The cpu step's default (0.20) is measured the same way on the engine check's real CPU job
 (`dispatch_share.cpu_share`: the graph's dispatch on tiny tensors over its fp32 step, both in thread CPU time).
 
@@ -89,8 +90,8 @@ class Dispatch:
         self.ops = 0
         self.launch_args = memoryview(bytes(LAUNCH_BYTES))
 
-    def run(self, ops: int) -> int:
-        """Dispatch `ops` ops; returns how many (the count a test can check)."""
+    def run(self, ops: int, on_launch: Callable[[], None] | None = None) -> int:
+        """Dispatch `ops` ops, calling `on_launch` at each launch (the device's work queued); returns how many."""
         handlers, kinds, queue = self.handlers, _OP_KINDS, []
         launch, args = hashlib.blake2b, self.launch_args
         for i in range(ops):
@@ -98,6 +99,8 @@ class Dispatch:
             queue.append(handlers[kind](kind, i))
             if len(queue) == OPS_PER_LAUNCH:  # the launch: the GIL dropped, the device takes the queued work
                 launch(args)
+                if on_launch is not None:
+                    on_launch()
                 queue.clear()
         return ops
 
@@ -150,65 +153,109 @@ class HostCompute:
         self.kernels()
 
 
+class DeviceQueue:
+    """A device running what its host launched, in launch order, behind the host: each launch queues `per_launch`
+    seconds of device work, which starts once the launch has happened and the device is free. The host runs ahead
+    of the device by the queue's lead, so a host stall shorter than the lead costs the step nothing and a longer one
+    leaves the device idle for the difference (a GPU's stream; the lead grows over the dispatch as the host issues
+    faster than the device runs)."""
+
+    def __init__(self, per_launch: float) -> None:
+        self.per_launch = per_launch
+        self.free_at = 0.0  # when the device has run everything launched so far (perf_counter seconds)
+
+    def launch(self, now: float, work_s: float | None = None) -> None:
+        self.free_at = max(self.free_at, now) + (self.per_launch if work_s is None else work_s)
+
+
 class DeviceCompute:
-    """compute accelerator: the step's dispatch on this thread (`dispatch_share` of `compute_s`), then the wait on
-    the device for the rest, holding no core."""
+    """compute accelerator: the step's dispatch on this thread (`dispatch_share` of `compute_s`), each launch
+    queueing its part of the step's device work (the whole step's: an idle step is as long as its device work,
+    which the host's dispatch runs ahead of), then the wait for the device to finish, holding no core. A dispatch
+    stretched by a background persist delays the step only where it outruns the queue's lead."""
 
     def __init__(self, compute_s: float, dispatch_share: float) -> None:
         self.compute_s = compute_s
         self.dispatch_share = dispatch_share
         self.dispatch = Dispatch()
-        self.device_s = compute_s * (1.0 - dispatch_share)
+        self.device_s = compute_s
+        self.queue = DeviceQueue(0.0)
+
+    @property
+    def launches(self) -> int:
+        return self.dispatch.ops // OPS_PER_LAUNCH
 
     def calibrate(self) -> None:
         self.dispatch.calibrate(self.compute_s * self.dispatch_share)
+        self.queue.per_launch = self.device_s / self.launches if self.launches else 0.0
 
     def run(self) -> None:
-        start = time.perf_counter()
-        self.dispatch.run(self.dispatch.ops)
-        self.wait(start)
+        self.dispatch.run(self.dispatch.ops, self._launch)
+        if not self.launches:  # no dispatch to speak of: the step's device work queued at once
+            self.queue.launch(time.perf_counter(), self.device_s)
+        self.wait()
 
-    def wait(self, start: float | None = None) -> None:
-        """The device's part after the dispatch; a step never ends before `compute_s` from `start` (its dispatch
-        calibrated on the fastest of three runs may come in under its share), while a stretched dispatch still
-        delays the step one for one."""
-        until = time.perf_counter() + self.device_s
-        if start is not None:
-            until = max(until, start + self.compute_s)
-        time.sleep(max(0.0, until - time.perf_counter()))
+    def _launch(self) -> None:
+        self.queue.launch(time.perf_counter())
+
+    def wait(self) -> None:
+        """Until the device has run what was launched: a sleep, holding neither the GIL nor a core."""
+        time.sleep(max(0.0, self.queue.free_at - time.perf_counter()))
 
 
 class CudaCompute(DeviceCompute):
-    """compute accelerator with `device: cuda`: the rest of the step is real GPU work (bf16 matmuls on the
-    rank's current device, launched from this thread), then a synchronize; torch is imported only here."""
+    """compute accelerator with `device: cuda`: the device work is real GPU work, bf16 matmuls on the rank's
+    current device launched at the dispatch's launches (each launch the matmuls its share of the step owes), then a
+    synchronize: the GPU's own stream is the queue. torch is imported only here."""
 
     SIZE = 4096  # a matmul of ~0.14 TFLOP: ~0.2 ms on an H100/H200, so the count sizes the step finely
 
-    def __init__(self, compute_s: float, dispatch_share: float) -> None:
+    def __init__(self, compute_s: float, dispatch_share: float, device: Any = None, size: int = SIZE) -> None:
+        """`device` and `size` other than the GPU's own and SIZE only for a test of the launching on host tensors."""
         super().__init__(compute_s, dispatch_share)
         import torch
 
         self.torch = torch
-        self.a = torch.randn(self.SIZE, self.SIZE, device=torch.device("cuda", torch.cuda.current_device()),
-                             dtype=torch.bfloat16)
+        self.device = device if device is not None else torch.device("cuda", torch.cuda.current_device())
+        self.a = torch.randn(size, size, device=self.device, dtype=torch.bfloat16)
         self.out = torch.empty_like(self.a)
-        self.matmuls = 1
+        self.matmul_s = 0.0
+        self.owed = 0.0  # device seconds launched work still owes the step (less than one matmul)
+        self.launched = 0  # matmuls launched in the last step
+
+    def _synchronize(self) -> None:
+        if self.device.type == "cuda":
+            self.torch.cuda.synchronize(self.device)
 
     def _matmuls(self, n: int) -> float:
         start = time.perf_counter()
         for _ in range(n):
             self.torch.mm(self.a, self.a, out=self.out)
-        self.torch.cuda.synchronize()
+        self._synchronize()
         return time.perf_counter() - start
 
     def calibrate(self) -> None:
         super().calibrate()
         self._matmuls(10)  # warm: cuBLAS's handle and kernel choice
-        one = min(self._matmuls(20) for _ in range(3)) / 20
-        self.matmuls = max(1, round(self.device_s / max(one, 1e-9)))
+        self.matmul_s = max(min(self._matmuls(20) for _ in range(3)) / 20, 1e-9)
 
-    def wait(self, start: float | None = None) -> None:
-        self._matmuls(self.matmuls)
+    def _launch(self) -> None:
+        self.owed += self.queue.per_launch
+        while self.owed >= self.matmul_s:
+            self.torch.mm(self.a, self.a, out=self.out)
+            self.owed -= self.matmul_s
+            self.launched += 1
+
+    def run(self) -> None:
+        self.owed, self.launched = 0.0, 0
+        self.dispatch.run(self.dispatch.ops, self._launch)
+        if not self.launches:
+            self.launched = max(1, round(self.device_s / self.matmul_s))
+            self._matmuls(self.launched)
+        self._synchronize()
+
+    def wait(self) -> None:
+        self._synchronize()
 
 
 def device_compute(compute_s: float, dispatch_share: float, device: str) -> DeviceCompute:

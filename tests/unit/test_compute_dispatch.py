@@ -22,7 +22,7 @@ import pytest
 from mpi4py import MPI
 
 from studyctl.definition.inputs.training import CPU_DISPATCH_SHARE, DISPATCH_SHARE
-from worker.compute import OPS_PER_LAUNCH, DeviceCompute, Dispatch, HostCompute, Trainer
+from worker.compute import OPS_PER_LAUNCH, CudaCompute, DeviceCompute, DeviceQueue, Dispatch, HostCompute, Trainer
 
 SWITCH_S = 1.0
 STEP_S = 0.05
@@ -100,6 +100,7 @@ def test_the_dispatch_hands_the_gil_to_an_io_thread_at_its_launches(model: str, 
 def test_a_python_thread_delays_the_step_and_an_io_thread_does_not(io_work: Callable[[], None]) -> None:
     work = calibrated()
     work.dispatch.ops = 2 * OPS_PER_LAUNCH  # a short dispatch: what the step waits for is the GIL after its device
+    work.queue.per_launch = work.device_s / 2
     switch_s = 0.2
 
     def step_s() -> float:
@@ -123,6 +124,7 @@ def test_the_device_wait_lets_a_python_thread_run() -> None:
     with beside(python_work) as count:
         time.sleep(0.02)
         before = count[0]  # this thread holds the GIL again: the background thread waits SWITCH_S for it
+        work.queue.launch(time.perf_counter(), STEP_S)
         work.wait()
         assert count[0] > before, "waiting on the device releases the GIL"
 
@@ -146,8 +148,10 @@ def test_calibration_gives_the_share_asked_for_on_an_idle_rank(model: str, share
     work.dispatch.run(work.dispatch.ops)
     used = time.thread_time() - start
     assert 0.5 < used / (share * 0.2) < 2.0, used
-    rest = work.device_s if isinstance(work, DeviceCompute) else work.kernel_s
-    assert rest == pytest.approx(0.2 * (1 - share)), "the device or the kernels do the rest"
+    if isinstance(work, DeviceCompute):
+        assert work.queue.per_launch * work.launches == pytest.approx(0.2), "the device works the whole step"
+    else:
+        assert work.kernel_s == pytest.approx(0.2 * (1 - share)), "the kernels do the rest"
 
 
 def test_no_share_means_no_dispatch_and_each_model_has_its_own_default() -> None:
@@ -172,3 +176,44 @@ def test_a_step_whose_dispatch_comes_in_under_its_share_still_takes_its_compute_
     start = time.perf_counter()
     work.run()
     assert time.perf_counter() - start >= STEP_S
+
+
+def test_the_device_queue_absorbs_a_host_stall_shorter_than_its_lead() -> None:
+    """Launches of 2 s of device work each: the host issuing every second runs ahead; a 3 s stall after the
+    second launch is absorbed by the 2 s of lead built up, a 10 s one leaves the device idle for the rest."""
+    queue = DeviceQueue(2.0)
+    for t in (0.0, 1.0, 4.0, 5.0):  # a 3 s gap after t=1: the device was busy until 4
+        queue.launch(t)
+    assert queue.free_at == 8.0, "as if the host had never stalled (4 launches x 2 s from 0)"
+    queue = DeviceQueue(2.0)
+    for t in (0.0, 1.0, 14.0):  # a 13 s gap: the device ran out of work at 4 and idled until 14
+        queue.launch(t)
+    assert queue.free_at == 16.0
+    queue.launch(15.0, work_s=0.5)
+    assert queue.free_at == 16.5, "work of another size queues behind the rest"
+
+
+def test_an_idle_accelerator_step_is_its_device_work() -> None:
+    """The dispatch runs ahead of the device, so the step is as long as the device's work, not dispatch + work."""
+    work = calibrated(share=0.5, compute_s=0.1)
+    start = time.perf_counter()
+    work.run()
+    took = time.perf_counter() - start
+    assert took >= 0.1, "the device's work cannot finish sooner than it takes"
+    assert work.queue.free_at <= time.perf_counter()
+
+
+def test_the_gpu_step_launches_its_device_work_at_the_dispatchs_launches() -> None:
+    """CudaCompute's launching, on host tensors (the matmuls run on launch): one step launches the matmuls its
+    device work comes to, spread over the dispatch's launches (with no dispatch, all at once)."""
+    import torch
+
+    work = CudaCompute(0.05, 0.25, device=torch.device("cpu"), size=32)
+    work.calibrate()
+    work.run()
+    assert work.launches > 10
+    assert abs(work.launched - work.device_s / work.matmul_s) <= 1
+    idle = CudaCompute(0.05, 0.0, device=torch.device("cpu"), size=32)
+    idle.calibrate()
+    idle.run()
+    assert idle.launches == 0 and idle.launched == round(idle.device_s / idle.matmul_s)

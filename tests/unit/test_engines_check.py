@@ -10,6 +10,7 @@ import pytest
 
 from benchmarks import engines_bench, engines_check
 from benchmarks.real_training import POSITIONS, SHAPES, STAGERS, VOCAB
+from studyctl.definition.inputs.training import CPU_DISPATCH_SHARE as CPU_SHARE
 from studyctl.definition.planning.expand import iter_points
 from studyctl.definition.planning.sweep import load_sweep
 
@@ -22,7 +23,8 @@ def _points(tmp_path: Path, text: str) -> list[Any]:
 
 @pytest.mark.parametrize("device", sorted(STAGERS))
 def test_the_check_sweep_runs_each_engine_sync_and_dcp_async_with_each_stager(tmp_path: Path, device: str) -> None:
-    points = _points(tmp_path, engines_check.sweep_text("s", SHAPES["tiny"], device, tmp_path, 0.3, 2))
+    idle = {"median_s": 0.3, "host_share": 0.6}
+    points = _points(tmp_path, engines_check.sweep_text("s", SHAPES["tiny"], device, tmp_path, idle, 2))
     seen = sorted((p.checkpoint.engine, p.checkpoint.strategy, engines_check.stager_of(
         p.checkpoint.model_dump(), device) if p.checkpoint.strategy == "async" else "-") for p in points)
     assert seen == sorted([("torch_save", "sync", "-"), ("dcp", "sync", "-"),
@@ -30,6 +32,10 @@ def test_the_check_sweep_runs_each_engine_sync_and_dcp_async_with_each_stager(tm
     for p in points:
         assert (p.checkpoint.device, p.checkpoint.state, p.zero_stage, p.world_size) == (device, "torch", 0, 1)
         assert p.checkpoint.writes == p.checkpoint.reads == 2 and p.checkpoint.scale == 1.0
+    step = load_sweep(tmp_path / "sweep.yaml").training.simulated_step
+    assert step.compute_s == 0.3
+    # a GPU job's step launched by its host in the share measured; a CPU job's is all host: the cpu model's default
+    assert (step.compute, step.dispatch_share) == (("accelerator", 0.6) if device == "cuda" else ("cpu", CPU_SHARE))
 
 
 def test_the_studyctl_model_holds_the_real_models_bytes(tmp_path: Path) -> None:
@@ -46,7 +52,7 @@ def test_the_studyctl_model_holds_the_real_models_bytes(tmp_path: Path) -> None:
         with torch.device("meta"):
             model = gpt2(torch, shape.n_embd, VOCAB, POSITIONS, False, n_layer=shape.n_layer, n_head=shape.n_head)
         params = sum(p.numel() for p in model.parameters())
-        point = _points(tmp_path, engines_check.sweep_text("s", shape, "cpu", tmp_path, 0.3, 1))[0]
+        point = _points(tmp_path, engines_check.sweep_text("s", shape, "cpu", tmp_path, {"median_s": 0.3}, 1))[0]
         summary = summarize(point.model, point.parallelism, conv=point.checkpoint.convention)
         assert summary.num_parameters == params
         tensors = len(list(model.parameters()))  # AdamW keeps a 4 B `step` for each, as studyctl's file does
