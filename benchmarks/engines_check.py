@@ -309,6 +309,29 @@ def main(repeat: int = 2, shape: str = "cpu", out: Path | None = None, scratch: 
     return real, ours
 
 
+CALLS = ("torch_save", "torch_load", "dcp_save", "dcp_load")
+
+
+def real_calls(records: list[dict[str, Any]], field: str) -> dict[str, list[float]]:
+    """The real job's figure `field` (cpu_s, minflt) of each sync call, by call."""
+    return {name: [r[k][field] for r in records for k in r.get("steps", [])
+                   if k.rpartition("_")[0] == name and field in r[k]] for name in CALLS}
+
+
+def studyctl_calls(results: list[dict[str, Any]], field: str) -> dict[str, list[float]]:
+    """The same figure of studyctl's engine calls (the slowest rank's), named as the real job names its calls."""
+    name = {("torch_save", "write"): "torch_save", ("torch_save", "read"): "torch_load",
+            ("dcp", "write"): "dcp_save", ("dcp", "read"): "dcp_load"}
+    key = {"cpu_s": "cpu_s", "minflt": "minor_faults"}[field]
+    out: dict[str, list[float]] = {call: [] for call in CALLS}
+    for result in results:
+        engine = result.get("engine") or {}
+        for row in engine.get("checkpoints", []):
+            if row.get(key) is not None:
+                out[name[engine["engine"], row["phase"]]].append(row[key])
+    return out
+
+
 def children_cpu() -> float:
     """CPU seconds (user + system) of this process's finished children: the real job's process, or the local
     backend's mpiexec and the worker it waited for."""
@@ -328,11 +351,11 @@ def report(records: list[dict[str, Any]], results: list[dict[str, Any]], real: S
              f"{', '.join(f'{h:.2f}' for h in host)} of it); load {os.getloadavg()[0]:.1f}"]
     if records and results:
         lines.append("# " + state_line(records[0], results))
-    calls = {name: [r[k]["cpu_s"] for r in records for k in r.get("steps", [])
-                    if k.rpartition("_")[0] == name and "cpu_s" in r[k]]
-             for name in ("torch_save", "torch_load", "dcp_save", "dcp_load")}
-    lines.append("# real job, CPU s per call (process, all threads; median): " + ", ".join(
-        f"{name} {statistics.median(v):.3f}" for name, v in calls.items() if v))
+    for field, what in (("cpu_s", "CPU s"), ("minflt", "minor page faults")):
+        for side, got in (("real job", real_calls(records, field)), ("studyctl", studyctl_calls(results, field))):
+            lines.append(f"# {side}, {what} per call (process, all threads; median): " + ", ".join(
+                f"{name} {statistics.median(v):.3f}" if field == "cpu_s" else f"{name} {statistics.median(v):,.0f}"
+                for name, v in got.items() if v))
     lines += [f"# {side} runs (whole process: start-up, training or simulated steps, every save and restore): "
               + ", ".join(f"{w:.1f} s wall / {c:.1f} s CPU" for w, c in got) for side, got in (runs or {}).items()]
     lines += table(real, ours, device)

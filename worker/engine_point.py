@@ -19,11 +19,13 @@ saved ones (per-file hashes, off the clock): a difference fails the point.
 from __future__ import annotations
 
 import os
+import resource
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, BinaryIO
+from typing import TYPE_CHECKING, Any, BinaryIO, TypeVar
 
 from studyctl.definition.checkpoint.engine_tensors import file_tensors, read_tensors
 from studyctl.definition.checkpoint.engines import DCP_METADATA, dcp_file_names
@@ -76,6 +78,24 @@ class EngineRecord:
     staged_s: float | None = None
     done_s: float | None = None
     verified: bool | None = None
+    cpu_s: float | None = None  # sync save, restore: the process's CPU in the call (every thread of it)
+    minor_faults: int | None = None  # ... and the fresh pages it touched (or mapped from the page cache)
+
+
+class CallCost:
+    """The process's CPU seconds and minor page faults over a call: what a framework's serialising and host copies
+    cost the host, and whether they land in memory touched before (a job's later checkpoints) or fresh pages."""
+
+    def __enter__(self) -> CallCost:
+        self.cpu, self.faults = time.process_time(), _minor_faults()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.cpu_s, self.minor_faults = time.process_time() - self.cpu, _minor_faults() - self.faults
+
+
+def _minor_faults() -> int:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_minflt
 
 
 @dataclass
@@ -121,12 +141,13 @@ class EnginePoint:
         self.shared.split = ph.split = self.storage.begin(ph) if self.streams else None
         self.engine.target = self.shared
         try:
-            timing = self.engine.save(index)
+            with CallCost() as cost:
+                timing = self.engine.save(index)
         except Exception as exc:  # a framework wraps OSErrors in its own exceptions
             ph.error = failure(exc, self.storage.where(self.shared.step(index), ""))
             return
         ph.bytes, ph.files = timing.nbytes, len(self.engine.files(index))
-        self.note("write", index, ph, timing.seconds)
+        self.note("write", index, ph, timing.seconds, cpu_s=cost.cpu_s, minor_faults=cost.minor_faults)
 
     @property
     def streams(self) -> bool:
@@ -182,13 +203,14 @@ class EnginePoint:
         self.engine.metadata_fallback = self.shared.step_path  # type: ignore[assignment]  # dcp: a directory
         timing = None
         try:
-            timing = self.engine.load(index, self.restored)
+            with CallCost() as cost:
+                timing = self.engine.load(index, self.restored)
         except Exception as exc:  # as in save
             ph.error = failure(exc, self.storage.where(self.shared.step(index), ""))
         bcast_s, received = self._broadcast() if self.group is not None else (0.0, 0)
         if timing is not None:  # what it read, and what it received (a broadcast's, as stream counts it)
             ph.bytes, ph.files = timing.nbytes + received, len(self.restored.plan) + bool(received) * len(self.bcast)
-            self.note("read", index, ph, timing.seconds)
+            self.note("read", index, ph, timing.seconds, cpu_s=cost.cpu_s, minor_faults=cost.minor_faults)
         return (timing.seconds if timing else 0.0), bcast_s, received
 
     def _broadcast(self) -> tuple[float, int]:
@@ -282,7 +304,10 @@ class EnginePoint:
         end_group()
 
 
-def _most(values: list[float | None]) -> float | None:
+Figure = TypeVar("Figure", int, float)
+
+
+def _most(values: list[Figure | None]) -> Figure | None:
     known = [v for v in values if v is not None]
     return max(known) if known else None
 
@@ -294,7 +319,8 @@ def _timing(phase: str, index: int, rs: list[EngineRecord]) -> EngineTiming:
                         bytes=sum(r.nbytes for r in rs), files=sum(r.files for r in rs),
                         engine_s=max(r.duration_s for r in rs), storage_s=_most([r.storage_s for r in rs]),
                         blocked_s=_most([r.blocked_s for r in rs]), staged_s=_most([r.staged_s for r in rs]),
-                        persist_s=_most([r.done_s for r in rs]), verified=all(verified) if verified else None)
+                        persist_s=_most([r.done_s for r in rs]), verified=all(verified) if verified else None,
+                        cpu_s=_most([r.cpu_s for r in rs]), minor_faults=_most([r.minor_faults for r in rs]))
 
 
 def failure(exc: BaseException, where: str) -> tuple[str, str]:

@@ -49,6 +49,10 @@ def check(result: Result) -> None:
         if opts.strategy == "async" and t.phase == "write":
             assert t.blocked_s is not None and t.staged_s is not None and t.persist_s is not None
             assert 0 <= t.blocked_s <= t.staged_s <= t.persist_s
+        costed = t.phase == "read" or opts.strategy == "sync"  # the calls made on training's time, start to end
+        assert (t.cpu_s is not None, t.minor_faults is not None) == (costed, costed)
+        if t.cpu_s is not None:
+            assert 0 < t.cpu_s, "serialising or deserialising real tensors takes the process CPU"
 
 
 # (engine, strategy, restore, state, replicated_writer, nodes, ranks per node, ZeRO, extra options)

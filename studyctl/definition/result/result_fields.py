@@ -155,6 +155,10 @@ class EngineTiming(_Strict):
     staged_s: Seconds | None = None  # async: from the call until the state was copied off the live tensors
     persist_s: Seconds | None = None  # async: from the call until the files were complete
     verified: bool | None = None  # reads: the restored tensors were compared with the saved ones (and equal)
+    # sync saves and restores, the most of any rank: the process's CPU seconds in the call (all its threads) and the
+    # minor page faults it took (fresh pages its host copies touched, or pages mapped from the page cache)
+    cpu_s: Seconds | None = None
+    minor_faults: Count | None = None
 
 
 class EngineInfo(_Strict):
