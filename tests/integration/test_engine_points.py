@@ -52,7 +52,7 @@ def check(result: Result) -> None:
         costed = t.phase == "read" or opts.strategy == "sync"  # the calls made on training's time, start to end
         assert (t.cpu_s is not None, t.minor_faults is not None) == (costed, costed)
         if t.cpu_s is not None:
-            assert 0 < t.cpu_s, "serialising or deserialising real tensors takes the process CPU"
+            assert t.cpu_s > 0, "serialising or deserialising real tensors takes the process CPU"
 
 
 # (engine, strategy, restore, state, replicated_writer, nodes, ranks per node, ZeRO, extra options)
