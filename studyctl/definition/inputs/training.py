@@ -41,7 +41,8 @@ DAY_S = 86400.0
 # The share of an idle step the rank's Python thread spends dispatching (holding the GIL and a core), for each
 # compute model; a figure of the CPU it was measured on (this project's 2-core EPYC):
 # - accelerator: an eager GPT-2 XL step's host time, bf16 autocast and fused AdamW, over the H200's 0.378 s step
-#   (`python -m benchmarks dispatch_share`: 0.23-0.29);
+#   (`python -m benchmarks dispatch_share`: 0.23-0.29); the GPU check measured a GPT-2 medium step on an H200
+#   launched by its host in 0.61 of its 0.075 s (a smaller model is faster on the device, not on the host);
 # - cpu: a node training on its own CPUs with an eager framework, the engine check's real CPU job
 #   (`benchmarks.real_training`'s `cpu` shape: GPT-2 XL's 48 layers and 25 heads at hidden size 200, fp32, fused
 #   AdamW, 1 intra-op thread): the same graph's dispatch on tiny tensors over the step at its shape, both in the
@@ -61,12 +62,14 @@ class SimulatedStep(BaseModel):
     compute_s: float = Field(0.5, gt=0, description="compute of one simulated step")
     compute: ComputeModel = Field("accelerator", description=(
         "accelerator: the rank's Python thread dispatches (dispatch_share of the step, holding the GIL and a "
-        "core), then waits while its device computes, then all-reduces its gradients; cpu: the node trains on "
-        "its CPUs, the same dispatch then its kernels on the same core (releasing the GIL)"))
+        "core between launches) while its device runs what it launched, behind it, then all-reduces its "
+        "gradients; cpu: the node trains on its CPUs, the same dispatch then its kernels on the same core "
+        "(releasing the GIL)"))
     allreduce_mib: float = Field(16.0, ge=0, description="gradient all-reduce per step and rank (0: none)")
     dispatch_share: float = Field(DISPATCH_SHARE, ge=0, le=1, description=(
-        "share of an idle step the rank's Python thread dispatches (holding the GIL and a core) before its "
-        f"device (accelerator) or its kernels (cpu) do the rest; default {DISPATCH_SHARE} for accelerator, "
+        "share of an idle step the rank's Python thread dispatches (holding the GIL and a core between launches; "
+        "accelerator: its device runs the whole step behind the dispatch; cpu: its kernels do the rest); "
+        f"default {DISPATCH_SHARE} for accelerator, "
         f"{CPU_DISPATCH_SHARE} for cpu, each measured from an eager training step"))
 
     @model_validator(mode="before")
