@@ -45,6 +45,7 @@ from studyctl.analysis.results import (
     LoadedRows,
     Problem,
     load_rows,
+    rank_rows,
 )
 from studyctl.analysis.stats import describe, total_over_total
 from studyctl.analysis.training.cells import cost_cells, summary_flags
@@ -203,14 +204,15 @@ def _column(values: Sequence[Any], none_is_nan: bool = False) -> Any:
 def _ranks_frame(rows: Sequence[dict[str, Any]]) -> pd.DataFrame:
     """One row per rank that moved bytes, built by column: each point's context once, repeated for its ranks
     (a tuple per rank of 500,000 was a second of a collect at 10,000 points)."""
-    having = [r for r in rows if r["ranks"]]
+    parsed = [(r, rank_rows(r)) for r in rows if r["rank_count"]]
+    having = [(r, ranks) for r, ranks in parsed if ranks]
     if not having:
         return pd.DataFrame.from_records([], columns=[*RANK_CONTEXT, *RANK_FIELDS])
-    counts = [len(r["ranks"]) for r in having]
+    counts = [len(ranks) for _, ranks in having]
     columns: dict[str, Any] = {
-        c: pd.Series([r["checkpoints"][0][c] for r in having]).repeat(counts).reset_index(drop=True)
+        c: pd.Series([r["checkpoints"][0][c] for r, _ in having]).repeat(counts).reset_index(drop=True)
         for c in RANK_CONTEXT}
-    fields = zip(*(t for r in having for t in r["ranks"]), strict=True)  # JSON cache: lists; by field at once
+    fields = zip(*(t for _, ranks in having for t in ranks), strict=True)  # by field at once
     columns.update({name: _column(values, name in SPLIT_FIELDS) for name, values in zip(RANK_FIELDS, fields,
                                                                                          strict=True)})
     return pd.DataFrame(columns)
@@ -223,7 +225,7 @@ def _checkpoints_frame(rows: Sequence[dict[str, Any]]) -> pd.DataFrame:
 # The per-point frames, kept between collects under tables/.cache and patched by point (`frame_cache`).
 CHECKPOINTS = FrameSpec("checkpoints", _checkpoints_frame, lambda r: len(r["checkpoints"]),
                         lambda r: [list(c) for c in r["checkpoints"]])
-RANKS = FrameSpec("ranks", _ranks_frame, lambda r: len(r["ranks"]))
+RANKS = FrameSpec("ranks", _ranks_frame, lambda r: int(r["rank_count"]))
 
 
 def build_tables(study_dir: Path, extra_checkpoints: pd.DataFrame | None = None,

@@ -17,7 +17,7 @@ import pytest
 
 from studyctl.analysis import frame_cache
 from studyctl.analysis.frame_cache import FrameSpec, point_frame, same_frame
-from studyctl.analysis.results import LoadedRows, load_rows
+from studyctl.analysis.results import LoadedRows, load_rows, rank_rows, ranks_text
 from studyctl.analysis.tables import CHECKPOINTS, RANKS, build_tables
 from studyctl.attempt.paths import StudyPaths
 from tests.resultgen import make_point, write_result
@@ -116,7 +116,7 @@ def test_new_rows_of_another_dtype_or_columns_rebuild(study: Path) -> None:
             else:
                 c["extra_column"] = 1
         if change == "dtype":
-            rows[2]["ranks"] = [(*t[:4], float(t[4]), *t[5:]) for t in rows[2]["ranks"]]
+            rows[2]["ranks_json"] = ranks_text([(*t[:4], float(t[4]), *t[5:]) for t in rank_rows(rows[2])])
         stamps[2] = (stamps[2][0], stamps[2][1] + 1 + k, stamps[2][2])  # another version each time
         for spec in SPECS:
             counting = Counting(spec)
