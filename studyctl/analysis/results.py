@@ -21,7 +21,7 @@ from studyctl.analysis.columns import REQUEST_KINDS, RESIDENCY_COLUMNS
 from studyctl.analysis.findings import Failure, Problem
 from studyctl.analysis.hardware.rank_load import SPLIT_FIELDS, ceiling_row, heaviest_rank, rank_split
 from studyctl.analysis.recovery.rows import recovery_row
-from studyctl.analysis.result_cache import ParseCache, _finite
+from studyctl.analysis.result_cache import ParseCache
 from studyctl.analysis.training.rows import nominal_restore, point_cost_row
 from studyctl.attempt.judged import Judged
 from studyctl.attempt.paths import StudyPaths
@@ -42,26 +42,29 @@ NO_RANKS = {"rank_count": 0, "ranks_json": "[]"}  # a point whose ranks are no r
 RANK_CONTEXT = ("point_id", "cell_key", "model", "zero_stage", "nodes", "filesystem", "io_mode", "repetition")
 
 
+JSON_WRITTEN = " "  # leads the text `ranks_text` wrote by json (orjson's text never starts with a space)
+
+
 def ranks_text(ranks: Sequence[Sequence[Any]]) -> str:
     """A point's rank rows (RANK_FIELDS each) as JSON text: the parse cache keeps them as one string, which its
-    JSON reader copies instead of parsing 45 numbers a rank (three fifths of loading the cache at 10,000 points);
-    they are parsed only where a frame is built from them (`rank_rows`). orjson where that is exact; json where a
-    value is NaN or ±inf (orjson would write null) or an integer beyond 64 bits."""
-    if _finite(ranks):
-        try:
-            return orjson.dumps(ranks).decode()
-        except TypeError:
-            pass
-    return json.dumps(ranks, separators=(",", ":"))
+    JSON reader copies instead of parsing a dozen numbers a rank (three fifths of loading the cache at 10,000
+    points); they are parsed only where a frame is built from them (`rank_rows`). orjson where that is exact:
+    it writes NaN and ±inf as null, so its text must hold no more nulls than the rows hold None (a string
+    holding "null" only sends the rows to json); json otherwise, and for integers beyond 64 bits (which orjson
+    would read back as floats: json's text is marked, and read by json)."""
+    try:
+        text = orjson.dumps(ranks).decode()
+        if text.count("null") == sum(r.count(None) for r in ranks):
+            return text
+    except TypeError:
+        pass
+    return JSON_WRITTEN + json.dumps(ranks, separators=(",", ":"))
 
 
 def rank_rows(row: dict[str, Any]) -> list[list[Any]]:
     """The rank rows `ranks_text` wrote, as lists (what the parse cache gave before it kept them as text)."""
     text = row["ranks_json"]
-    try:
-        return orjson.loads(text)
-    except orjson.JSONDecodeError:  # NaN or ±inf: written by json
-        return json.loads(text)
+    return json.loads(text) if text.startswith(JSON_WRITTEN) else orjson.loads(text)
 
 
 @dataclass
