@@ -17,7 +17,7 @@ not checkpoints: the checkpoints of one run share a job, nodes and cache state.
 from __future__ import annotations
 
 import gc
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from operator import attrgetter
@@ -230,11 +230,13 @@ RANKS = FrameSpec("ranks", _ranks_frame, lambda r: int(r["rank_count"]))
 
 def build_tables(study_dir: Path, extra_checkpoints: pd.DataFrame | None = None,
                  cache_dir: Path | None = None, excluded: frozenset[str] = frozenset(),
-                 found: dict[str, list[AttemptFiles]] | None = None) -> Tables:
+                 found: dict[str, list[AttemptFiles]] | None = None,
+                 later: list[Callable[[], None]] | None = None) -> Tables:
     """All four tables from the study's result files (plus imported rows, e.g. DLIO's).
 
     Points the sweep copy does not judge (`attempt.judged`), and `excluded` (the ledger's view handed in), are
     not cells: a result they left from before is named in `left_out`. `found`: the attempt tree, if scanned.
+    `later`: where the kept per-point frames' writes are handed (`frame_cache.point_frame`), else made now.
     """
     paths = StudyPaths(Path(study_dir))
     cache_dir = paths.tables_cache if cache_dir is None else cache_dir
@@ -242,7 +244,7 @@ def build_tables(study_dir: Path, extra_checkpoints: pd.DataFrame | None = None,
     with cycles_unchecked():
         verdict = judged(paths)
         return _tables(paths, load_rows(paths, cache_dir, excluded | verdict.excluded, found, verdict),
-                       extra_checkpoints, cache_dir)
+                       extra_checkpoints, cache_dir, later)
 
 
 @contextmanager
@@ -259,8 +261,9 @@ def cycles_unchecked() -> Iterator[None]:
             gc.enable()
 
 
-def _tables(paths: StudyPaths, loaded: LoadedRows, extra_checkpoints: pd.DataFrame | None, cache_dir: Path) -> Tables:
-    checkpoints = point_frame(CHECKPOINTS, loaded.rows, loaded.stamps, cache_dir, paths.root)
+def _tables(paths: StudyPaths, loaded: LoadedRows, extra_checkpoints: pd.DataFrame | None, cache_dir: Path,
+            later: list[Callable[[], None]] | None) -> Tables:
+    checkpoints = point_frame(CHECKPOINTS, loaded.rows, loaded.stamps, cache_dir, paths.root, later)
     if extra_checkpoints is not None and not extra_checkpoints.empty:
         parts = [checkpoints, extra_checkpoints] if not checkpoints.empty else [extra_checkpoints]
         checkpoints = pd.concat(parts, ignore_index=True)
@@ -271,7 +274,7 @@ def _tables(paths: StudyPaths, loaded: LoadedRows, extra_checkpoints: pd.DataFra
     factors = point_factors(checkpoints, phase_nominal_bytes, fits, NOMINAL_COLUMNS)
     training = training_table([r["training"] for r in loaded.rows if r.get("training")],
                               load_training(paths.sweep_copy), factors)
-    ranks = point_frame(RANKS, loaded.rows, loaded.stamps, cache_dir, paths.root)
+    ranks = point_frame(RANKS, loaded.rows, loaded.stamps, cache_dir, paths.root, later)
     ceilings = ceilings_table([r["ceiling"] for r in loaded.rows if r.get("ceiling")])
     summary = add_hardware(add_projections(summarize_cells(points), checkpoints, phase_nominal_bytes, fits), ranks,
                            checkpoints[measured(checkpoints)], training, ceilings, stated_peaks(paths.sweep_copy))

@@ -174,3 +174,36 @@ def test_collect_tables_equal_a_rebuild_after_changes(study: Path) -> None:
     rebuilt = build_tables(study)
     for name in ("checkpoints", "ranks", "points", "summary", "training"):
         assert same_frame(getattr(patched, name), getattr(rebuilt, name)), name
+
+
+def test_a_collect_writes_the_kept_frames_beside_its_tables(study: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A collect hands the frames' writes to the child that writes its tables: the files are there when it returns,
+    hold the frame as it was built (a change the caller makes afterwards is not in them), and the next collect
+    after one change builds that point's rows alone."""
+    from studyctl.analysis.collect import collect
+
+    collect(study)
+    cache = StudyPaths(study).tables_cache
+    assert all((cache / f"frames.{spec.name}.arrow").is_file() for spec in SPECS)
+    header = frame_cache._header(study)
+    assert header is not None
+    kept = frame_cache._read(cache / "frames.checkpoints.arrow", header)
+    assert kept is not None and same_frame(kept[0], CHECKPOINTS.build(_loaded(study).rows))
+    _write(study, 5, faster=1.07)
+    counted = {spec.name: Counting(spec) for spec in SPECS}
+    import studyctl.analysis.tables as tables_module
+
+    monkeypatch.setattr(tables_module, "CHECKPOINTS", counted["checkpoints"].spec)
+    monkeypatch.setattr(tables_module, "RANKS", counted["ranks"].spec)
+    later: list[Any] = []
+    built = tables_module.build_tables(study, later=later)
+    assert {k: c.built for k, c in counted.items()} == {"checkpoints": [1], "ranks": [1]}
+    assert len(later) == 2  # handed over, not yet written: the files still hold the frames before the change
+    before = frame_cache._read(cache / "frames.checkpoints.arrow", header)
+    assert before is not None and same_frame(before[0], kept[0])
+    want = CHECKPOINTS.build(_loaded(study).rows)
+    built.checkpoints["bytes"] = -1  # the caller's own frame, changed after the write was handed over
+    for write in later:
+        write()
+    after = frame_cache._read(cache / "frames.checkpoints.arrow", header)
+    assert after is not None and same_frame(after[0], want) and not same_frame(after[0], kept[0])
