@@ -7,7 +7,7 @@ matplotlib, pyarrow, jinja2, the result schema).
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -100,7 +100,8 @@ def make_outputs(paths: StudyPaths, found: dict[str, list[AttemptFiles]], status
     """Every output of the study made again (or kept by the output memos where its data is the same)."""
     extra, runs, dlio_problems = import_runs(dlio, reads=dlio_reads) if dlio else (None, [], [])
     excluded = frozenset(s.point_id for s in statuses or () if s.excluded)
-    tables = build_tables(paths.root, extra, paths.tables_cache, excluded, found)
+    frame_writes: list[Callable[[], None]] = []  # the kept per-point frames, written beside the tables
+    tables = build_tables(paths.root, extra, paths.tables_cache, excluded, found, frame_writes)
     specs = [parse_ratio(text, tables.summary) for text in ratios]  # refused before anything is written
     tables.problems.extend([*_missing_results(tables, statuses), *dlio_problems])
     table_memo = OutputMemo(paths.tables_cache / TABLE_MEMO, paths.tables, forget=force)
@@ -109,7 +110,8 @@ def make_outputs(paths: StudyPaths, found: dict[str, list[AttemptFiles]], status
     # for more children (`forked`), which start once every figure is built, while this process makes the report
     # (which reads no PNG and no table file).
     with recording(plot_memo), forking() as children:
-        in_child(paths.tables, lambda: write_tables(tables, paths, table_memo), lambda: None)
+        in_child(paths.tables, lambda: [write_tables(tables, paths, table_memo), *(w() for w in frame_writes)],
+                 lambda: None)
         if children is not None:
             children.start()  # the tables are written while the figures are built
         plot_sets, skipped = _draw(tables, paths.plots)

@@ -199,9 +199,11 @@ def _spliced(stored: pd.DataFrame, starts: dict[Stamp, tuple[int, int]], built: 
 
 
 def point_frame(spec: FrameSpec, rows: Sequence[dict[str, Any]], stamps: Sequence[Stamp], cache_dir: Path,
-                study_dir: Path) -> pd.DataFrame:
+                study_dir: Path, later: list[Callable[[], None]] | None = None) -> pd.DataFrame:
     """`spec.build(rows)`, from the frame kept under `cache_dir` where only some points changed (`stamps`: each
-    row's result file, in row order); the frame kept is brought up to date."""
+    row's result file, in row order); the frame kept is brought up to date, now or, with `later`, by the work it
+    is handed (a copy of the frame: the caller may change its own): a collect writes it in the child that writes
+    the tables, while it builds the rest."""
     if len(stamps) != len(rows):
         raise ValueError("one stamp per row")
     header = _header(study_dir)
@@ -215,5 +217,10 @@ def point_frame(spec: FrameSpec, rows: Sequence[dict[str, Any]], stamps: Sequenc
     if frame is None:
         frame = spec.build(rows)
     if header is not None:
-        _write(path, frame, header, [(s, spec.count(r)) for s, r in zip(stamps, rows, strict=True)])
+        points = [(s, spec.count(r)) for s, r in zip(stamps, rows, strict=True)]
+        if later is None:
+            _write(path, frame, header, points)
+        else:
+            kept = frame.copy()
+            later.append(lambda: _write(path, kept, header, points))
     return frame

@@ -37,8 +37,8 @@ CACHE_FORMAT = "studyctl-results-cache"
 # 12: object store requests; 13: the point's resource shape; 14: a rank's missing split is null, not NaN;
 # 15: the engine section (checkpoint engines); 16: an engine point's cost row carries its per-phase engine and
 # storage-call seconds and its staged time; 18: a ceiling row says how its probe read and wrote, a restore's
-# checkpoint row its pages resident before the read
-CACHE_VERSION = 18
+# checkpoint row its pages resident before the read; 19: a point's rank rows kept as JSON text, parsed where used
+CACHE_VERSION = 19
 SHARDS = 32
 AHEAD_MIN = 256  # files to parse before worker processes pay for themselves (a fork, rows pickled back)
 AHEAD_CHUNK = 128  # files per task: results stream back while the rest are parsed

@@ -8,9 +8,13 @@ Files are found and opened by `attempt.tree` (one symlink rule, regular files on
 
 from __future__ import annotations
 
+import json
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+import orjson
 
 from studyctl.analysis.cells import cell_key, point_settings
 from studyctl.analysis.columns import REQUEST_KINDS, RESIDENCY_COLUMNS
@@ -34,12 +38,38 @@ RANK_FIELDS = ("phase", "index", "rank", "host", "bytes", "duration_s", "bandwid
 # A rank with no split recorded (older results) keeps null in the parsed rows, not NaN: the parse cache then holds no
 # NaN and is read by orjson, not json (three times slower); the ranks table makes them NaN again.
 NO_SPLIT = (None,) * len(SPLIT_FIELDS)
+NO_RANKS = {"rank_count": 0, "ranks_json": "[]"}  # a point whose ranks are no rows of the ranks table
 RANK_CONTEXT = ("point_id", "cell_key", "model", "zero_stage", "nodes", "filesystem", "io_mode", "repetition")
+
+
+JSON_WRITTEN = " "  # leads the text `ranks_text` wrote by json (orjson's text never starts with a space)
+
+
+def ranks_text(ranks: Sequence[Sequence[Any]]) -> str:
+    """A point's rank rows (RANK_FIELDS each) as JSON text: the parse cache keeps them as one string, which its
+    JSON reader copies instead of parsing a dozen numbers a rank (three fifths of loading the cache at 10,000
+    points); they are parsed only where a frame is built from them (`rank_rows`). orjson where that is exact:
+    it writes NaN and ±inf as null, so its text must hold no more nulls than the rows hold None (a string
+    holding "null" only sends the rows to json); json otherwise, and for integers beyond 64 bits (which orjson
+    would read back as floats: json's text is marked, and read by json)."""
+    try:
+        text = orjson.dumps(ranks).decode()
+        if text.count("null") == sum(r.count(None) for r in ranks):
+            return text
+    except TypeError:
+        pass
+    return JSON_WRITTEN + json.dumps(ranks, separators=(",", ":"))
+
+
+def rank_rows(row: dict[str, Any]) -> list[list[Any]]:
+    """The rank rows `ranks_text` wrote, as lists (what the parse cache gave before it kept them as text)."""
+    text = row["ranks_json"]
+    return json.loads(text) if text.startswith(JSON_WRITTEN) else orjson.loads(text)
 
 
 @dataclass
 class LoadedRows:
-    rows: list[dict[str, Any]]  # per point: {"checkpoints": [...], "ranks": [...], "info": {...}}
+    rows: list[dict[str, Any]]  # per point: {"checkpoints": [...], "rank_count": n, "ranks_json": text, "info": {...}}
     problems: list[Problem]
     failures: list[Failure]
     files_read: int
@@ -129,11 +159,12 @@ def _rows_from_result(r: Result, path: Path) -> dict[str, Any]:
         checkpoints.append({**base, **_checkpoint_row(c)})
         ranks += [(c.phase, c.index, rk.rank, rk.host, rk.bytes, rk.duration_s, rk.bandwidth_GiBps, rk.files,
                    *(NO_SPLIT if rk.split is None else rank_split(rk))) for rk in c.ranks if rk.bytes]
-    rows = {"checkpoints": checkpoints, "ranks": ranks, "info": _info(r, path), "training": None}
+    rows = {"checkpoints": checkpoints, "rank_count": len(ranks), "ranks_json": ranks_text(ranks),
+            "info": _info(r, path), "training": None}
     if p.role == "ceiling":  # a property of the shape, never a cell: its own table, joined to cells by shape
-        return {**rows, "checkpoints": [], "ranks": [], "ceiling": ceiling_row(r)}
+        return {**rows, "checkpoints": [], **NO_RANKS, "ceiling": ceiling_row(r)}
     if p.role != "measure":  # calibration: the projections' fit reads its checkpoints (by role); never a cell
-        return {**rows, "ranks": []}
+        return {**rows, **NO_RANKS}
     return {**rows, "training": point_cost_row(r, base), "recovery": recovery_row(r, base)}
 
 

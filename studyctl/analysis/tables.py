@@ -17,7 +17,7 @@ not checkpoints: the checkpoints of one run share a job, nodes and cache state.
 from __future__ import annotations
 
 import gc
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from operator import attrgetter
@@ -45,6 +45,7 @@ from studyctl.analysis.results import (
     LoadedRows,
     Problem,
     load_rows,
+    rank_rows,
 )
 from studyctl.analysis.stats import describe, total_over_total
 from studyctl.analysis.training.cells import cost_cells, summary_flags
@@ -203,14 +204,15 @@ def _column(values: Sequence[Any], none_is_nan: bool = False) -> Any:
 def _ranks_frame(rows: Sequence[dict[str, Any]]) -> pd.DataFrame:
     """One row per rank that moved bytes, built by column: each point's context once, repeated for its ranks
     (a tuple per rank of 500,000 was a second of a collect at 10,000 points)."""
-    having = [r for r in rows if r["ranks"]]
+    parsed = [(r, rank_rows(r)) for r in rows if r["rank_count"]]
+    having = [(r, ranks) for r, ranks in parsed if ranks]
     if not having:
         return pd.DataFrame.from_records([], columns=[*RANK_CONTEXT, *RANK_FIELDS])
-    counts = [len(r["ranks"]) for r in having]
+    counts = [len(ranks) for _, ranks in having]
     columns: dict[str, Any] = {
-        c: pd.Series([r["checkpoints"][0][c] for r in having]).repeat(counts).reset_index(drop=True)
+        c: pd.Series([r["checkpoints"][0][c] for r, _ in having]).repeat(counts).reset_index(drop=True)
         for c in RANK_CONTEXT}
-    fields = zip(*(t for r in having for t in r["ranks"]), strict=True)  # JSON cache: lists; by field at once
+    fields = zip(*(t for _, ranks in having for t in ranks), strict=True)  # by field at once
     columns.update({name: _column(values, name in SPLIT_FIELDS) for name, values in zip(RANK_FIELDS, fields,
                                                                                          strict=True)})
     return pd.DataFrame(columns)
@@ -223,16 +225,18 @@ def _checkpoints_frame(rows: Sequence[dict[str, Any]]) -> pd.DataFrame:
 # The per-point frames, kept between collects under tables/.cache and patched by point (`frame_cache`).
 CHECKPOINTS = FrameSpec("checkpoints", _checkpoints_frame, lambda r: len(r["checkpoints"]),
                         lambda r: [list(c) for c in r["checkpoints"]])
-RANKS = FrameSpec("ranks", _ranks_frame, lambda r: len(r["ranks"]))
+RANKS = FrameSpec("ranks", _ranks_frame, lambda r: int(r["rank_count"]))
 
 
 def build_tables(study_dir: Path, extra_checkpoints: pd.DataFrame | None = None,
                  cache_dir: Path | None = None, excluded: frozenset[str] = frozenset(),
-                 found: dict[str, list[AttemptFiles]] | None = None) -> Tables:
+                 found: dict[str, list[AttemptFiles]] | None = None,
+                 later: list[Callable[[], None]] | None = None) -> Tables:
     """All four tables from the study's result files (plus imported rows, e.g. DLIO's).
 
     Points the sweep copy does not judge (`attempt.judged`), and `excluded` (the ledger's view handed in), are
     not cells: a result they left from before is named in `left_out`. `found`: the attempt tree, if scanned.
+    `later`: where the kept per-point frames' writes are handed (`frame_cache.point_frame`), else made now.
     """
     paths = StudyPaths(Path(study_dir))
     cache_dir = paths.tables_cache if cache_dir is None else cache_dir
@@ -240,7 +244,7 @@ def build_tables(study_dir: Path, extra_checkpoints: pd.DataFrame | None = None,
     with cycles_unchecked():
         verdict = judged(paths)
         return _tables(paths, load_rows(paths, cache_dir, excluded | verdict.excluded, found, verdict),
-                       extra_checkpoints, cache_dir)
+                       extra_checkpoints, cache_dir, later)
 
 
 @contextmanager
@@ -257,8 +261,9 @@ def cycles_unchecked() -> Iterator[None]:
             gc.enable()
 
 
-def _tables(paths: StudyPaths, loaded: LoadedRows, extra_checkpoints: pd.DataFrame | None, cache_dir: Path) -> Tables:
-    checkpoints = point_frame(CHECKPOINTS, loaded.rows, loaded.stamps, cache_dir, paths.root)
+def _tables(paths: StudyPaths, loaded: LoadedRows, extra_checkpoints: pd.DataFrame | None, cache_dir: Path,
+            later: list[Callable[[], None]] | None) -> Tables:
+    checkpoints = point_frame(CHECKPOINTS, loaded.rows, loaded.stamps, cache_dir, paths.root, later)
     if extra_checkpoints is not None and not extra_checkpoints.empty:
         parts = [checkpoints, extra_checkpoints] if not checkpoints.empty else [extra_checkpoints]
         checkpoints = pd.concat(parts, ignore_index=True)
@@ -269,7 +274,7 @@ def _tables(paths: StudyPaths, loaded: LoadedRows, extra_checkpoints: pd.DataFra
     factors = point_factors(checkpoints, phase_nominal_bytes, fits, NOMINAL_COLUMNS)
     training = training_table([r["training"] for r in loaded.rows if r.get("training")],
                               load_training(paths.sweep_copy), factors)
-    ranks = point_frame(RANKS, loaded.rows, loaded.stamps, cache_dir, paths.root)
+    ranks = point_frame(RANKS, loaded.rows, loaded.stamps, cache_dir, paths.root, later)
     ceilings = ceilings_table([r["ceiling"] for r in loaded.rows if r.get("ceiling")])
     summary = add_hardware(add_projections(summarize_cells(points), checkpoints, phase_nominal_bytes, fits), ranks,
                            checkpoints[measured(checkpoints)], training, ceilings, stated_peaks(paths.sweep_copy))

@@ -17,7 +17,7 @@ import pytest
 
 from studyctl.analysis import frame_cache
 from studyctl.analysis.frame_cache import FrameSpec, point_frame, same_frame
-from studyctl.analysis.results import LoadedRows, load_rows
+from studyctl.analysis.results import LoadedRows, load_rows, rank_rows, ranks_text
 from studyctl.analysis.tables import CHECKPOINTS, RANKS, build_tables
 from studyctl.attempt.paths import StudyPaths
 from tests.resultgen import make_point, write_result
@@ -116,7 +116,7 @@ def test_new_rows_of_another_dtype_or_columns_rebuild(study: Path) -> None:
             else:
                 c["extra_column"] = 1
         if change == "dtype":
-            rows[2]["ranks"] = [(*t[:4], float(t[4]), *t[5:]) for t in rows[2]["ranks"]]
+            rows[2]["ranks_json"] = ranks_text([(*t[:4], float(t[4]), *t[5:]) for t in rank_rows(rows[2])])
         stamps[2] = (stamps[2][0], stamps[2][1] + 1 + k, stamps[2][2])  # another version each time
         for spec in SPECS:
             counting = Counting(spec)
@@ -174,3 +174,36 @@ def test_collect_tables_equal_a_rebuild_after_changes(study: Path) -> None:
     rebuilt = build_tables(study)
     for name in ("checkpoints", "ranks", "points", "summary", "training"):
         assert same_frame(getattr(patched, name), getattr(rebuilt, name)), name
+
+
+def test_a_collect_writes_the_kept_frames_beside_its_tables(study: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A collect hands the frames' writes to the child that writes its tables: the files are there when it returns,
+    hold the frame as it was built (a change the caller makes afterwards is not in them), and the next collect
+    after one change builds that point's rows alone."""
+    from studyctl.analysis.collect import collect
+
+    collect(study)
+    cache = StudyPaths(study).tables_cache
+    assert all((cache / f"frames.{spec.name}.arrow").is_file() for spec in SPECS)
+    header = frame_cache._header(study)
+    assert header is not None
+    kept = frame_cache._read(cache / "frames.checkpoints.arrow", header)
+    assert kept is not None and same_frame(kept[0], CHECKPOINTS.build(_loaded(study).rows))
+    _write(study, 5, faster=1.07)
+    counted = {spec.name: Counting(spec) for spec in SPECS}
+    import studyctl.analysis.tables as tables_module
+
+    monkeypatch.setattr(tables_module, "CHECKPOINTS", counted["checkpoints"].spec)
+    monkeypatch.setattr(tables_module, "RANKS", counted["ranks"].spec)
+    later: list[Any] = []
+    built = tables_module.build_tables(study, later=later)
+    assert {k: c.built for k, c in counted.items()} == {"checkpoints": [1], "ranks": [1]}
+    assert len(later) == 2  # handed over, not yet written: the files still hold the frames before the change
+    before = frame_cache._read(cache / "frames.checkpoints.arrow", header)
+    assert before is not None and same_frame(before[0], kept[0])
+    want = CHECKPOINTS.build(_loaded(study).rows)
+    built.checkpoints["bytes"] = -1  # the caller's own frame, changed after the write was handed over
+    for write in later:
+        write()
+    after = frame_cache._read(cache / "frames.checkpoints.arrow", header)
+    assert after is not None and same_frame(after[0], want) and not same_frame(after[0], kept[0])

@@ -66,15 +66,16 @@ def share_writes(t: pd.DataFrame, columns: tuple[str, ...]) -> None:
                                          for n in size], "own")
 
 
-def _donors(t: pd.DataFrame) -> tuple[pd.Series, dict[object, tuple[float, float, float, str]]]:
+def _donors(t: pd.DataFrame) -> tuple[pd.Series | None, dict[object, tuple[float, float, float, str]]]:
     """(each row's key without `recovery.table`, key → mean (launch, restore, ready, scenario) of its preferred
-    same-shape restart)."""
-    keys = _keys_without_recovery(t)
+    same-shape restart); no keys where no row restarted (hashing every row's settings was most of a study's cost
+    table when nothing restarted)."""
     labels = np.array(scenario_labels(t), dtype=object)
     lost = np.array([s.startswith("lost_nodes") for s in labels], dtype=bool)
     have = (lost | (labels == "same")) & ~np.isnan(_col(t, "restart_time_to_first_step_s"))
     if not have.any():
-        return keys, {}
+        return None, {}
+    keys = _keys_without_recovery(t)
     # lost_nodes (fewest first) before same: a failure's restart replaces a node
     frame = pd.DataFrame({"key": keys[have], "rank": np.where(lost, 0, 1)[have], "label": labels[have],
                           LAUNCH: _col(t, LAUNCH)[have], RESTORE: _col(t, RESTORE)[have],
@@ -96,7 +97,7 @@ def measured_restart(t: pd.DataFrame, spec: TrainingSpec, relaunch: np.ndarray, 
     factor = _col(t, "restore_projection_factor")
     relaunch_src, restore_src = t["relaunch_source"].to_numpy(dtype=object), t["restore_source"].to_numpy(dtype=object)
     labels = scenario_labels(t)
-    for i, key in enumerate(keys):
+    for i, key in enumerate(keys if keys is not None else [None] * len(t)):
         if own[i]:
             launch, phase, ready, where = _col(t, LAUNCH)[i], _col(t, RESTORE)[i], _after_restore(t)[i], "its own"
             scenario = labels[i]
