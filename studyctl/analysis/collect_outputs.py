@@ -109,9 +109,13 @@ def make_outputs(paths: StudyPaths, found: dict[str, list[AttemptFiles]], status
     # The tables are written by a forked child while the figures are built here; each figure's rendering is queued
     # for more children (`forked`), which start once every figure is built, while this process makes the report
     # (which reads no PNG and no table file).
+    def write_all() -> None:
+        write_tables(tables, paths, table_memo)
+        for write in frame_writes:
+            write()
+
     with recording(plot_memo), forking() as children:
-        in_child(paths.tables, lambda: [write_tables(tables, paths, table_memo), *(w() for w in frame_writes)],
-                 lambda: None)
+        in_child(paths.tables, write_all, lambda: None)
         if children is not None:
             children.start()  # the tables are written while the figures are built
         plot_sets, skipped = _draw(tables, paths.plots)
