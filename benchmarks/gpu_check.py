@@ -1,7 +1,7 @@
 """The GPU check: a real GPT-2 training job's checkpoints on a GPU against studyctl's engine points of its layout.
 
     OUT=dir MODEL=xl|large|tiny bash benchmarks/gpu_check.sh      (the environment; it runs this module)
-    python -m benchmarks.gpu_check OUT SHAPE SCRATCH
+    python -m benchmarks.gpu_check OUT SHAPE SCRATCH [WRITES]
 
 The real job (`benchmarks.real_training`): GPT-2 XL-shaped (or `large`: 36 layers x 1280, where the disk is slow
 or small) trained with AMP bf16 + fused AdamW on the GPU, checkpointed with torch.save, DCP save, DCP async_save
@@ -21,10 +21,12 @@ from pathlib import Path
 from benchmarks import engines_check
 
 
-def main(out: Path, shape: str, scratch: Path) -> None:
-    print(f"\n## GPU check: a real training job's checkpoints vs studyctl ({shape})", flush=True)
-    engines_check.main(1, shape, out, scratch, writes=1)
+def main(out: Path, shape: str, scratch: Path, writes: int = 1) -> None:
+    """`writes` checkpoints a point (and as many rounds of the real job's): a job's first checkpoint pays for fresh
+    host pages, its later ones do not, and one sample a figure cannot say which the two sides measured."""
+    print(f"\n## GPU check: a real training job's checkpoints vs studyctl ({shape}, {writes} a point)", flush=True)
+    engines_check.main(1, shape, out, scratch, writes=writes)
 
 
 if __name__ == "__main__":
-    main(Path(sys.argv[1]), sys.argv[2], Path(sys.argv[3]))
+    main(Path(sys.argv[1]), sys.argv[2], Path(sys.argv[3]), *(int(a) for a in sys.argv[4:5]))

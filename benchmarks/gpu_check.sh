@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The GPU check in one run (see benchmarks/gpu_check.py): disk speed, the environment the GPU image lacks, then a real
 # training job's checkpoints against studyctl's engine points of the same layout, everything under $OUT.
-# From the repository root:  OUT=/tmp/gpuout MODEL=auto|xl|large|tiny [WHEELS=build/gpu-wheels] [LIMIT=540] bash benchmarks/gpu_check.sh
+# From the repository root:  OUT=/tmp/gpuout MODEL=auto|xl|large|tiny [WHEELS=build/gpu-wheels] [LIMIT=540] [WRITES=1] bash benchmarks/gpu_check.sh
 # WHEELS: cp312 wheels of what the image lacks (pydantic, pydantic-core, annotated-types, typing-inspection,
 # typing-extensions, orjson, submitit, mpich, mpi4py, boto3, botocore, s3transfer, jmespath), downloaded beforehand:
 #   pip download --no-deps --only-binary=:all: --python-version 3.12 --platform manylinux2014_x86_64 \
@@ -42,7 +42,7 @@ fi
 echo "mpiexec=$(command -v mpiexec)"
 $PY -c 'import studyctl, worker, mpi4py, submitit, pydantic, torch; print("imports ok: torch", torch.__version__, "cuda", torch.cuda.is_available())' || exit 1
 limit=${LIMIT:-540}  # seconds for the comparison itself
-timeout $limit $PY -m benchmarks.gpu_check "$OUT" "$MODEL" "$DIR"; rc=$?
+timeout $limit $PY -m benchmarks.gpu_check "$OUT" "$MODEL" "$DIR" "${WRITES:-1}"; rc=$?
 echo "gpu_check rc=$rc"
 rm -rf "$DIR"
 ls "$OUT"
