@@ -180,7 +180,7 @@ def test_a_step_whose_dispatch_comes_in_under_its_share_still_takes_its_compute_
 
 def test_the_device_queue_absorbs_a_host_stall_shorter_than_its_lead() -> None:
     """Launches of 2 s of device work each: the host issuing every second runs ahead; a 3 s stall after the
-    second launch is absorbed by the 2 s of lead built up, a 10 s one leaves the device idle for the rest."""
+    second launch is absorbed by the 3 s of lead built up, a 13 s one leaves the device idle for 10 of them."""
     queue = DeviceQueue(2.0)
     for t in (0.0, 1.0, 4.0, 5.0):  # a 3 s gap after t=1: the device was busy until 4
         queue.launch(t)
@@ -193,8 +193,8 @@ def test_the_device_queue_absorbs_a_host_stall_shorter_than_its_lead() -> None:
     assert queue.free_at == 16.5, "work of another size queues behind the rest"
 
 
-def test_an_idle_accelerator_step_is_its_device_work() -> None:
-    """The dispatch runs ahead of the device, so the step is as long as the device's work, not dispatch + work."""
+def test_an_accelerator_step_lasts_until_its_device_work_is_done() -> None:
+    """The step waits for the device to run everything its dispatch launched (its whole step's work)."""
     work = calibrated(share=0.5, compute_s=0.1)
     start = time.perf_counter()
     work.run()
