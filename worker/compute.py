@@ -252,9 +252,10 @@ class CudaCompute(DeviceCompute):
         if not self.launches:
             self.launched = max(1, round(self.device_s / self.matmul_s))
             self._matmuls(self.launched)
-        self._synchronize()
+        self.wait()
 
     def wait(self) -> None:
+        """Until the GPU has run what was launched: its stream is the queue."""
         self._synchronize()
 
 
