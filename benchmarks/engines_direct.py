@@ -13,7 +13,13 @@ barrier, then `torch.load` (copied into allocated tensors, as load_state_dict do
 timed on the rank from the call to its return. The sequence is a studyctl engine point's (its writes, then one
 cold restore of checkpoint 0, one process per point): a load between saves would free the saved tensors and leave
 the allocator memory that the next snapshot reuses without page faults, which a training run's snapshot does not
-find. The ranks meet before each timed call the way studyctl's phases do, without spinning: MPICH busy-polls
+find. The files' lifecycle is the point's too: the state the restore fills is allocated before the saves, and each
+checkpoint no restore reads (all but the first) is deleted right after its save, off the clock, as the worker frees
+its space. On this VM that decides what a save costs: page-cache pages freed a moment ago are reused at no cost,
+while memory that stayed free for ~2 s has been reported to the host (virtio-balloon free page reporting) and costs
+the writing process ~10 us of CPU a page to touch again (`benchmarks/page_gap.py`; RESULTS.md): a script that kept
+every checkpoint wrote into such memory and spent 3x the CPU of the worker's saves on the same bytes.
+The ranks meet before each timed call the way studyctl's phases do, without spinning: MPICH busy-polls
 in a blocking barrier, so a rank done first (rank 1 holds a smaller share) would burn a core of this 2-core
 machine in the next save's barrier while the other rank still writes (measured: 0.65 s of CPU per save against
 0.09 s); the worker's ranks wait with a polled Ibarrier instead, and so does this script. Torch's intra-op
@@ -26,6 +32,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import socket
 import sys
 import time
@@ -142,12 +149,20 @@ def by_kind(state: dict[str, dict[str, torch.Tensor]]) -> dict[str, dict[str, to
     return out
 
 
-def load(comm: Any, config: dict[str, Any], state: dict[str, dict[str, torch.Tensor]]) -> dict[str, float]:
-    """The cold restore of the first checkpoint into an allocated state of zeros (a model's parameters): every
-    file the rank reads evicted (DCP's ranks read every file of the step), a barrier, then the timed load."""
+def forget(comm: Any, d: Path) -> None:
+    """A checkpoint's directory deleted once every rank has written it."""
+    meet(comm)
+    if comm.Get_rank() == 0:
+        shutil.rmtree(d)
+    meet(comm)
+
+
+def load(comm: Any, config: dict[str, Any], state: dict[str, dict[str, torch.Tensor]],
+         into: dict[str, dict[str, torch.Tensor]]) -> dict[str, float]:
+    """The cold restore of the first checkpoint into `into`, an allocated state of zeros (a model's parameters):
+    every file the rank reads evicted (DCP's ranks read every file of the step), a barrier, then the timed load."""
     d = Path(config["root"]) / "step0"
     rank = comm.Get_rank()
-    into = {n: {k: torch.zeros_like(t) for k, t in named.items()} for n, named in state.items()}
     mine = [d / n for n in state] if config["engine"] == "torch_save" else [
         p for p in d.iterdir() if p.name.startswith(f"__{rank}_") or (rank == 0 and p.name == ".metadata")]
     drop_pages([d / n for n in state] if config["engine"] == "torch_save" else list(d.iterdir()))
@@ -182,8 +197,13 @@ def main(config_path: str, out_path: str) -> None:
         store = store or dist.TCPStore(host, port, world, is_master=False)
         dist.init_process_group("gloo", store=store, rank=rank, world_size=world)
     state = tensors(config, rank, world)
-    record = [save(comm, config, state, step, how) for step, how in enumerate(config["saves"])]
-    record.append(load(comm, config, state))
+    into = {n: {k: torch.zeros_like(t) for k, t in named.items()} for n, named in state.items()}
+    record = []
+    for step, how in enumerate(config["saves"]):
+        record.append(save(comm, config, state, step, how))
+        if step > 0:  # no restore reads it (module docstring)
+            forget(comm, Path(config["root"]) / f"step{step}")
+    record.append(load(comm, config, state, into))
     record.append({"threads": torch.get_num_threads()})
     records = comm.gather(record, root=0)
     if rank == 0:

@@ -16,6 +16,12 @@ state dict {"model", "optim"} is then checkpointed the ways a user's job does it
                 training blocked until it returns; the persist until the files are complete; the steps that ran
                 meanwhile against idle steps right before and after: lost compute = sum(during) - n x idle.
 
+The files' lifecycle is a studyctl engine point's, whose figures these are held against: per way, `repeat`
+checkpoints written and kept, then (sync ways) each restored cold, then all deleted. On a VM whose free memory is
+handed back to its host (this project's machines: virtio-balloon free page reporting), a save into page-cache
+pages freed a moment ago costs a fraction of one into memory that sat free (`benchmarks/page_reuse.py`), so the
+two sides must free and reuse memory alike.
+
 OUT.json is rewritten after every figure, so a run cut off returns what it measured. On the CPU the step runs on
 `threads` intra-op threads (1 by default: on a shared, loaded machine OpenMP's barriers make a 2-thread step
 several times slower, measured on the 2-core machine this was written on). Nothing of studyctl runs here.
@@ -187,10 +193,10 @@ class Run:
                 "minflt": _minor_faults() - faults}
 
     def torch_save(self, rep: int) -> None:
-        """torch.save of model and optimizer, each file fsynced, then the directory; a cold torch.load of both."""
+        """torch.save of model and optimizer, each file fsynced, then the directory (kept for `torch_load`)."""
         torch, d = self.torch, self.root / f"torch_save{rep}"
         d.mkdir(parents=True, exist_ok=True)
-        paths = [str(d / "model.pt"), str(d / "optim.pt")]
+        paths = self.torch_paths(rep)
 
         def save() -> None:
             for path, part in zip(paths, ("model", "optim"), strict=True):
@@ -200,19 +206,34 @@ class Run:
 
         took = self.timed(save)
         self.log(f"torch_save_{rep}", {"bytes": nbytes(paths), **took})
+
+    def torch_paths(self, rep: int) -> list[str]:
+        d = self.root / f"torch_save{rep}"
+        return [str(d / "model.pt"), str(d / "optim.pt")]
+
+    def torch_load(self, rep: int) -> None:
+        """A cold torch.load of checkpoint `rep`'s two files, then the checkpoint deleted."""
+        paths = self.torch_paths(rep)
         drop_pages([Path(p) for p in paths])
-        took = self.timed(lambda: [torch.load(p, map_location=self.device, weights_only=True) for p in paths])
+        took = self.timed(lambda: [self.torch.load(p, map_location=self.device, weights_only=True) for p in paths])
         self.log(f"torch_load_{rep}", {"bytes": nbytes(paths), **took})
-        shutil.rmtree(d)
+        shutil.rmtree(self.root / f"torch_save{rep}")
 
     def dcp_sync(self, rep: int) -> None:
-        """dcp.save through a FileSystemWriter (1 thread, files synced); a cold dcp.load into the live state."""
+        """dcp.save through a FileSystemWriter (1 thread, files synced), kept for `dcp_load`."""
         import torch.distributed.checkpoint as dcp
 
         d = self.root / f"dcp_sync{rep}"
         took = self.timed(lambda: dcp.save(self.state, storage_writer=dcp.FileSystemWriter(d, thread_count=1)))
         paths = files(d)
         self.log(f"dcp_save_{rep}", {"bytes": nbytes(paths), "files": len(paths), **took})
+
+    def dcp_load(self, rep: int) -> None:
+        """A cold dcp.load of checkpoint `rep` into the live state, then the checkpoint deleted."""
+        import torch.distributed.checkpoint as dcp
+
+        d = self.root / f"dcp_sync{rep}"
+        paths = files(d)
         drop_pages([Path(p) for p in paths])
         took = self.timed(lambda: dcp.load(self.state, storage_reader=dcp.FileSystemReader(d)))
         self.log(f"dcp_load_{rep}", {"bytes": nbytes(paths), **took})
@@ -223,7 +244,7 @@ class Run:
         import torch.distributed.checkpoint as dcp
         from torch.distributed.checkpoint.staging import DefaultStager, StagingOptions
 
-        d = self.root / f"dcp_async_{rep}"
+        d = self.root / f"dcp_async_{stager_name}_{rep}"
         stager = DefaultStager(StagingOptions(**{**NO_STAGING_OPTIONS, **STAGERS[self.device][stager_name]}))
         before = self.job.steps(IDLE_STEPS)
         self.job.sync()
@@ -250,7 +271,6 @@ class Run:
             "done_s": done, "steps_during": len(during), "step_during_mean_s": statistics.fmean(during) if during
             else None, "idle_step_s": idle, "idle_before_s": statistics.fmean(before),
             "idle_after_s": statistics.fmean(after), "lost_compute_s": sum(during) - len(during) * idle})
-        shutil.rmtree(d)
 
 
 def _minor_faults() -> int:
@@ -268,11 +288,16 @@ def main(root: str, out: str, shape: str = "cpu", repeat: int = 1, threads: int 
     run = Run(Path(root), Path(out), shape, threads)
     dist.init_process_group("cpu:gloo,cuda:nccl" if run.device == "cuda" else "gloo", rank=0, world_size=1)
     try:
-        for rep in range(repeat):
-            run.torch_save(rep)
-            run.dcp_sync(rep)
-            for stager in STAGERS[run.device]:
+        for saves, loads in ((run.torch_save, run.torch_load), (run.dcp_sync, run.dcp_load)):
+            for rep in range(repeat):
+                saves(rep)
+            for rep in range(repeat):
+                loads(rep)
+        for stager in STAGERS[run.device]:
+            for rep in range(repeat):
                 run.dcp_async(stager, rep)
+            for rep in range(repeat):
+                shutil.rmtree(run.root / f"dcp_async_{stager}_{rep}")
         run.log("done", True)
     finally:
         dist.destroy_process_group()
