@@ -8,7 +8,8 @@ on the CPU in fp32 (no AMP, so the state is fp32 weights + Adam m, v: 12 B/param
 state dict {"model", "optim"} is then checkpointed the ways a user's job does it, on DIR's disk:
 
   torch.save    model and optimizer files, each fsynced (DeepSpeed's engine; torch's defaults: CRC-32 on)
-  torch.load    the same files read back cold (pages dropped with fadvise, as studyctl drops them)
+  torch.load    the same files read back cold (pages dropped with fadvise, as studyctl drops them) into the
+                model's and the optimizer's `load_state_dict`, as a job resumes
   dcp.save      `torch.distributed.checkpoint` with a FileSystemWriter (1 writer thread, files synced)
   dcp.load      into the live state, cold
   dcp async     `dcp.async_save` BESIDE REAL TRAINING STEPS, with each stager of STAGERS (a fresh one per save;
@@ -212,10 +213,19 @@ class Run:
         return [str(d / "model.pt"), str(d / "optim.pt")]
 
     def torch_load(self, rep: int) -> None:
-        """A cold torch.load of checkpoint `rep`'s two files, then the checkpoint deleted."""
+        """A cold restore of checkpoint `rep` as a job resumes: each file torch.loaded into its owner's
+        `load_state_dict` (the model copies into its parameters, the optimizer keeps the loaded tensors); then
+        the checkpoint deleted."""
+        torch, job = self.torch, self.job
         paths = self.torch_paths(rep)
         drop_pages([Path(p) for p in paths])
-        took = self.timed(lambda: [self.torch.load(p, map_location=self.device, weights_only=True) for p in paths])
+
+        def load() -> None:
+            for path, owner in zip(paths, (job.model, job.optimizer), strict=True):
+                owner.load_state_dict(torch.load(path, map_location=self.device, weights_only=True))
+
+        took = self.timed(load)
+        self.state = job.state()  # the optimizer's state is now the loaded tensors
         self.log(f"torch_load_{rep}", {"bytes": nbytes(paths), **took})
         shutil.rmtree(self.root / f"torch_save{rep}")
 

@@ -75,6 +75,7 @@ class EngineOptions:
     stager_shared: bool = False  # DCP async: staged copies in shared memory
     stager_async: bool = False  # DCP async: staging in a background thread
     dcp_executor: str = "thread"  # DCP async: the upload in a thread or a process
+    state: str = "megatron"  # whose state: torch.optim's (`torch`) or flat fp32 partitions (`megatron`)
 
     @classmethod
     def of(cls, opts: Any) -> EngineOptions:

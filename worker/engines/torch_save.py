@@ -7,8 +7,11 @@ tensors copies them to the host itself (pageable, or through pinned buffers when
 `use_pinned_memory_for_d2h` is set: the `pinned` option), so with `device: cuda` that copy is inside the
 timed save as in a real run. An fsynced point fsyncs each file as its stream closes, the way a user's script
 makes a checkpoint durable (torch.save does not).
-Restores are `torch.load(map_location=device, weights_only=True)` of each file, copied into the allocated
-state as `load_state_dict` copies into a model's parameters.
+Restores are `torch.load(map_location=device, weights_only=True)` of each file, then what the framework's
+`load_state_dict` does with it: a model file is copied into the allocated parameters (`Module.load_state_dict`);
+an optimizer file is copied into the allocated partitions where the state is flat fp32 partitions (`state:
+megatron`: DeepSpeed's and Megatron's optimizers copy into their flat buffers), and kept as loaded where it is
+torch.optim's (`state: torch`: `Optimizer.load_state_dict` keeps the loaded tensors, already on the device).
 
 The async save does what DeepSpeed's and simple async checkpointers do: it blocks for a snapshot (every tensor
 copied to host memory: a device copy, into reused pinned buffers when asked; a host clone on cpu), then
@@ -117,8 +120,8 @@ class TorchSaveEngine(BaseEngine):
         return AsyncHandle(start, blocked, upload, None, lambda: self.nbytes(step))
 
     def load(self, step: int, into: RankState | None = None) -> Timing:
-        """Each file of `into`'s plan torch.loaded from the target's stream and copied into its allocated tensors
-        (what `load_state_dict` does)."""
+        """Each file of `into`'s plan torch.loaded from the target's stream, then copied into its allocated
+        tensors or kept as loaded, as the framework's `load_state_dict` does (module docstring)."""
         state = into if into is not None else self.state
         start = time.perf_counter()
         nbytes = 0
@@ -127,7 +130,7 @@ class TorchSaveEngine(BaseEngine):
                 loaded = torch.load(stream, map_location=state.device, weights_only=True)
                 nbytes += stream.seek(0, os.SEEK_END)  # the file's size: what torch.load read
             into_tensors = state.files.get(f.file.name)
-            if into_tensors is None:
+            if into_tensors is None or (f.file.kind != "model" and self.opts.state == "torch"):
                 state.files[f.file.name] = loaded
                 continue
             for name, t in loaded.items():  # into the allocated state, as load_state_dict copies
