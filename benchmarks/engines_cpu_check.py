@@ -328,6 +328,84 @@ def read_streams(rounds: int = 6, scratch: Path = Path("/var/tmp")) -> None:
               for name, v in got.items()))
 
 
+def restore_pair(rounds: int = 4, scratch: Path = Path("/var/tmp")) -> None:
+    """A job's cold restore and the torch_save engine's, in one process, alternating, so that both get memory
+    alike (across processes, what memory each is handed decides: `benchmarks/page_reuse.py`): the real job's two
+    files torch.loaded by path into `load_state_dict`, the same through the engine's read stream, and the engine's
+    restore of studyctl's `state: torch` files of the same model into an allocated state; wall, process CPU
+    seconds and minor faults."""
+    import resource
+    import shutil
+    import tempfile
+    from dataclasses import replace
+
+    import torch
+
+    from benchmarks.engines_direct import drop_pages
+    from benchmarks.real_training import POSITIONS, SHAPES, VOCAB, Job
+    from studyctl.definition.checkpoint.engine_tensors import file_tensors
+    from studyctl.definition.checkpoint.layout import Convention, Parallelism
+    from studyctl.definition.inputs.catalog import CATALOG
+    from worker import io
+    from worker.engines import EngineOptions, make_engine
+    from worker.storage.posix import local_read_stream
+
+    class OneRank:
+        def Get_rank(self) -> int:  # mpi4py's name
+            return 0
+
+    torch.set_num_threads(1)
+    shape = SHAPES["cpu"]
+    job = Job(torch, shape, "cpu")
+    job.steps(1)
+    model = replace(CATALOG["gpt2-1.5b"], num_layers=shape.n_layer, hidden_size=shape.n_embd,
+                    ffn_hidden_size=4 * shape.n_embd, num_attention_heads=shape.n_head, num_kv_heads=shape.n_head,
+                    vocab_size=VOCAB, position_embeddings=POSITIONS)
+    plan = file_tensors(model, Parallelism(1, 1, 1, 0), 0, conv=Convention("torch"))
+    root = Path(tempfile.mkdtemp(prefix="restore-pair-", dir=scratch))
+    opts = EngineOptions(engine="torch_save", state="torch")
+    engine = make_engine(opts, plan, lambda step: root / f"step{step}", OneRank())
+    engine.allocate()
+    into = make_engine(opts, plan, lambda step: root / f"step{step}", OneRank()).state
+    into.allocate(fill=False)
+    engine.save(0)
+    (root / "job").mkdir()
+    paths = [root / "job" / f"{part}.pt" for part in ("model", "optim")]
+    for path, part in zip(paths, job.state().values(), strict=True):
+        torch.save(part, path)
+    evicted = paths + [root / "step0" / f.file.name for f in plan]
+
+    def by_path() -> None:
+        for path, owner in zip(paths, (job.model, job.optimizer), strict=True):
+            owner.load_state_dict(torch.load(path, map_location="cpu", weights_only=True))
+
+    def by_stream() -> None:
+        for path, owner in zip(paths, (job.model, job.optimizer), strict=True):
+            with local_read_stream(str(path), io.Split()) as stream:
+                owner.load_state_dict(torch.load(stream, map_location="cpu", weights_only=True))
+
+    ways: dict[str, Callable[[], object]] = {"job, torch.load(path)": by_path, "job, engine stream": by_stream,
+                                             "engine restore": partial(engine.load, 0, into)}
+    got: dict[str, list[tuple[float, float, int]]] = {}
+    load = os.getloadavg()[0]
+    try:
+        for r in range(rounds):
+            for name, restore in list(ways.items())[::1 if r % 2 == 0 else -1]:
+                drop_pages(evicted)
+                wall, cpu = time.perf_counter(), time.process_time()
+                faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+                restore()
+                got.setdefault(name, []).append((time.perf_counter() - wall, time.process_time() - cpu,
+                                                 resource.getrusage(resource.RUSAGE_SELF).ru_minflt - faults))
+    finally:
+        engine.close()
+        shutil.rmtree(root, ignore_errors=True)
+    print(f"# cold restores in one process ({rounds} alternating rounds, load {load:.1f} -> "
+          f"{os.getloadavg()[0]:.1f}; median wall s / CPU s / minor faults): " + "; ".join(
+              f"{name} {statistics.median(w for w, _, _ in v):.3f} / {statistics.median(c for _, c, _ in v):.3f} / "
+              f"{statistics.median(f for _, _, f in v):,.0f}" for name, v in got.items()))
+
+
 def main(repeat: int = 2, out: Path | None = None) -> None:
     print(f"\n## A real CPU training job's checkpoints vs studyctl (`python -m benchmarks engines_cpu {repeat}`)")
     sensitivity()
@@ -335,6 +413,7 @@ def main(repeat: int = 2, out: Path | None = None) -> None:
     tensor_count()
     state_pair()
     read_streams()
+    restore_pair()
     lost_beside_async_save()
 
 
