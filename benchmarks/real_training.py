@@ -214,8 +214,7 @@ class Run:
 
     def torch_load(self, rep: int) -> None:
         """A cold restore of checkpoint `rep` as a job resumes: each file torch.loaded into its owner's
-        `load_state_dict` (the model copies into its parameters, the optimizer keeps the loaded tensors); then
-        the checkpoint deleted."""
+        `load_state_dict` (the model copies into its parameters, the optimizer keeps the loaded tensors)."""
         torch, job = self.torch, self.job
         paths = self.torch_paths(rep)
         drop_pages([Path(p) for p in paths])
@@ -227,7 +226,6 @@ class Run:
         took = self.timed(load)
         self.state = job.state()  # the optimizer's state is now the loaded tensors
         self.log(f"torch_load_{rep}", {"bytes": nbytes(paths), **took})
-        shutil.rmtree(self.root / f"torch_save{rep}")
 
     def dcp_sync(self, rep: int) -> None:
         """dcp.save through a FileSystemWriter (1 thread, files synced), kept for `dcp_load`."""
@@ -239,7 +237,7 @@ class Run:
         self.log(f"dcp_save_{rep}", {"bytes": nbytes(paths), "files": len(paths), **took})
 
     def dcp_load(self, rep: int) -> None:
-        """A cold dcp.load of checkpoint `rep` into the live state, then the checkpoint deleted."""
+        """A cold dcp.load of checkpoint `rep` into the live state."""
         import torch.distributed.checkpoint as dcp
 
         d = self.root / f"dcp_sync{rep}"
@@ -247,7 +245,11 @@ class Run:
         drop_pages([Path(p) for p in paths])
         took = self.timed(lambda: dcp.load(self.state, storage_reader=dcp.FileSystemReader(d)))
         self.log(f"dcp_load_{rep}", {"bytes": nbytes(paths), **took})
-        shutil.rmtree(d)
+
+    def forget(self, prefix: str, repeat: int) -> None:
+        """A way's checkpoints deleted once its restores are done, as a point deletes its steps at its end."""
+        for rep in range(repeat):
+            shutil.rmtree(self.root / f"{prefix}{rep}")
 
     def dcp_async(self, stager_name: str, rep: int) -> None:
         """dcp.async_save beside real steps (module docstring); staging and upload completions apart."""
@@ -298,16 +300,17 @@ def main(root: str, out: str, shape: str = "cpu", repeat: int = 1, threads: int 
     run = Run(Path(root), Path(out), shape, threads)
     dist.init_process_group("cpu:gloo,cuda:nccl" if run.device == "cuda" else "gloo", rank=0, world_size=1)
     try:
-        for saves, loads in ((run.torch_save, run.torch_load), (run.dcp_sync, run.dcp_load)):
+        for name, saves, loads in (("torch_save", run.torch_save, run.torch_load),
+                                   ("dcp_sync", run.dcp_sync, run.dcp_load)):
             for rep in range(repeat):
                 saves(rep)
             for rep in range(repeat):
                 loads(rep)
+            run.forget(name, repeat)
         for stager in STAGERS[run.device]:
             for rep in range(repeat):
                 run.dcp_async(stager, rep)
-            for rep in range(repeat):
-                shutil.rmtree(run.root / f"dcp_async_{stager}_{rep}")
+            run.forget(f"dcp_async_{stager}_", repeat)
         run.log("done", True)
     finally:
         dist.destroy_process_group()
