@@ -16,7 +16,7 @@ from studyctl.analysis.collect_result import CollectResult, state_counts
 from studyctl.analysis.dlio.importer import import_runs
 from studyctl.analysis.figures import BASE_PLOTS
 from studyctl.analysis.findings import Problem
-from studyctl.analysis.forked import forking, in_child
+from studyctl.analysis.forked import Children, forking, in_child
 from studyctl.analysis.hardware.ceiling_gaps import ceilings_setting
 from studyctl.analysis.hardware.table import share_lines
 from studyctl.analysis.output_memo import OutputMemo, recording
@@ -85,13 +85,16 @@ def _ratio_outputs(tables: Tables, specs: list[RatioSpec], paths: StudyPaths
     return written, plots, sections
 
 
-def _draw(tables: Tables, out_dir: Path) -> tuple[dict[str, list[Plot]], list[str]]:
-    """Every declared set of plots (the summary's, then each topic's), by name, and the plots skipped and why."""
+def _draw(tables: Tables, out_dir: Path, children: Children | None) -> tuple[dict[str, list[Plot]], list[str]]:
+    """Every declared set of plots (the summary's, then each topic's), by name, and the plots skipped and why. The
+    summary's figures (most of them) start rendering in children once built, while the topics' are built here."""
     drawn: dict[str, list[Plot]] = {}
     skipped: list[str] = []
     for out in declared("PLOTS", BASE_PLOTS):
         drawn[out.name], why = out.draw(tables, out_dir)
         skipped += why
+        if children is not None and out.name == BASE_PLOTS[0].name:
+            children.start()
     return drawn, skipped
 
 
@@ -107,8 +110,8 @@ def make_outputs(paths: StudyPaths, found: dict[str, list[AttemptFiles]], status
     table_memo = OutputMemo(paths.tables_cache / TABLE_MEMO, paths.tables, forget=force)
     plot_memo = OutputMemo(paths.tables_cache / PLOT_MEMO, paths.plots, forget=force)
     # The tables are written by a forked child while the figures are built here; each figure's rendering is queued
-    # for more children (`forked`), which start once every figure is built, while this process makes the report
-    # (which reads no PNG and no table file).
+    # for more children (`forked`), started once the summary's figures are built and again once every figure is,
+    # while this process builds the topics' figures and makes the report (which reads no PNG and no table file).
     def write_all() -> None:
         write_tables(tables, paths, table_memo)
         for write in frame_writes:
@@ -118,7 +121,7 @@ def make_outputs(paths: StudyPaths, found: dict[str, list[AttemptFiles]], status
         in_child(paths.tables, write_all, lambda: None)
         if children is not None:
             children.start()  # the tables are written while the figures are built
-        plot_sets, skipped = _draw(tables, paths.plots)
+        plot_sets, skipped = _draw(tables, paths.plots, children)
         ratio_files, plot_sets["ratios"], sections = _ratio_outputs(tables, specs, paths)
         if children is not None:
             children.start()
