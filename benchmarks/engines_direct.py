@@ -16,8 +16,8 @@ the allocator memory that the next snapshot reuses without page faults, which a 
 find. The files' lifecycle is the point's too: the state the restore fills is allocated before the saves, and each
 checkpoint no restore reads (all but the first) is deleted right after its save, off the clock, as the worker frees
 its space. On this VM that decides what a save costs: page-cache pages freed a moment ago are reused at no cost,
-while memory that stayed free for ~2 s has been reported to the host (virtio-balloon free page reporting) and costs
-the writing process ~10 us of CPU a page to touch again (`benchmarks/page_gap.py`; RESULTS.md): a script that kept
+while memory that sat free has been reported to the host (virtio-balloon free page reporting) and costs the
+writing process ~10 us of CPU a page to touch again (`benchmarks/page_reuse.py`; RESULTS.md): a script that kept
 every checkpoint wrote into such memory and spent 3x the CPU of the worker's saves on the same bytes.
 The ranks meet before each timed call the way studyctl's phases do, without spinning: MPICH busy-polls
 in a blocking barrier, so a rank done first (rank 1 holds a smaller share) would burn a core of this 2-core
