@@ -37,6 +37,8 @@ import socket
 import sys
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -121,13 +123,10 @@ def _save(config: dict[str, Any], state: dict[str, dict[str, torch.Tensor]], d: 
     if config["engine"] == "torch_save" and how == "sync":
         torch_save(state, d, config["fsync"])
         return {"seconds": time.perf_counter() - start}
-    if config["engine"] == "torch_save":  # the snapshot blocks; torch.save runs in a thread
-        from concurrent.futures import ThreadPoolExecutor
-
+    if config["engine"] == "torch_save":  # the snapshot blocks; torch.save runs in the checkpointer's thread
         snapshot = {n: {k: t.clone() for k, t in named.items()} for n, named in state.items()}
         blocked = time.perf_counter() - start
-        with ThreadPoolExecutor(1) as pool:
-            pool.submit(torch_save, snapshot, d, config["fsync"]).result()
+        writer_thread().submit(torch_save, snapshot, d, config["fsync"]).result()
         return {"blocked_s": blocked, "done_s": time.perf_counter() - start}
     if how == "sync":
         dcp.save(by_kind(state), storage_writer=writer)
@@ -140,6 +139,12 @@ def _save(config: dict[str, Any], state: dict[str, dict[str, torch.Tensor]], d: 
     future.result()  # type: ignore[union-attr]
     stager.close()
     return {"blocked_s": blocked, "done_s": time.perf_counter() - start}
+
+
+@cache
+def writer_thread() -> ThreadPoolExecutor:
+    """An async checkpointer's one writer thread, started once and kept (as the torch_save engine keeps its own)."""
+    return ThreadPoolExecutor(1, thread_name_prefix="torch-save")
 
 
 def by_kind(state: dict[str, dict[str, torch.Tensor]]) -> dict[str, dict[str, torch.Tensor]]:

@@ -3,8 +3,9 @@
 This VM hands free memory back to its host (virtio-balloon free page reporting: the kernel's `page_reporting`
 module reports free blocks of 2 MiB and more), and the first touch of such memory costs the touching process CPU
 while the host backs the page again. Page-cache pages freed a moment ago (a deleted or evicted checkpoint) are
-handed out again first, before they are reported: still backed. So the same bytes written and fsynced cost several times more CPU when every
-earlier checkpoint is kept than when the previous one was deleted or evicted, in one process, alternating.
+handed out again first, before they are reported: still backed. So the same bytes written and fsynced cost
+several times more CPU when every earlier checkpoint is kept than when the previous one was deleted or evicted,
+in one process, alternating.
 That is why two programs comparing the same save on this machine must free and reuse memory alike
 (`engines_direct`, `real_training`: the files' lifecycle of a studyctl point). A bare-metal node has no such cost:
 its page cache, full in steady state, is recycled by reclaim.
