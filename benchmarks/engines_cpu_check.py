@@ -282,6 +282,27 @@ def lost_beside_async_save(rounds: int = 3, scratch: Path = Path("/var/tmp")) ->
               for (stager, name), v in got.items()))
 
 
+Timed = tuple[float, float, int]  # wall s, process CPU s, minor page faults of one call
+
+
+def alternating(ways: dict[str, Callable[[], object]], rounds: int, before: Callable[[], object]
+                ) -> dict[str, list[Timed]]:
+    """Each way timed once a round, the order reversed every other round, `before` run off the clock ahead of each
+    (the pages evicted): the same process's ways side by side."""
+    import resource
+
+    got: dict[str, list[Timed]] = {}
+    for r in range(rounds):
+        for name, way in list(ways.items())[::1 if r % 2 == 0 else -1]:
+            before()
+            wall, cpu = time.perf_counter(), time.process_time()
+            faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+            way()
+            got.setdefault(name, []).append((time.perf_counter() - wall, time.process_time() - cpu,
+                                             resource.getrusage(resource.RUSAGE_SELF).ru_minflt - faults))
+    return got
+
+
 def read_streams(rounds: int = 6, scratch: Path = Path("/var/tmp")) -> None:
     """Cold torch.load of the real job's two files (model, optimizer) by path, as the job loads them, against the
     same loads through the torch_save engine's read stream (`local_read_stream`: buffered as `open()` buffers) and
@@ -306,26 +327,25 @@ def read_streams(rounds: int = 6, scratch: Path = Path("/var/tmp")) -> None:
     for path, part in zip(paths, job.state().values(), strict=True):
         torch.save(part, path)
         fsync(path)
-    ways: dict[str, Callable[[Path], Any]] = {
+    opens: dict[str, Callable[[Path], Any]] = {
         "torch.load(path)": lambda p: p,
         "engine stream": lambda p: local_read_stream(str(p), io.Split()),
         "16 MiB buffer (before)": lambda p: stdio.BufferedReader(stdio.FileIO(p), 16 << 20)}
-    got: dict[str, list[tuple[float, float]]] = {}
     load = os.getloadavg()[0]
     try:
-        for r in range(rounds):
-            for name, opened in list(ways.items())[::1 if r % 2 == 0 else -1]:
-                drop_pages(paths)
-                wall, cpu = time.perf_counter(), time.process_time()
-                for path in paths:
-                    torch.load(opened(path), map_location="cpu", weights_only=True)
-                got.setdefault(name, []).append((time.perf_counter() - wall, time.process_time() - cpu))
+        got = alternating({name: partial(_load_all, torch, paths, opened) for name, opened in opens.items()},
+                          rounds, partial(drop_pages, paths))
     finally:
         shutil.rmtree(root, ignore_errors=True)
     print(f"# cold torch.load of the real job's files ({rounds} alternating rounds, load {load:.1f} -> "
           f"{os.getloadavg()[0]:.1f}; median wall / CPU s): " + "; ".join(
-              f"{name} {statistics.median(w for w, _ in v):.3f} / {statistics.median(c for _, c in v):.3f}"
+              f"{name} {statistics.median(w for w, _, _ in v):.3f} / {statistics.median(c for _, c, _ in v):.3f}"
               for name, v in got.items()))
+
+
+def _load_all(torch: Any, paths: list[Path], opened: Callable[[Path], Any]) -> None:
+    for path in paths:
+        torch.load(opened(path), map_location="cpu", weights_only=True)
 
 
 def restore_pair(rounds: int = 4, scratch: Path = Path("/var/tmp")) -> None:
@@ -334,7 +354,6 @@ def restore_pair(rounds: int = 4, scratch: Path = Path("/var/tmp")) -> None:
     files torch.loaded by path into `load_state_dict`, the same through the engine's read stream, and the engine's
     restore of studyctl's `state: torch` files of the same model into an allocated state; wall, process CPU
     seconds and minor faults."""
-    import resource
     import shutil
     import tempfile
     from dataclasses import replace
@@ -386,17 +405,9 @@ def restore_pair(rounds: int = 4, scratch: Path = Path("/var/tmp")) -> None:
 
     ways: dict[str, Callable[[], object]] = {"job, torch.load(path)": by_path, "job, engine stream": by_stream,
                                              "engine restore": partial(engine.load, 0, into)}
-    got: dict[str, list[tuple[float, float, int]]] = {}
     load = os.getloadavg()[0]
     try:
-        for r in range(rounds):
-            for name, restore in list(ways.items())[::1 if r % 2 == 0 else -1]:
-                drop_pages(evicted)
-                wall, cpu = time.perf_counter(), time.process_time()
-                faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
-                restore()
-                got.setdefault(name, []).append((time.perf_counter() - wall, time.process_time() - cpu,
-                                                 resource.getrusage(resource.RUSAGE_SELF).ru_minflt - faults))
+        got = alternating(ways, rounds, partial(drop_pages, evicted))
     finally:
         engine.close()
         shutil.rmtree(root, ignore_errors=True)
