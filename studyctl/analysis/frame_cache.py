@@ -39,6 +39,11 @@ MAX_FRAME_BYTES = 1 << 30  # far above 10,000 points' frames (compressed); a lar
 REBUILD_SHARE = 0.25  # more new rows than this share of the frame: building them all is as quick as patching
 
 Stamp = tuple[str, int, int]  # a result file's path relative to the study, mtime_ns, size
+Complete = Callable[[Sequence[int]], None]  # the rows at these indices given every field a builder reads
+
+
+def _whole(indices: Sequence[int]) -> None:
+    """Rows that come whole."""
 
 
 @dataclass(frozen=True)
@@ -132,7 +137,7 @@ def _write(path: Path, frame: pd.DataFrame, header: dict[str, Any], points: list
 
 
 def _patched(stored: pd.DataFrame, old: list[tuple[Stamp, int]], rows: Sequence[dict[str, Any]],
-             stamps: Sequence[Stamp], spec: FrameSpec) -> pd.DataFrame | None:
+             stamps: Sequence[Stamp], spec: FrameSpec, complete: Complete) -> pd.DataFrame | None:
     """The stored frame with new and changed points' rows built and spliced in at their places; None where that
     would not be exactly a rebuild (or not be quicker)."""
     starts: dict[Stamp, tuple[int, int]] = {}
@@ -143,6 +148,7 @@ def _patched(stored: pd.DataFrame, old: list[tuple[Stamp, int]], rows: Sequence[
     now = set(stamps)
     dropped = sum(n for s, n in old if s not in now)
     fresh = [i for i, s in enumerate(stamps) if s not in starts]
+    complete(fresh)
     built = spec.build([rows[i] for i in fresh]) if fresh else stored.iloc[0:0]
     if len(built) > REBUILD_SHARE * max(len(stored), 1):
         return None
@@ -199,11 +205,13 @@ def _spliced(stored: pd.DataFrame, starts: dict[Stamp, tuple[int, int]], built: 
 
 
 def point_frame(spec: FrameSpec, rows: Sequence[dict[str, Any]], stamps: Sequence[Stamp], cache_dir: Path,
-                study_dir: Path, later: list[Callable[[], None]] | None = None) -> pd.DataFrame:
+                study_dir: Path, later: list[Callable[[], None]] | None = None,
+                complete: Complete = _whole) -> pd.DataFrame:
     """`spec.build(rows)`, from the frame kept under `cache_dir` where only some points changed (`stamps`: each
     row's result file, in row order); the frame kept is brought up to date, now or, with `later`, by the work it
     is handed (a copy of the frame: the caller may change its own): a collect writes it in the child that writes
-    the tables, while it builds the rest."""
+    the tables, while it builds the rest. `complete`: rows may come without what only the builder reads (the
+    parse cache's bulky rows); it is called with the indices of the rows about to be built, before."""
     if len(stamps) != len(rows):
         raise ValueError("one stamp per row")
     header = _header(study_dir)
@@ -211,10 +219,11 @@ def point_frame(spec: FrameSpec, rows: Sequence[dict[str, Any]], stamps: Sequenc
     stored = _read(path, header) if header is not None else None
     frame = None
     if stored is not None:
-        frame = _patched(stored[0], stored[1], rows, stamps, spec)
+        frame = _patched(stored[0], stored[1], rows, stamps, spec, complete)
         if frame is stored[0]:
             return frame  # nothing changed: the file holds it already
     if frame is None:
+        complete(range(len(rows)))
         frame = spec.build(rows)
     if header is not None:
         points = [(s, spec.count(r)) for s, r in zip(stamps, rows, strict=True)]

@@ -10,6 +10,12 @@ written for another directory (copied or received: a new inode) is ignored and r
 the layout for a reader; the shards beside it are `results.<n>.json`. Shards are written by orjson (ten times
 quicker than json); it would write NaN or ±inf as null, so a shard holding one is written by json instead
 (exact round trip), and read back by json when orjson refuses it. Only regular files are read.
+
+With a `Split`, each value's bulky part (a result's checkpoint and rank rows: three quarters of the bytes) is kept
+apart, in `results.<n>.heavy.json`, and read only for the entries `complete` is asked for: a collect after one
+change needs the rest of every result, but the bulky rows of only the changed one (the others are in the kept
+per-point frames). An entry whose bulky part is missing, damaged or of another version of its file is parsed
+again from its file.
 """
 
 from __future__ import annotations
@@ -19,9 +25,10 @@ import multiprocessing
 import operator
 import os
 import zlib
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
+from dataclasses import dataclass
 from itertools import chain, compress, count
 from pathlib import Path
 from typing import Any
@@ -37,12 +44,22 @@ CACHE_FORMAT = "studyctl-results-cache"
 # 12: object store requests; 13: the point's resource shape; 14: a rank's missing split is null, not NaN;
 # 15: the engine section (checkpoint engines); 16: an engine point's cost row carries its per-phase engine and
 # storage-call seconds and its staged time; 18: a ceiling row says how its probe read and wrote, a restore's
-# checkpoint row its pages resident before the read; 19: a point's rank rows kept as JSON text, parsed where used
-CACHE_VERSION = 19
+# checkpoint row its pages resident before the read; 19: a point's rank rows kept as JSON text, parsed where used;
+# 20: the bulky rows in shards of their own, a point's checkpoint row count beside the rest
+CACHE_VERSION = 20
 SHARDS = 32
 AHEAD_MIN = 256  # files to parse before worker processes pay for themselves (a fork, rows pickled back)
 AHEAD_CHUNK = 128  # files per task: results stream back while the rest are parsed
 TABLE = "__rows__"  # marks packed table rows (no column of ours has this name)
+HEAVY_TAG = "heavy"  # names a shard's file of bulky parts: results.<n>.heavy.json
+
+
+@dataclass(frozen=True)
+class Split:
+    """How a cached value divides into what every collect reads and a bulky part read only when asked for."""
+
+    parts: Callable[[Any], tuple[Any, Any]]  # value → (its light part, its bulky part or None where it has none)
+    join: Callable[[Any, Any], None]  # (light part, bulky part): the light part made whole again, in place
 
 
 def _shared_prefix(rows: Sequence[dict[str, Any]]) -> int:
@@ -131,24 +148,46 @@ def _finite(value: Any) -> bool:
     return True
 
 
-def _parse_chunk(task: tuple[Callable[..., Any], list[tuple[Path, tuple[Any, ...]]]]) -> list[tuple[bytes | None, Any]]:
+Packed = tuple[bytes, bytes | None]  # a value's light part and bulky part, each packed and written by orjson
+Stored = tuple[Any, bytes | None, list[Any]]  # what a shard's entry holds after its stamp: the value (or a part),
+# the bytes a worker wrote for it, and what follows it (a light part: whether its value has a bulky part)
+
+
+def _parse_chunk(task: tuple[Callable[..., Any], Split | None, list[tuple[Path, tuple[Any, ...]]]]
+                 ) -> list[tuple[Packed | None, Any]]:
     """In a worker process: parse(path, *args) for each file of one chunk, each as `_portable` sends it."""
-    parse, files = task
-    return [_portable(parse(path, *args)) for path, args in files]
+    parse, split, files = task
+    return [_portable(parse(path, *args), split) for path, args in files]
 
 
-def _portable(value: Any) -> tuple[bytes | None, Any]:
-    """(the value packed and written by orjson, None) where that is exact, else (None, the value). The worker packs
-    and checks what the collecting process would (beside the others, on another core); its bytes cross back cheaper
-    than the objects and go into the shard as they are. Exact: the bytes read back are the value packed (orjson
-    writes NaN and ±inf as null, and refuses what JSON has no type for), compared in C, where a walk for floats
-    that are not finite was two fifths of what the worker spent on a file besides parsing it."""
+def _exact_bytes(value: Any) -> bytes | None:
     packed = pack(value)
     try:
         data = orjson.dumps(packed)
     except TypeError:  # numpy scalars, non-string keys, integers beyond 64 bits
+        return None
+    return data if orjson.loads(data) == packed else None
+
+
+def _portable(value: Any, split: Split | None) -> tuple[Packed | None, Any]:
+    """(the value's parts packed and written by orjson, None) where that is exact, else (None, the value). The
+    worker packs and checks what the collecting process would (beside the others, on another core); its bytes cross
+    back cheaper than the objects and go into the shards as they are. Exact: the bytes read back are the value
+    packed (orjson writes NaN and ±inf as null, and refuses what JSON has no type for), compared in C, where a walk
+    for floats that are not finite was two fifths of what the worker spent on a file besides parsing it."""
+    light, heavy = split.parts(value) if split is not None else (value, None)
+    light_bytes = _exact_bytes(light)
+    heavy_bytes = _exact_bytes(heavy) if heavy is not None else None
+    if light_bytes is None or (heavy is not None and heavy_bytes is None):
         return None, value
-    return (data, None) if orjson.loads(data) == packed else (None, value)
+    return (light_bytes, heavy_bytes), None
+
+
+def _from_portable(packed: Packed, split: Split | None) -> Any:
+    value = unpack(orjson.loads(packed[0]))
+    if split is not None and packed[1] is not None:
+        split.join(value, unpack(orjson.loads(packed[1])))
+    return value
 
 
 def _loads(data: bytes) -> tuple[Any, bool]:
@@ -159,9 +198,9 @@ def _loads(data: bytes) -> tuple[Any, bool]:
         return json.loads(data), False
 
 
-def _entries(raw: Any, header: dict[str, Any], shard: int) -> dict[str, list[Any]]:
-    """The entries of a shard written for this directory by this version, as [mtime_ns, size, value]; {} for
-    anything else."""
+def _entries(raw: Any, header: dict[str, Any], shard: int, width: int = 3) -> dict[str, list[Any]]:
+    """The entries of a shard written for this directory by this version, as [mtime_ns, size, value] (and, in a
+    split cache's light shard, whether the value has a bulky part); {} for anything else."""
     if not isinstance(raw, dict) or any(raw.get(k) != v for k, v in header.items()) or raw.get("shard") != shard:
         return {}
     entries = raw.get("entries")
@@ -169,8 +208,10 @@ def _entries(raw: Any, header: dict[str, Any], shard: int) -> dict[str, list[Any
         return {}
     try:
         for key, value in entries.items():
-            if not (isinstance(key, str) and shard_of(key) == shard and isinstance(value, list) and len(value) == 3
-                    and all(isinstance(v, int) and not isinstance(v, bool) for v in value[:2])):
+            if not (isinstance(key, str) and shard_of(key) == shard and isinstance(value, list)
+                    and len(value) == width
+                    and all(isinstance(v, int) and not isinstance(v, bool) for v in value[:2])
+                    and (width == 3 or isinstance(value[3], bool))):
                 return {}
             value[2] = unpack(value[2])
     except (KeyError, TypeError, ValueError, AttributeError):  # damaged packing
@@ -179,23 +220,28 @@ def _entries(raw: Any, header: dict[str, Any], shard: int) -> dict[str, list[Any
 
 
 class ParseCache:
-    """relative path → [mtime_ns, size, parsed value] (plain JSON data), in shards under tables/.cache."""
+    """relative path → [mtime_ns, size, parsed value] (plain JSON data), in shards under tables/.cache. With a
+    `split`, a value read from a shard is its light part until `complete` reads its bulky part."""
 
-    def __init__(self, path: Path, study_dir: Path) -> None:
+    def __init__(self, path: Path, study_dir: Path, split: Split | None = None) -> None:
         self.path = path
         self.root = study_dir
+        self.split = split
         self.prefix = os.path.join(study_dir, "")
         identity = _identity(study_dir)
-        self.header = {"format": CACHE_FORMAT, "version": CACHE_VERSION, "study_dir": identity, "shards": SHARDS}
+        self.header = {"format": CACHE_FORMAT, "version": CACHE_VERSION, "study_dir": identity, "shards": SHARDS,
+                       "split": split is not None}
         self.entries: dict[str, list[Any]] = {}
         self.not_finite: set[str] = set()  # keys whose value holds NaN or ±inf: their shard is written by json
+        self.partial: set[str] = set()  # keys whose value is its light part, its bulky part not read yet
         if identity is not None:
             for shard in range(SHARDS):
-                try:
-                    raw, finite = _loads(read_regular(self.shard_path(shard)))  # a FIFO never blocks
-                except (OSError, ValueError, RecursionError):
+                loaded = self._load(self.shard_path(shard), shard, 3 if split is None else 4)
+                if loaded is None:
                     continue
-                entries = _entries(raw, self.header, shard)
+                entries, finite = loaded
+                if split is not None:
+                    self.partial.update(k for k, v in entries.items() if v.pop())
                 self.entries.update(entries)
                 if not finite:
                     self.not_finite.update(entries)
@@ -203,7 +249,16 @@ class ParseCache:
         self.dirty: set[int] = set()
         self.hits = self.misses = 0
         self.ahead: dict[str, list[Any]] = {}  # parsed by `parse_ahead`, not yet asked for: [mtime_ns, size, value]
-        self.packed: dict[str, bytes] = {}  # an entry's value as its worker packed it (orjson: exact), for `save`
+        self.packed: dict[str, Packed] = {}  # an entry's parts as its worker packed them (orjson: exact), for `save`
+        # how each entry asked for was parsed: `complete` parses a file again whose bulky part is lost
+        self.sources: dict[str, tuple[Path, Callable[..., Any], tuple[Any, ...]]] = {}
+
+    def _load(self, path: Path, shard: int, width: int) -> tuple[dict[str, list[Any]], bool] | None:
+        try:
+            raw, finite = _loads(read_regular(path))  # a FIFO never blocks
+        except (OSError, ValueError, RecursionError):
+            return None
+        return _entries(raw, self.header, shard, width), finite
 
     def key(self, path: Path) -> str:
         text = os.fspath(path)  # the tree is listed under the root: its prefix cut off is relpath's answer
@@ -227,11 +282,11 @@ class ParseCache:
         chunks = [stale[i:i + AHEAD_CHUNK] for i in range(0, len(stale), AHEAD_CHUNK)]
         try:  # fork: the workers share the loaded code (a fresh interpreter would import it all again)
             with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork")) as pool:
-                tasks = [(parse, [(path, args) for path, _, args in chunk]) for chunk in chunks]
+                tasks = [(parse, self.split, [(path, args) for path, _, args in chunk]) for chunk in chunks]
                 for chunk, values in zip(chunks, pool.map(_parse_chunk, tasks), strict=True):
                     for (path, st, _), (packed, value) in zip(chunk, values, strict=True):
                         if packed is not None:
-                            value = unpack(orjson.loads(packed))
+                            value = _from_portable(packed, self.split)
                         self.ahead[self.key(path)] = [st.st_mtime_ns, st.st_size, value, packed]
         except (OSError, BrokenProcessPool):
             self.ahead.clear()
@@ -239,15 +294,21 @@ class ParseCache:
     def shard_path(self, shard: int) -> Path:
         return self.path.with_name(f"{self.path.stem}.{shard}{self.path.suffix}")
 
+    def heavy_path(self, shard: int) -> Path:
+        return self.path.with_name(f"{self.path.stem}.{shard}.{HEAVY_TAG}{self.path.suffix}")
+
     def get_or_parse(self, path: Path, st: os.stat_result, parse: Callable[..., Any], *args: Any) -> Any:
-        """The cached value for this version of the file (`st`: its stat), else parse(path, *args)."""
+        """The cached value for this version of the file (`st`: its stat), else parse(path, *args). With a split,
+        a cached value is its light part until `complete` is asked for its key."""
         key = self.key(path)
         self.used.add(key)
+        self.sources[key] = (path, parse, args)
         hit = self.entries.get(key)
         if hit and hit[0] == st.st_mtime_ns and hit[1] == st.st_size:
             self.hits += 1
             return hit[2]
         self.misses += 1
+        self.partial.discard(key)
         ahead = self.ahead.pop(key, None)
         self.packed.pop(key, None)
         if ahead is not None and ahead[0] == st.st_mtime_ns and ahead[1] == st.st_size:
@@ -261,11 +322,48 @@ class ParseCache:
         (self.not_finite.discard if packed is not None or _finite(value) else self.not_finite.add)(key)
         return value
 
+    def complete(self, keys: Iterable[str]) -> None:
+        """The values of these keys made whole in place (their bulky parts read, a shard file each); a value
+        whose bulky part is missing, damaged or of another version of its file is parsed again from its file."""
+        split = self.split
+        wanted: dict[int, list[str]] = {}
+        for key in keys:
+            if key in self.partial:
+                wanted.setdefault(shard_of(key), []).append(key)
+        if split is None or not wanted:
+            return
+        for shard, shard_keys in wanted.items():
+            loaded = self._load(self.heavy_path(shard), shard, 3)
+            heavy = loaded[0] if loaded is not None else {}
+            for key in shard_keys:
+                entry, got = self.entries[key], heavy.get(key)
+                if got is not None and got[:2] == entry[:2]:
+                    split.join(entry[2], got[2])
+                    if loaded is not None and not loaded[1]:
+                        self.not_finite.add(key)
+                else:
+                    self._parse_again(key)
+                self.partial.discard(key)
+
+    def _parse_again(self, key: str) -> None:
+        """A light part's bulky part lost: the file parsed again, its bulky part joined in (the shard is rewritten
+        whole by `save`)."""
+        assert self.split is not None
+        path, parse, args = self.sources[key]
+        _, heavy = self.split.parts(parse(path, *args))
+        if heavy is None:
+            raise OSError(0, "changed while it was being collected; collect again", str(path))
+        self.split.join(self.entries[key][2], heavy)
+        if not _finite(self.entries[key][2]):
+            self.not_finite.add(key)
+        self.dirty.add(shard_of(key))
+
     def save(self) -> None:
         """Write the shards that changed; files that disappeared leave them."""
         for key in set(self.entries) - self.used:
             del self.entries[key]
             self.not_finite.discard(key)
+            self.partial.discard(key)
             self.packed.pop(key, None)
             self.dirty.add(shard_of(key))
         if not self.dirty or self.header["study_dir"] is None:
@@ -275,27 +373,54 @@ class ParseCache:
             shard = shard_of(key)
             if shard in shards:  # a shard is packed whole: 1/SHARDS of the entries after one change
                 shards[shard].append(key)
+        self.complete(k for keys in shards.values() for k in keys)
         for shard, keys in sorted(shards.items()):
-            atomic_write_bytes(self.shard_path(shard), self._shard_bytes(shard, keys))
+            if self.split is None:
+                whole: dict[str, Stored] = {k: (self.entries[k][2], self._bytes(k, 0), []) for k in keys}
+                atomic_write_bytes(self.shard_path(shard), self._shard_bytes(shard, whole))
+                continue
+            light, heavy = self._parts(keys)
+            # bulky parts first: a light part is never newer than the bulky part of its file's version it names
+            atomic_write_bytes(self.heavy_path(shard), self._shard_bytes(shard, heavy))
+            atomic_write_bytes(self.shard_path(shard), self._shard_bytes(shard, light))
+        self.dirty.clear()
         self._save_head()
 
-    def _shard_bytes(self, shard: int, keys: list[str]) -> bytes:
+    def _bytes(self, key: str, part: int) -> bytes | None:
+        packed = self.packed.get(key)
+        return packed[part] if packed is not None else None
+
+    def _parts(self, keys: list[str]) -> tuple[dict[str, Stored], dict[str, Stored]]:
+        """Each value as its light part (and whether it has a bulky part) and its bulky part."""
+        assert self.split is not None
+        light: dict[str, Stored] = {}
+        heavy: dict[str, Stored] = {}
+        for key in keys:
+            part, bulky = self.split.parts(self.entries[key][2])
+            light[key] = (part, self._bytes(key, 0), [bulky is not None])
+            if bulky is not None:
+                heavy[key] = (bulky, self._bytes(key, 1), [])
+        return light, heavy
+
+    def _shard_bytes(self, shard: int, parts: dict[str, Stored]) -> bytes:
         """One shard's file: orjson where that is exact (a value its worker packed goes in as its bytes), json
         where a value holds NaN or ±inf or what orjson refuses."""
-        exact = self.not_finite.isdisjoint(keys)
-        if exact:
-            entries = {k: [*self.entries[k][:2], orjson.Fragment(self.packed[k]) if k in self.packed
-                           else pack(self.entries[k][2])] for k in keys}
+        if self.not_finite.isdisjoint(parts):
+            entries = {k: [*self.entries[k][:2], orjson.Fragment(data) if data is not None else pack(value), *extra]
+                       for k, (value, data, extra) in parts.items()}
             try:
                 return orjson.dumps({**self.header, "shard": shard, "entries": entries})
             except TypeError:
                 pass
-        entries = {k: [*self.entries[k][:2], pack(self.entries[k][2])] for k in keys}
+        entries = {k: [*self.entries[k][:2], pack(value), *extra] for k, (value, _, extra) in parts.items()}
         return json.dumps({**self.header, "shard": shard, "entries": entries}, separators=(",", ":")).encode()
 
     def _save_head(self) -> None:
         """results.json: the layout, for a reader (the shards carry their own header); rewritten when it differs."""
-        head = orjson.dumps({**self.header, "shard_files": self.shard_path(0).name.replace(".0.", ".<n>.")})
+        names = {"shard_files": self.shard_path(0).name.replace(".0.", ".<n>.")}
+        if self.split is not None:
+            names["heavy_files"] = self.heavy_path(0).name.replace(".0.", ".<n>.")
+        head = orjson.dumps({**self.header, **names})
         try:
             same = os.path.getsize(self.path) == len(head) and self.path.read_bytes() == head
         except OSError:

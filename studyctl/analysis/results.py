@@ -21,7 +21,7 @@ from studyctl.analysis.columns import REQUEST_KINDS, RESIDENCY_COLUMNS
 from studyctl.analysis.findings import Failure, Problem
 from studyctl.analysis.hardware.rank_load import SPLIT_FIELDS, ceiling_row, heaviest_rank, rank_split
 from studyctl.analysis.recovery.rows import recovery_row
-from studyctl.analysis.result_cache import ParseCache
+from studyctl.analysis.result_cache import ParseCache, Split
 from studyctl.analysis.training.rows import nominal_restore, point_cost_row
 from studyctl.attempt.judged import Judged
 from studyctl.attempt.paths import StudyPaths
@@ -67,9 +67,31 @@ def rank_rows(row: dict[str, Any]) -> list[list[Any]]:
     return json.loads(text) if text.startswith(JSON_WRITTEN) else orjson.loads(text)
 
 
+# A point's bulky rows: the parse cache keeps them apart, read only for the points whose frame rows are built
+# (`LoadedRows.complete`); every other table takes the rest of the point's rows.
+BULKY = ("checkpoints", "ranks_json")
+
+
+def _parts(value: Any) -> tuple[Any, Any]:
+    """A parsed result's (light part, bulky rows); anything else (a refusal, an error record) is all light."""
+    rows = value[0] if isinstance(value, (list, tuple)) and len(value) == 2 else None
+    if not isinstance(rows, dict) or any(k not in rows for k in BULKY):
+        return value, None
+    return [{k: v for k, v in rows.items() if k not in BULKY}, value[1]], {k: rows[k] for k in BULKY}
+
+
+def _join(light: Any, bulky: Any) -> None:
+    light[0].update(bulky)
+
+
+ROWS_SPLIT = Split(_parts, _join)
+
+
 @dataclass
 class LoadedRows:
-    rows: list[dict[str, Any]]  # per point: {"checkpoints": [...], "rank_count": n, "ranks_json": text, "info": {...}}
+    # per point: {"checkpoints": [...], "checkpoint_count": n, "rank_count": n, "ranks_json": text, "info": {...},
+    # ...}; a point read from the parse cache lacks its bulky rows (BULKY) until `complete` is asked for them
+    rows: list[dict[str, Any]]
     problems: list[Problem]
     failures: list[Failure]
     files_read: int
@@ -78,6 +100,13 @@ class LoadedRows:
     # per row, its result file as the parse cache keys it (relative path, mtime_ns, size): the kept per-point frames
     # (`frame_cache`) reuse a point's rows while its stamp is the same
     stamps: list[tuple[str, int, int]] = field(default_factory=list)
+    cache: ParseCache | None = None
+
+    def complete(self, indices: Sequence[int]) -> None:
+        """These rows given their bulky rows (in place); a cache shard repaired on the way is saved."""
+        if self.cache is not None:
+            self.cache.complete(self.stamps[i][0] for i in indices)
+            self.cache.save()
 
 
 # One column per request kind (`columns.REQUEST_KINDS`), and the slowest rank's time to first byte.
@@ -159,10 +188,10 @@ def _rows_from_result(r: Result, path: Path) -> dict[str, Any]:
         checkpoints.append({**base, **_checkpoint_row(c)})
         ranks += [(c.phase, c.index, rk.rank, rk.host, rk.bytes, rk.duration_s, rk.bandwidth_GiBps, rk.files,
                    *(NO_SPLIT if rk.split is None else rank_split(rk))) for rk in c.ranks if rk.bytes]
-    rows = {"checkpoints": checkpoints, "rank_count": len(ranks), "ranks_json": ranks_text(ranks),
-            "info": _info(r, path), "training": None}
+    rows = {"checkpoints": checkpoints, "checkpoint_count": len(checkpoints), "rank_count": len(ranks),
+            "ranks_json": ranks_text(ranks), "info": _info(r, path), "training": None}
     if p.role == "ceiling":  # a property of the shape, never a cell: its own table, joined to cells by shape
-        return {**rows, "checkpoints": [], **NO_RANKS, "ceiling": ceiling_row(r)}
+        return {**rows, "checkpoints": [], "checkpoint_count": 0, **NO_RANKS, "ceiling": ceiling_row(r)}
     if p.role != "measure":  # calibration: the projections' fit reads its checkpoints (by role); never a cell
         return {**rows, **NO_RANKS}
     return {**rows, "training": point_cost_row(r, base), "recovery": recovery_row(r, base)}
@@ -217,8 +246,8 @@ def load_rows(paths: StudyPaths, cache_dir: Path | None = None, excluded: frozen
     measured): their results are named in `left_out`, nothing else. `found`: the tree as `scan_attempts` found
     it, when the caller has scanned it already."""
     cache_path = paths.results_cache if cache_dir is None else cache_dir / paths.results_cache.name
-    cache = ParseCache(cache_path, paths.root)
-    out = LoadedRows([], [], [], 0, 0)
+    cache = ParseCache(cache_path, paths.root, ROWS_SPLIT)
+    out = LoadedRows([], [], [], 0, 0, cache=cache)
     found = scan_attempts(paths) if found is None else found
     cache.parse_ahead(_newest_results(paths, found, excluded), parse_result)
     for point_id, attempts in sorted(found.items()):

@@ -223,7 +223,7 @@ def _checkpoints_frame(rows: Sequence[dict[str, Any]]) -> pd.DataFrame:
 
 
 # The per-point frames, kept between collects under tables/.cache and patched by point (`frame_cache`).
-CHECKPOINTS = FrameSpec("checkpoints", _checkpoints_frame, lambda r: len(r["checkpoints"]),
+CHECKPOINTS = FrameSpec("checkpoints", _checkpoints_frame, lambda r: int(r["checkpoint_count"]),
                         lambda r: [list(c) for c in r["checkpoints"]])
 RANKS = FrameSpec("ranks", _ranks_frame, lambda r: int(r["rank_count"]))
 
@@ -263,7 +263,7 @@ def cycles_unchecked() -> Iterator[None]:
 
 def _tables(paths: StudyPaths, loaded: LoadedRows, extra_checkpoints: pd.DataFrame | None, cache_dir: Path,
             later: list[Callable[[], None]] | None) -> Tables:
-    checkpoints = point_frame(CHECKPOINTS, loaded.rows, loaded.stamps, cache_dir, paths.root, later)
+    checkpoints = point_frame(CHECKPOINTS, loaded.rows, loaded.stamps, cache_dir, paths.root, later, loaded.complete)
     if extra_checkpoints is not None and not extra_checkpoints.empty:
         parts = [checkpoints, extra_checkpoints] if not checkpoints.empty else [extra_checkpoints]
         checkpoints = pd.concat(parts, ignore_index=True)
@@ -274,7 +274,7 @@ def _tables(paths: StudyPaths, loaded: LoadedRows, extra_checkpoints: pd.DataFra
     factors = point_factors(checkpoints, phase_nominal_bytes, fits, NOMINAL_COLUMNS)
     training = training_table([r["training"] for r in loaded.rows if r.get("training")],
                               load_training(paths.sweep_copy), factors)
-    ranks = point_frame(RANKS, loaded.rows, loaded.stamps, cache_dir, paths.root, later)
+    ranks = point_frame(RANKS, loaded.rows, loaded.stamps, cache_dir, paths.root, later, loaded.complete)
     ceilings = ceilings_table([r["ceiling"] for r in loaded.rows if r.get("ceiling")])
     summary = add_hardware(add_projections(summarize_cells(points), checkpoints, phase_nominal_bytes, fits), ranks,
                            checkpoints[measured(checkpoints)], training, ceilings, stated_peaks(paths.sweep_copy))

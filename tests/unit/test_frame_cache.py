@@ -55,8 +55,12 @@ class Counting:
         return self._inner(rows)
 
 
-def _loaded(study: Path) -> LoadedRows:
-    return load_rows(StudyPaths(study))
+def _loaded(study: Path, whole: bool = False) -> LoadedRows:
+    """The rows a collect loads (points from the parse cache lack their bulky rows), or every row whole."""
+    loaded = load_rows(StudyPaths(study))
+    if whole:
+        loaded.complete(range(len(loaded.rows)))
+    return loaded
 
 
 def _check(study: Path, cache_dir: Path | None = None) -> dict[str, list[int]]:
@@ -66,7 +70,8 @@ def _check(study: Path, cache_dir: Path | None = None) -> dict[str, list[int]]:
     built = {}
     for spec in SPECS:
         counting = Counting(spec)
-        got = point_frame(counting.spec, loaded.rows, loaded.stamps, cache_dir, study)
+        got = point_frame(counting.spec, loaded.rows, loaded.stamps, cache_dir, study, complete=loaded.complete)
+        loaded.complete(range(len(loaded.rows)))
         assert same_frame(got, spec.build(loaded.rows)), spec.name
         built[spec.name] = counting.built
     return built
@@ -103,7 +108,7 @@ def test_new_rows_of_another_dtype_or_columns_rebuild(study: Path) -> None:
     """A changed point whose values infer another dtype (a float where every other row has an int), or whose rows
     carry another column, cannot be spliced in: the frame is rebuilt, and equals a rebuild. (Then the point's ints
     again: the kept float column was the old version's doing, so the frame is rebuilt again.)"""
-    loaded = _loaded(study)
+    loaded = _loaded(study, whole=True)
     cache = StudyPaths(study).tables_cache
     for spec in SPECS:
         point_frame(spec, loaded.rows, loaded.stamps, cache, study)
@@ -145,7 +150,7 @@ def test_a_kept_frame_not_ours_is_rebuilt(study: Path, tmp_path: Path, damage: s
     elif damage == "other_code":
         monkeypatch.setattr(frame_cache, "FRAME_VERSION", frame_cache.FRAME_VERSION + 1)
     else:  # rows of another study under the same header: counts that do not add up to the stored rows
-        loaded = _loaded(study)
+        loaded = _loaded(study, whole=True)
         frame_cache._write(path, CHECKPOINTS.build(loaded.rows[:3]), frame_cache._header(study) or {},
                            [(s, 3 * 2) for s in loaded.stamps[:4]])
     assert _check(study)["checkpoints"] == [16]
@@ -153,7 +158,8 @@ def test_a_kept_frame_not_ours_is_rebuilt(study: Path, tmp_path: Path, damage: s
 
 def test_a_frame_arrow_cannot_give_back_exactly_is_not_kept(tmp_path: Path) -> None:
     """None beside NaN in an object column (Arrow makes both null): kept, it would come back otherwise."""
-    rows = [{"checkpoints": [{"a": "x", "b": None}]}, {"checkpoints": [{"a": "y", "b": float("nan")}]}]
+    rows = [{"checkpoints": [{"a": "x", "b": None}], "checkpoint_count": 1},
+            {"checkpoints": [{"a": "y", "b": float("nan")}], "checkpoint_count": 1}]
     spec = replace(CHECKPOINTS, build=lambda rs: pd.DataFrame({"a": [r["checkpoints"][0]["a"] for r in rs],
                                                                 "b": pd.Series([r["checkpoints"][0]["b"] for r in rs],
                                                                                dtype=object)}))
@@ -188,7 +194,7 @@ def test_a_collect_writes_the_kept_frames_beside_its_tables(study: Path, monkeyp
     header = frame_cache._header(study)
     assert header is not None
     kept = frame_cache._read(cache / "frames.checkpoints.arrow", header)
-    assert kept is not None and same_frame(kept[0], CHECKPOINTS.build(_loaded(study).rows))
+    assert kept is not None and same_frame(kept[0], CHECKPOINTS.build(_loaded(study, whole=True).rows))
     _write(study, 5, faster=1.07)
     counted = {spec.name: Counting(spec) for spec in SPECS}
     import studyctl.analysis.tables as tables_module
@@ -201,7 +207,7 @@ def test_a_collect_writes_the_kept_frames_beside_its_tables(study: Path, monkeyp
     assert len(later) == 2  # handed over, not yet written: the files still hold the frames before the change
     before = frame_cache._read(cache / "frames.checkpoints.arrow", header)
     assert before is not None and same_frame(before[0], kept[0])
-    want = CHECKPOINTS.build(_loaded(study).rows)
+    want = CHECKPOINTS.build(_loaded(study, whole=True).rows)
     built.checkpoints["bytes"] = -1  # the caller's own frame, changed after the write was handed over
     for write in later:
         write()

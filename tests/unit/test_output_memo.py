@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import shutil
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -136,3 +137,26 @@ def test_tables_holding_the_same_rows_are_kept_and_the_rest_rewritten(tmp_path: 
     forced = _tables(study)
     assert {n: b for n, (_, b) in forced.items()} == {n: b for n, (_, b) in moved.items()}
     assert all(forced[n][0] != ino for n, (ino, _) in moved.items())  # forced: every file written again
+
+
+def test_a_table_digest_is_the_tables_values_not_how_arrow_holds_them() -> None:
+    """Equal tables (a validity bitmap of no nulls or none, a slice or a copy) give one digest; a value changed,
+    a null moved, a dictionary's values or a nested child's values changed give another."""
+    import pyarrow as pa
+
+    from studyctl.analysis.output_memo import table_digest
+
+    def of(**columns: Any) -> str:
+        return table_digest("t", pa.table(columns))
+
+    strings = pa.array(["a", "bb", None, "c"])
+    assert of(s=pa.array(["x", "y"])) == of(s=pa.array(["w", "x", "y"]).slice(1).filter(pa.array([True, True])))
+    floats = [1.0, None, 2.0, 3.0]
+    assert of(s=strings, f=pa.array(floats)) == of(s=strings.slice(0), f=pa.array(floats))
+    base = of(s=strings, f=pa.array([1.0, None, 2.0, 3.0]))
+    assert base != of(s=strings, f=pa.array([1.0, 2.0, None, 3.0]))  # a null moved
+    assert base != of(s=strings, f=pa.array([1.0, None, 2.0, 3.5]))
+    assert base != of(s=pa.array(["a", "bb", None, "d"]), f=pa.array([1.0, None, 2.0, 3.0]))
+    assert of(d=pa.array(["a", "b"]).dictionary_encode()) != of(d=pa.array(["b", "a"]).dictionary_encode())
+    assert of(n=pa.array([[1], [2, 3]])) != of(n=pa.array([[1], [2, 4]]))
+    assert table_digest("t", pa.table({"f": [1.0]})) != table_digest("u", pa.table({"f": [1.0]}))

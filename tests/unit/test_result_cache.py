@@ -9,7 +9,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from studyctl.analysis.result_cache import SHARDS, ParseCache, shard_of
+from studyctl.analysis.result_cache import SHARDS, ParseCache, Split, shard_of
 
 PARSED: list[str] = []
 
@@ -21,6 +21,30 @@ def parse(path: Path) -> dict[str, Any]:
     rows = [{"tool": "studyctl", "nodes": n, "phase": p, "bw": n / 3, "none": None} for p in ("write", "read")]
     return {"checkpoints": rows, "ranks": [["write", 0, r, "h", 1 << 20, 0.5 + r, 2.0] for r in range(n)],
             "info": {"n": n, "x": math.pi * n, "odd": float(path.read_text().count("9")) or None}}
+
+
+def _bulky_parts(value: Any) -> tuple[Any, Any]:
+    if isinstance(value, dict) and "bulky" in value:
+        return {k: v for k, v in value.items() if k != "bulky"}, value["bulky"]
+    return value, None
+
+
+def _bulky_join(light: Any, bulky: Any) -> None:
+    light["bulky"] = bulky
+
+
+BULKY_SPLIT = Split(_bulky_parts, _bulky_join)
+
+
+def parse_bulky(path: Path) -> Any:
+    """A value with a bulky part (rows, a NaN in one file's), or, for a file holding "x", one without."""
+    PARSED.append(path.name)
+    text = path.read_text()
+    if text == "x":
+        return ["refused", "no rows"]
+    n = int(text)
+    return {"n": n, "info": {"name": path.name},
+            "bulky": [{"tool": "studyctl", "rank": r, "bw": n / 7 if n != 5 else math.nan} for r in range(3)]}
 
 
 def study(tmp_path: Path, n: int = 200) -> Path:
@@ -186,12 +210,15 @@ def test_a_worker_sends_bytes_only_where_reading_them_back_gives_the_value() -> 
 
     rows = {"rows": [{"a": 1, "b": 2.5, "c": None}, {"a": 1, "b": 3.5, "c": "x"}],
             "ranks": [(0, "h", 1.5), (1, "h", 2.0)]}
-    data, value = _portable(rows)
-    assert value is None and data is not None
-    assert unpack(orjson.loads(data)) == {**rows, "ranks": [[0, "h", 1.5], [1, "h", 2.0]]}
+    data, value = _portable(rows, None)
+    assert value is None and data is not None and data[1] is None
+    assert unpack(orjson.loads(data[0])) == {**rows, "ranks": [[0, "h", 1.5], [1, "h", 2.0]]}
     for odd in ({"x": math.nan}, {"x": [1.0, -math.inf]}, {"r": [(1, math.inf)]}, {"x": 1 << 70}, {1: 2},
                 {"rows": [{"a": (1, 2)}, {"a": (1, 3)}]}):  # the last: a tuple inside a table's row stays one
-        assert _portable(odd) == (None, odd)
+        assert _portable(odd, None) == (None, odd)
+        # split, a part that is not exact sends the value whole
+        assert _portable({"light": 1, "bulky": odd}, BULKY_SPLIT) == (None, {"light": 1, "bulky": odd})
+        assert _portable({"light": odd, "bulky": 1}, BULKY_SPLIT) == (None, {"light": odd, "bulky": 1})
 
 
 def test_the_shared_prefix_of_rows_is_their_leading_equal_columns() -> None:
@@ -213,3 +240,89 @@ def test_the_shared_prefix_of_rows_is_their_leading_equal_columns() -> None:
             want = next((k for k, ((ka, va), (kb, vb)) in enumerate(pairs)
                          if ka != kb or va != vb or type(va) is not type(vb)), len(pairs))
         assert _shared_prefix(rows) == want, rows
+
+
+def split_collect(root: Path, complete: list[str] | None = None) -> tuple[dict[str, Any], ParseCache]:
+    """A collect through a split cache: every value (light unless parsed here or completed), the cache saved."""
+    PARSED.clear()
+    cache = ParseCache(root / "tables" / ".cache" / "results.json", root, BULKY_SPLIT)
+    values = {p.name: cache.get_or_parse(p, p.stat(), parse_bulky) for p in sorted(root.glob("f*.json"))}
+    cache.save()
+    cache.complete(complete or [])
+    cache.save()
+    return values, cache
+
+
+def test_a_split_cache_reads_a_bulky_part_only_when_asked_and_gives_it_back_exactly(tmp_path: Path) -> None:
+    root = study(tmp_path, 40)
+    (root / "f9.json").write_text("x")
+    first, cache = split_collect(root)
+    assert cache.misses == 40 and "bulky" in first["f3.json"]
+    light, cache = split_collect(root)
+    assert cache.hits == 40 and not PARSED
+    assert light["f3.json"] == {"n": 3, "info": {"name": "f3.json"}} and light["f9.json"] == ["refused", "no rows"]
+    cache_dir = root / "tables" / ".cache"
+    wanted = ["f3.json", "f5.json", "f9.json"]
+    keep = {cache.heavy_path(shard_of(k)).name for k in wanted}
+    for other in cache_dir.glob("results.*.heavy.json"):  # only the asked-for entries' bulky shards are read
+        if other.name not in keep:
+            other.unlink()
+    values, cache = split_collect(root, wanted)
+    assert not PARSED
+    assert values["f3.json"] == first["f3.json"] and values["f9.json"] == first["f9.json"]
+    assert math.isnan(values["f5.json"]["bulky"][0]["bw"]) and values["f5.json"]["n"] == 5
+    assert "bulky" not in values["f4.json"]
+
+
+def test_a_split_cache_rewrites_one_light_and_one_bulky_shard_after_one_change(tmp_path: Path) -> None:
+    root = study(tmp_path, 100)
+    split_collect(root)
+    before = shard_stamps(root)
+    assert len(before) == 2 * SHARDS
+    (root / "f7.json").write_text("77")
+    values, _ = split_collect(root)
+    assert PARSED == ["f7.json"] and values["f7.json"]["bulky"][0]["bw"] == 11.0
+    after = shard_stamps(root)
+    shard = shard_of("f7.json")
+    assert {k for k in after if after[k] != before[k]} == {f"results.{shard}.json", f"results.{shard}.heavy.json"}
+
+
+def test_a_lost_or_stale_bulky_part_is_parsed_again_from_its_file(tmp_path: Path) -> None:
+    """Missing, damaged, or left by an older version of the file (a stamp that is not the light part's): the
+    file is parsed again, and the repaired shard saved, so the next collect reads it."""
+    root = study(tmp_path, 60)
+    first, _ = split_collect(root)
+    cache_dir = root / "tables" / ".cache"
+    shard = shard_of("f7.json")
+    heavy = cache_dir / f"results.{shard}.heavy.json"
+    old = heavy.read_bytes()
+    same_shard = sorted(k for k in first if shard_of(k) == shard)
+    heavy.unlink()
+    values, _ = split_collect(root, same_shard)
+    assert sorted(PARSED) == same_shard and all(values[k] == first[k] for k in same_shard)
+    _, _ = split_collect(root, same_shard)
+    assert not PARSED  # repaired
+    (root / "f7.json").write_text("8")  # the bulky shard of the file before it changed put back
+    _, _ = split_collect(root)
+    heavy.write_bytes(old)
+    values, _ = split_collect(root, ["f7.json"])
+    assert PARSED == ["f7.json"] and values["f7.json"]["bulky"][0]["bw"] == 8 / 7
+    heavy.write_text('{"damaged')
+    values, _ = split_collect(root, ["f7.json"])
+    # the shard is rewritten whole: every entry of it parsed again
+    assert sorted(PARSED) == same_shard and values["f7.json"]["n"] == 8
+    _, _ = split_collect(root, same_shard)
+    assert not PARSED
+
+
+def test_a_split_cache_takes_no_shard_of_an_unsplit_one(tmp_path: Path) -> None:
+    """Light and whole shards are of other layouts: neither is read as the other."""
+    root = study(tmp_path, 20)
+    collect(root)  # unsplit, the same files
+    _, cache = split_collect(root)
+    assert cache.misses == 20
+    PARSED.clear()
+    unsplit = ParseCache(root / "tables" / ".cache" / "results.json", root)
+    for p in sorted(root.glob("f*.json")):
+        unsplit.get_or_parse(p, p.stat(), parse)
+    assert unsplit.misses == 20
