@@ -167,10 +167,16 @@ def save(fig: plt.Figure, path: Path, handles: Sequence[Any] = (), labels: Seque
     return path
 
 
+# zlib's fastest level: a figure's flat colours compress nearly as well (a tenth larger), in half the time of the
+# default level (which was an eighth of rendering a figure)
+PNG_COMPRESSION = 1
+
+
 def _write(fig: plt.Figure, path: Path) -> None:
     fig.tight_layout()
     with atomic_open(path) as fh:  # a fresh temporary name each time: concurrent collects never share one
-        fig.savefig(fh, format="png", dpi=DPI, bbox_inches="tight", facecolor="white")
+        fig.savefig(fh, format="png", dpi=DPI, bbox_inches="tight", facecolor="white",
+                    pil_kwargs={"compress_level": PNG_COMPRESSION})
 
 
 def nodes_axis(ax: plt.Axes, nodes: Sequence[Any]) -> None:
