@@ -22,19 +22,17 @@ from __future__ import annotations
 
 import json
 import multiprocessing
-import operator
 import os
 import zlib
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
-from dataclasses import dataclass
-from itertools import chain, compress, count
 from pathlib import Path
 from typing import Any
 
 import orjson
 
+from studyctl.analysis.cache_values import Packed, Split, finite, from_portable, pack, portable, unpack
 from studyctl.attempt.tree import read_regular
 from studyctl.fsutil import atomic_write_bytes
 
@@ -50,73 +48,7 @@ CACHE_VERSION = 20
 SHARDS = 32
 AHEAD_MIN = 256  # files to parse before worker processes pay for themselves (a fork, rows pickled back)
 AHEAD_CHUNK = 128  # files per task: results stream back while the rest are parsed
-TABLE = "__rows__"  # marks packed table rows (no column of ours has this name)
 HEAVY_TAG = "heavy"  # names a shard's file of bulky parts: results.<n>.heavy.json
-
-
-@dataclass(frozen=True)
-class Split:
-    """How a cached value divides into what every collect reads and a bulky part read only when asked for."""
-
-    parts: Callable[[Any], tuple[Any, Any]]  # value → (its light part, its bulky part or None where it has none)
-    join: Callable[[Any, Any], None]  # (light part, bulky part): the light part made whole again, in place
-
-
-def _shared_prefix(rows: Sequence[dict[str, Any]]) -> int:
-    """How many leading columns every row has, in the same order and with the same value (and type: 1 is not
-    1.0). A row that shares the whole prefix so far is compared at once (its keys, values and types as lists, in
-    C: no (key, value) pair built per column); one that differs is searched for where, also in C (a column at a
-    time over every row was a tenth of a cold collect, and a walk in Python of each row that differs a third of
-    packing one result). A NaN is never the same as itself here: the prefix stops before it, still a prefix."""
-    keys, values = list(rows[0]), list(rows[0].values())
-    types = list(map(type, values))
-    n = len(keys)
-    for r in rows[1:]:
-        names, got = list(r)[:n], list(r.values())[:n]
-        kinds = list(map(type, got))
-        if names == keys[:n] and got == values[:n] and kinds == types[:n]:
-            continue
-        differs = map(any, zip(map(operator.ne, names, keys), map(operator.ne, got, values),
-                               map(operator.is_not, kinds, types), strict=True))
-        n = next(compress(count(), differs), len(names))
-    return n
-
-
-def pack(value: Any) -> Any:
-    """Table rows (lists of dicts) store their leading columns of equal values once: a smaller, quicker cache.
-
-    Dicts, lists and tuples are walked into their dicts only; other values are kept (JSON makes tuples lists).
-    """
-    if isinstance(value, dict):
-        return {k: pack(v) if isinstance(v, (dict, list, tuple)) else v for k, v in value.items()}
-    if not isinstance(value, (list, tuple)):
-        return value
-    if len(value) < 2 or not all(isinstance(v, dict) for v in value):  # a tuple in it becomes the list JSON makes
-        return [pack(v) if isinstance(v, dict) else list(v) if isinstance(v, tuple) else v for v in value]
-    n = _shared_prefix(value)
-    common = dict(list(value[0].items())[:n])
-    return {TABLE: common, "rows": [dict(list(v.items())[n:]) for v in value]}
-
-
-def unpack(value: Any) -> Any:
-    """The inverse of `pack`: each row is its shared columns, then its own, in their order.
-
-    Fresh from the parser, so dicts are filled in place and lists without a dict are kept: only what holds a
-    packed table is walked (one call per value was a third of loading the cache)."""
-    kind = type(value)
-    if kind is list:
-        return [unpack(v) if type(v) is dict else v for v in value] if dict in map(type, value) else value
-    if kind is not dict:
-        return value
-    if TABLE in value:
-        common = value[TABLE]
-        return [{**common, **rest} for rest in value["rows"]]
-    kinds = set(map(type, value.values()))
-    if dict in kinds or list in kinds:
-        for k, v in value.items():
-            if type(v) is dict or type(v) is list:
-                value[k] = unpack(v)
-    return value
 
 
 def shard_of(key: str) -> int:
@@ -132,62 +64,15 @@ def _identity(study_dir: Path) -> list[int] | None:
     return [st.st_dev, st.st_ino]
 
 
-def _finite(value: Any) -> bool:
-    """Whether no float in `value` is NaN or ±inf (orjson would write those as null). Lists of lists are
-    flattened and checked at once (a container at a time was two seconds for 10,000 results). A sum of finite
-    floats that overflows answers False too: then json writes the shard, still exactly."""
-    stack: list[Any] = [[value]]
-    while stack:
-        items = stack.pop()
-        if sum(x for x in items if type(x) is float) * 0.0 != 0.0:  # NaN or ±inf anywhere makes NaN
-            return False
-        stack += [x.values() for x in items if type(x) is dict]
-        lists = [x for x in items if type(x) is list or type(x) is tuple]
-        if lists:
-            stack.append(list(chain.from_iterable(lists)))
-    return True
-
-
-Packed = tuple[bytes, bytes | None]  # a value's light part and bulky part, each packed and written by orjson
 Stored = tuple[Any, bytes | None, list[Any]]  # what a shard's entry holds after its stamp: the value (or a part),
 # the bytes a worker wrote for it, and what follows it (a light part: whether its value has a bulky part)
 
 
 def _parse_chunk(task: tuple[Callable[..., Any], Split | None, list[tuple[Path, tuple[Any, ...]]]]
                  ) -> list[tuple[Packed | None, Any]]:
-    """In a worker process: parse(path, *args) for each file of one chunk, each as `_portable` sends it."""
+    """In a worker process: parse(path, *args) for each file of one chunk, each as `portable` sends it."""
     parse, split, files = task
-    return [_portable(parse(path, *args), split) for path, args in files]
-
-
-def _exact_bytes(value: Any) -> bytes | None:
-    packed = pack(value)
-    try:
-        data = orjson.dumps(packed)
-    except TypeError:  # numpy scalars, non-string keys, integers beyond 64 bits
-        return None
-    return data if orjson.loads(data) == packed else None
-
-
-def _portable(value: Any, split: Split | None) -> tuple[Packed | None, Any]:
-    """(the value's parts packed and written by orjson, None) where that is exact, else (None, the value). The
-    worker packs and checks what the collecting process would (beside the others, on another core); its bytes cross
-    back cheaper than the objects and go into the shards as they are. Exact: the bytes read back are the value
-    packed (orjson writes NaN and ±inf as null, and refuses what JSON has no type for), compared in C, where a walk
-    for floats that are not finite was two fifths of what the worker spent on a file besides parsing it."""
-    light, heavy = split.parts(value) if split is not None else (value, None)
-    light_bytes = _exact_bytes(light)
-    heavy_bytes = _exact_bytes(heavy) if heavy is not None else None
-    if light_bytes is None or (heavy is not None and heavy_bytes is None):
-        return None, value
-    return (light_bytes, heavy_bytes), None
-
-
-def _from_portable(packed: Packed, split: Split | None) -> Any:
-    value = unpack(orjson.loads(packed[0]))
-    if split is not None and packed[1] is not None:
-        split.join(value, unpack(orjson.loads(packed[1])))
-    return value
+    return [portable(parse(path, *args), split) for path, args in files]
 
 
 def _loads(data: bytes) -> tuple[Any, bool]:
@@ -286,7 +171,7 @@ class ParseCache:
                 for chunk, values in zip(chunks, pool.map(_parse_chunk, tasks), strict=True):
                     for (path, st, _), (packed, value) in zip(chunk, values, strict=True):
                         if packed is not None:
-                            value = _from_portable(packed, self.split)
+                            value = from_portable(packed, self.split)
                         self.ahead[self.key(path)] = [st.st_mtime_ns, st.st_size, value, packed]
         except (OSError, BrokenProcessPool):
             self.ahead.clear()
@@ -319,7 +204,7 @@ class ParseCache:
         self.dirty.add(shard_of(key))
         if packed is not None:  # its worker found it finite and wrote it exactly
             self.packed[key] = packed
-        (self.not_finite.discard if packed is not None or _finite(value) else self.not_finite.add)(key)
+        (self.not_finite.discard if packed is not None or finite(value) else self.not_finite.add)(key)
         return value
 
     def complete(self, keys: Iterable[str]) -> None:
@@ -354,7 +239,7 @@ class ParseCache:
         if heavy is None:
             raise OSError(0, "changed while it was being collected; collect again", str(path))
         self.split.join(self.entries[key][2], heavy)
-        if not _finite(self.entries[key][2]):
+        if not finite(self.entries[key][2]):
             self.not_finite.add(key)
         self.dirty.add(shard_of(key))
 

@@ -9,7 +9,8 @@ import os
 from pathlib import Path
 from typing import Any
 
-from studyctl.analysis.result_cache import SHARDS, ParseCache, Split, shard_of
+from studyctl.analysis.cache_values import Split
+from studyctl.analysis.result_cache import SHARDS, ParseCache, shard_of
 
 PARSED: list[str] = []
 
@@ -206,26 +207,26 @@ def test_a_worker_sends_bytes_only_where_reading_them_back_gives_the_value() -> 
     lists JSON makes them."""
     import orjson
 
-    from studyctl.analysis.result_cache import _portable, unpack
+    from studyctl.analysis.cache_values import portable, unpack
 
     rows = {"rows": [{"a": 1, "b": 2.5, "c": None}, {"a": 1, "b": 3.5, "c": "x"}],
             "ranks": [(0, "h", 1.5), (1, "h", 2.0)]}
-    data, value = _portable(rows, None)
+    data, value = portable(rows, None)
     assert value is None and data is not None and data[1] is None
     assert unpack(orjson.loads(data[0])) == {**rows, "ranks": [[0, "h", 1.5], [1, "h", 2.0]]}
     for odd in ({"x": math.nan}, {"x": [1.0, -math.inf]}, {"r": [(1, math.inf)]}, {"x": 1 << 70}, {1: 2},
                 {"rows": [{"a": (1, 2)}, {"a": (1, 3)}]}):  # the last: a tuple inside a table's row stays one
-        assert _portable(odd, None) == (None, odd)
+        assert portable(odd, None) == (None, odd)
         # split, a part that is not exact sends the value whole
-        assert _portable({"light": 1, "bulky": odd}, BULKY_SPLIT) == (None, {"light": 1, "bulky": odd})
-        assert _portable({"light": odd, "bulky": 1}, BULKY_SPLIT) == (None, {"light": odd, "bulky": 1})
+        assert portable({"light": 1, "bulky": odd}, BULKY_SPLIT) == (None, {"light": 1, "bulky": odd})
+        assert portable({"light": odd, "bulky": 1}, BULKY_SPLIT) == (None, {"light": odd, "bulky": 1})
 
 
 def test_the_shared_prefix_of_rows_is_their_leading_equal_columns() -> None:
     """Found in C: the same count as walking each row's columns against the first's (key, value and type)."""
     import random
 
-    from studyctl.analysis.result_cache import _shared_prefix
+    from studyctl.analysis.cache_values import shared_prefix
 
     rnd = random.Random(0)
     for _ in range(2000):
@@ -239,7 +240,7 @@ def test_the_shared_prefix_of_rows_is_their_leading_equal_columns() -> None:
             pairs = list(zip(rows[0].items(), row.items(), strict=False))[:want]
             want = next((k for k, ((ka, va), (kb, vb)) in enumerate(pairs)
                          if ka != kb or va != vb or type(va) is not type(vb)), len(pairs))
-        assert _shared_prefix(rows) == want, rows
+        assert shared_prefix(rows) == want, rows
 
 
 def split_collect(root: Path, complete: list[str] | None = None) -> tuple[dict[str, Any], ParseCache]:
