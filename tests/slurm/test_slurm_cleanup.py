@@ -56,8 +56,15 @@ def shared_files(fs: Path) -> list[Path]:
 
 
 def cleanup_jobs(study: str) -> str:
-    return subprocess.run(["squeue", "-h", "-n", cleanup_job_name(study), "-o", "%i"], capture_output=True,
-                          text=True).stdout.strip()
+    """The study's clean-up jobs still queued or running; a squeue that failed (a busy slurmctld) says so
+    rather than "none"."""
+    proc = subprocess.run(["squeue", "-h", "-n", cleanup_job_name(study), "-o", "%i"], capture_output=True,
+                          text=True)
+    return proc.stdout.strip() if proc.returncode == 0 else f"unknown: {proc.stderr.strip()}"
+
+
+def cleanup_outputs(tmp_path: Path, name: str) -> str:
+    return "".join(f"\n{p.name}: {p.read_text()}" for p in (tmp_path / "results" / name / "slurm").glob("cleanup-*"))
 
 
 def stopped_tiered_point(tmp_path: Path, name: str, minutes: int, writes: int = 800) -> tuple[str, Path]:
@@ -92,7 +99,8 @@ def wait_clean(tmp_path: Path, name: str, tier: str, fs: Path, timeout: float = 
         assert cli(tmp_path, "sweep", "status", name).returncode == 0
         time.sleep(1.0)
     assert shared_files(fs) == []
-    assert tier_files(tier, tmp_path / 'results' / name) == [], "the clean-up job removed the tier on every node"
+    assert tier_files(tier, tmp_path / 'results' / name) == [], \
+        "the clean-up job removed the tier on every node" + cleanup_outputs(tmp_path, name)
 
 
 def test_a_cancelled_tiered_point_leaves_nothing_on_any_node(tmp_path: Path) -> None:

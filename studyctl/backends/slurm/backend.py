@@ -19,7 +19,7 @@ from studyctl.attempt.records import Active, Handle, Launch, RecordHandle, Recor
 from studyctl.backends.base import Backend
 from studyctl.backends.capacity import slurm_node_memory
 from studyctl.backends.slurm import verdict
-from studyctl.backends.slurm.cleanup import submit_cleanup
+from studyctl.backends.slurm.cleanup import TidyRecords, node_names, submit_cleanup
 from studyctl.backends.slurm.discovery import Manifests, find_jobs, names_other_study, recover_handles
 from studyctl.backends.slurm.sacct import Runner, SacctWatcher, array_of
 from studyctl.backends.slurm.submit import ArraySubmitter, cluster_max_array_size, group_by_shape, point_time_limit_min
@@ -52,6 +52,7 @@ class SlurmBackend(Backend):
         self.runner = runner
         self.watcher = SacctWatcher(runner=runner)
         self.manifests = Manifests(folder)
+        self.tidy = TidyRecords(folder)
         # entry: what every srun task calls with the task file; default worker.run.run_task
         self.submitter = ArraySubmitter(options, folder, self.manifests, entry, runner)
 
@@ -147,22 +148,38 @@ class SlurmBackend(Backend):
     def still_running(self, attempts: Mapping[Path, Handle]) -> set[Path]:
         """Attempts whose job accounting still shows pending or running: a point's end read from its files
         (its error record, a rank's abort) comes before the job's other ranks are gone."""
-        rows = self.watcher.rows(h.job_id for h in attempts.values() if h.job_id)
+        # the clean-up jobs recorded are asked about in the same sacct call: each is read next, per place
+        rows = self.watcher.rows([*(h.job_id for h in attempts.values() if h.job_id), *self.tidy.all_ids()])
         return {task for task, h in attempts.items()
                 if h.job_id and (row := rows.get(h.job_id)) is not None and row.state in (State.PENDING, State.RUNNING)}
 
     def remove_node_local(self, place: Place, point: Point, node_list: str | None,
                           completed: bool = False, job_id: str | None = None) -> bool:
-        """A clean-up job on the nodes the attempt ran on (its tier is theirs alone: `slurm/cleanup.py`); none
-        for a completed attempt, whose worker removed its tier itself (a job per point would be a second job)."""
+        """True once a clean-up job on the nodes the attempt ran on (its tier is theirs alone: `slurm/cleanup.py`)
+        COMPLETED; a later command asks again while it pends or runs, and submits it anew if it ended otherwise.
+        None for a completed attempt, whose worker removed its tier itself (a job per point would be a second job)."""
         if completed:
             return True
+        tidy_id = self.tidy.read(job_id, place)
+        if tidy_id is not None:
+            tidy = self.watcher.rows([tidy_id]).get(tidy_id)
+            if tidy is None or tidy.state in (State.PENDING, State.RUNNING):
+                return False  # not in accounting yet, or not done: a later command
+            if tidy.state is State.COMPLETED:
+                self.tidy.forget(job_id, place)
+                return True
         if not node_list and job_id:  # ended before a poll saw it run (cancelled): accounting knows its nodes
             row = self.watcher.rows([job_id]).get(job_id)
             if row is None:
                 return False  # not in accounting yet: a later command
             node_list = row.node_list
-        return submit_cleanup(self.options, self.folder, place, node_list, self.runner)
+        if not node_list:
+            return True  # never started on a node: nothing was written there
+        nodes = node_names(node_list, self.runner)
+        tidy_id = submit_cleanup(self.options, self.folder, place, nodes, self.runner, job_id) if nodes else None
+        if tidy_id is not None:
+            self.tidy.write(job_id, place, tidy_id)
+        return False
 
     def _scancel(self, ids: Sequence[str]) -> None:
         for start in range(0, len(ids), SCANCEL_BATCH):
