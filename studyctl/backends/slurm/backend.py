@@ -157,7 +157,7 @@ class SlurmBackend(Backend):
                           completed: bool = False, job_id: str | None = None) -> bool:
         """True once a clean-up job on the nodes the attempt ran on (its tier is theirs alone: `slurm/cleanup.py`)
         COMPLETED; a later command asks again while it pends or runs, and submits it anew if it ended otherwise.
-        None for a completed attempt, whose worker removed its tier itself (a job per point would be a second job)."""
+        No job for a completed attempt, whose worker removed its tier itself (a job per point would be a second job)."""
         if completed:
             return True
         tidy_id = self.tidy.read(job_id, place)

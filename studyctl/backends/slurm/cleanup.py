@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import shlex
+import subprocess
 import sys
 from pathlib import Path
 
@@ -28,7 +29,7 @@ def node_names(node_list: str, runner: Runner) -> list[str]:
     try:
         out = runner(["scontrol", "show", "hostnames", node_list], capture_output=True, text=True, timeout=60,
                      check=False)
-    except OSError:
+    except (OSError, subprocess.SubprocessError):  # not found, or no answer in time
         return []
     return out.stdout.split() if out.returncode == 0 else []
 
@@ -62,7 +63,7 @@ def submit_cleanup(options: SlurmOptions, folder: Path, place: Place, nodes: lis
         try:
             out = runner(cleanup_command(options, folder, place, nodes, study, dependency),
                          capture_output=True, text=True, timeout=120, check=False)
-        except OSError:
+        except (OSError, subprocess.SubprocessError):
             return None
         job_id = out.stdout.strip().split(";")[0] if out.returncode == 0 else ""
         if job_id or "dependency" not in out.stderr.lower():
