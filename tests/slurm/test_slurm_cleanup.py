@@ -64,7 +64,8 @@ def cleanup_jobs(study: str) -> str:
 
 
 def cleanup_outputs(tmp_path: Path, name: str) -> str:
-    return "".join(f"\n{p.name}: {p.read_text()}" for p in (tmp_path / "results" / name / "slurm").glob("cleanup-*"))
+    folder = StudyPaths(tmp_path / "results" / name).slurm
+    return "".join(f"\n{p.name}: {p.read_text()}" for p in folder.glob("cleanup-*"))
 
 
 def stopped_tiered_point(tmp_path: Path, name: str, minutes: int, writes: int = 800) -> tuple[str, Path]:
