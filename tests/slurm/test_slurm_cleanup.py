@@ -4,11 +4,14 @@ node-local part is removed by a clean-up job on the attempt's own nodes (`python
 
 from __future__ import annotations
 
+import contextlib
 import glob
 import os
 import signal
 import subprocess
+import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -104,6 +107,39 @@ def wait_clean(tmp_path: Path, name: str, tier: str, fs: Path, timeout: float = 
         "the clean-up job removed the tier on every node" + cleanup_outputs(tmp_path, name)
 
 
+@contextlib.contextmanager
+def held_stopped(pids: list[int]) -> Iterator[None]:
+    """Keeps the processes stopped until they are gone. At the time limit Slurm sends SIGCONT and SIGTERM, and
+    submitit's handler lets SIGTERM pass, so a rank stopped only once would run on for KillWait (5 s here) and
+    could finish a point that had little left: a rank hung in storage stays hung until SIGKILL."""
+    done = threading.Event()
+    handles = [os.pidfd_open(pid) for pid in pids]  # a pidfd never signals a later process given the same PID
+
+    def stop_all() -> None:
+        for handle in list(handles):
+            try:
+                signal.pidfd_send_signal(handle, signal.SIGSTOP)
+            except ProcessLookupError:
+                handles.remove(handle)
+                os.close(handle)
+
+    def stop_again() -> None:
+        while handles and not done.is_set():
+            stop_all()
+            time.sleep(0.01)
+
+    stop_all()
+    thread = threading.Thread(target=stop_again, daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        done.set()
+        thread.join()
+        for handle in handles:
+            os.close(handle)
+
+
 def test_a_cancelled_tiered_point_leaves_nothing_on_any_node(tmp_path: Path) -> None:
     tier, fs = stopped_tiered_point(tmp_path, "tidyc", minutes=5)
     proc = cli(tmp_path, "sweep", "cancel", "tidyc")
@@ -114,15 +150,16 @@ def test_a_cancelled_tiered_point_leaves_nothing_on_any_node(tmp_path: Path) -> 
 
 
 def test_a_timed_out_tiered_point_leaves_nothing_on_any_node(tmp_path: Path) -> None:
-    """Its ranks hang mid-run (SIGSTOP) until the job's 1-min limit; the estimate (simulated training of 100
-    writes, 703 steps of 0.05 s: 35 s) fits the limit, so submit accepts the point."""
+    """Its ranks hang mid-run until the job's 1-min limit kills them: ranks stuck in storage that never answers.
+    The estimate (simulated training of 100 writes, 703 steps of 0.05 s: 35 s) fits the limit, so submit accepts
+    the point."""
     tier, fs = stopped_tiered_point(tmp_path, "tidyt", minutes=1, writes=100)
     ranks = ranks_of(tmp_path / "results")
     assert len(ranks) == 2, ranks
-    for pid in ranks:
-        os.kill(pid, signal.SIGSTOP)
-    assert not list((tmp_path / "results" / "tidyt").rglob("result.json")), "the point ended before its ranks hung"
-    data = wait_final(tmp_path, "tidyt", timeout=200)
+    with held_stopped(ranks):
+        assert not list((tmp_path / "results" / "tidyt").rglob("result.json")), \
+            "the point ended before its ranks hung"
+        data = wait_final(tmp_path, "tidyt", timeout=200)
     # submitit's warning signal before the limit ends the run in the worker (worker_crash, "timed-out and not
     # checkpointable") unless the limit itself comes first (TIMEOUT): either way the limit stopped it mid-run
     (point,) = data["points"]
