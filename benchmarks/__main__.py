@@ -1,5 +1,6 @@
 """`python -m benchmarks all` (or one of: orchestrator, status, collect, memory, submission, fio, buffered,
-strategies, ledger, ceilings, dispatch_share, engines, engines_cpu; `projection`, `s3_clients`, `hung_timeout` and
+strategies, ledger, ceilings, dispatch_share, engines, engines_cpu; `engines_paired`, the second half of
+`engines`, alone; `projection`, `s3_clients`, `hung_timeout` and
 `plan_restart` run only when named: a 20 GiB checkpoint; the project's S3 server, started when down; minutes of
 three busy loops loading the machine; the code before a change checked out and run)."""
 
@@ -75,6 +76,10 @@ def main(argv: list[str]) -> int:
         from benchmarks import engines_bench
 
         engines_bench.main(repeat if len(argv) > 1 else 3)
+    if which == "engines_paired":  # part of `engines`: its calls paired in one process
+        from benchmarks import engines_paired
+
+        engines_paired.run_all(repeat if len(argv) > 1 else 16)
     if which in ("all", "engines_cpu"):
         from benchmarks import engines_cpu_check
 

@@ -1,6 +1,6 @@
 """studyctl's checkpoint engines against the same framework calls made directly, and against `stream`.
 
-    python -m benchmarks engines [repeat]      (3 rounds: 5.5-8 minutes on this 2-core machine)
+    python -m benchmarks engines [repeat]      (3 rounds: 8-11 minutes on this 2-core machine)
 
 On the same tensors, ranks and disk (gpt2-125m at scale 0.1, ZeRO-1, 2 ranks on this host: ~170 MB a
 checkpoint, rank 0 writing the weights and half the optimizer, rank 1 the other half):
@@ -21,6 +21,10 @@ direct script runs alone. Beside the wall figures, the CPU seconds of each side'
 finished mpiexec and its ranks: start-up, allocation, every save and the restore; studyctl's worker also
 allocates the state its restore fills before the saves). The figures depend on this machine (2 shared cores, one
 virtio disk, host tensors).
+Last, the verdict on "studyctl adds nothing": `engines_paired`, the same calls paired in one process per rank
+(16 repetitions a side at scale 0.3, ~2.5 minutes), whose ratios carry a 95% interval; whole runs minutes apart
+swing with the load and with the memory each process is handed (`page_reuse`), so their per-round ratios above
+show the spread, not the verdict.
 """
 
 from __future__ import annotations
@@ -223,6 +227,10 @@ def main(repeat: int = 3, scratch: Path = Path("/var/tmp")) -> list[Round]:
     print("\n".join(tables(rounds)))
     print()
     print("\n".join(cpu_table(cpu)))
+    from benchmarks import engines_paired  # it takes the layout from here
+
+    print("\n# The calls paired in one process per rank (`engines_paired`): the verdict on studyctl / direct")
+    engines_paired.run_all(scratch=scratch)
     return rounds
 
 

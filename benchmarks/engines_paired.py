@@ -1,6 +1,7 @@
 """studyctl's engine calls and the plain script's calls on the same tensors in the same processes, alternating.
 
-    mpiexec -n 2 python -m benchmarks.engines_paired ENGINE REPS DIR     (ENGINE: torch_save | dcp)
+    mpiexec -n 2 python -m benchmarks.engines_paired ENGINE REPS DIR [SCALE]    (ENGINE: torch_save | dcp)
+    python -m benchmarks engines_paired [REPS [SCALE]]                          (both engines, through mpiexec)
 
 `engines` compares whole runs (a studyctl point against a script's process), which on this machine swing with
 the load from one minute to the next and with the memory each process is handed (`page_reuse`: memory this VM
@@ -9,22 +10,66 @@ holds one studyctl engine (`worker.engines`, its tensors the bench's layout) and
 (`engines_direct`) are handed the same tensors. Per repetition and side (which goes first alternating): a sync
 save, its cold restore (every file of the step evicted on every rank, then a barrier; studyctl into an allocated
 state, the script into zeros allocated once, as `engines_direct` does), an async save waited for; then both
-directories removed. What differs is only what the engine does around the framework's call (the stamp of every
-page before the clock, the storage seam's streams for torch_save, the writer built inside the timed call).
-Printed per figure: each side's median over calls of the slowest rank's seconds, and studyctl / direct.
+directories removed. A first repetition of both sides, not counted, pays each side's first-call costs (the
+first call in the process ran up to 2x slower, whichever side made it). What differs is only what the engine
+does around the framework's call (the stamp of every page before the clock, the storage seam's streams for
+torch_save, the writer built inside the timed call).
+
+The verdict: studyctl's call over the script's (trimmed means of the slowest rank's seconds), with its 95%
+bootstrap interval from repetitions resampled as pairs (each pair's two calls seconds apart, so a change of load
+or memory between repetitions moves both). "within" needs the whole interval inside the target band,
+"outside" the whole interval beyond it; "undecided" is an interval reaching both (this machine's noise at this
+many calls, not a verdict).
 """
 
 from __future__ import annotations
 
+import os
+import random
 import shutil
 import statistics
+import subprocess
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
 from benchmarks import engines_bench, engines_direct
 
 FIGURES = ("sync", "restore", "blocked", "persist")
+RESAMPLES = 2000
+
+
+def trimmed_mean(values: list[float]) -> float:
+    """The mean of the middle three quarters: a first-call or a stalled call's outlier dropped, both modes of a
+    bimodal call kept as they came."""
+    cut = len(values) // 8
+    kept = sorted(values)[cut:len(values) - cut]
+    return statistics.fmean(kept)
+
+
+def ratio_interval(ours: list[float], theirs: list[float], seed: int = 0) -> tuple[float, float, float]:
+    """trimmed_mean(ours) / trimmed_mean(theirs) and its 95% percentile-bootstrap interval, repetitions resampled
+    as pairs (a fixed seed: the same samples print the same). Not medians: a call whose time is bimodal on this
+    machine (a persist writing into page cache that lies in memory the VM gave back to its host, or not: 0.36 s or
+    0.95 s) puts a median on either mode by chance."""
+    rng = random.Random(seed)
+    n = len(ours)
+
+    def ratio(picks: list[int]) -> float:
+        return trimmed_mean([ours[i] for i in picks]) / trimmed_mean([theirs[i] for i in picks])
+
+    resampled = sorted(ratio(rng.choices(range(n), k=n)) for _ in range(RESAMPLES))
+    return ratio(list(range(n))), resampled[int(0.025 * RESAMPLES)], resampled[int(0.975 * RESAMPLES) - 1]
+
+
+def verdict(low: float, high: float, target: float) -> str:
+    """Equivalence read off the interval: inside the band, wholly outside it, or not decided by this many calls."""
+    if 1 - target <= low and high <= 1 + target:
+        return "within"
+    if high < 1 - target or low > 1 + target:
+        return "**outside**"
+    return "undecided (interval wider than the band)"
 
 
 def _cold(comm: Any, d: Path) -> None:
@@ -52,7 +97,7 @@ def direct_calls(comm: Any, config: dict[str, Any], state: Any, into: Any, k: in
     return {**got, "blocked": saved["blocked_s"], "persist": saved["done_s"] - saved["blocked_s"]}
 
 
-def main(engine: str, reps: int, root: Path) -> None:
+def main(engine: str, reps: int, root: Path, scale: float = engines_bench.SCALE) -> None:
     import torch
     import torch.distributed as dist
     from mpi4py import MPI
@@ -66,8 +111,7 @@ def main(engine: str, reps: int, root: Path) -> None:
     comm = MPI.COMM_WORLD
     rank, world = comm.Get_rank(), comm.Get_size()
     torch.set_num_threads(engines_bench.THREADS)
-    plan = file_tensors(CATALOG[engines_bench.MODEL], Parallelism(1, 1, world, engines_bench.ZERO), rank,
-                        engines_bench.SCALE)
+    plan = file_tensors(CATALOG[engines_bench.MODEL], Parallelism(1, 1, world, engines_bench.ZERO), rank, scale)
     ours = make_engine(EngineOptions(engine=engine), plan, PathTarget(lambda i: root / "ours" / f"step{i}"), comm)
     ours.allocate()
     into = RankState(plan, ours.state.device, rank)
@@ -75,11 +119,12 @@ def main(engine: str, reps: int, root: Path) -> None:
     theirs = {n: {k: torch.zeros_like(t) for k, t in named.items()} for n, named in ours.state.files.items()}
     config = {"root": str(root / "direct"), "engine": engine, "fsync": True, "dcp_threads": 1}
     rows: list[tuple[str, dict[str, float]]] = []
-    for k in range(reps):
+    for k in range(-1, reps):  # repetition -1 warms both sides up (the process's first calls), not counted
         for side in ("studyctl", "direct") if k % 2 == 0 else ("direct", "studyctl"):
-            got = studyctl_calls(comm, ours, into, k) if side == "studyctl" else \
-                direct_calls(comm, config, ours.state.files, theirs, k)
-            rows.append((side, got))
+            got = studyctl_calls(comm, ours, into, k + 1) if side == "studyctl" else \
+                direct_calls(comm, config, ours.state.files, theirs, k + 1)
+            if k >= 0:
+                rows.append((side, got))
             engines_direct.meet(comm)
             if rank == 0:
                 shutil.rmtree(root / ("ours" if side == "studyctl" else "direct"), ignore_errors=True)
@@ -90,19 +135,40 @@ def main(engine: str, reps: int, root: Path) -> None:
         dist.destroy_process_group()
     if every is None:
         return
-    print(f"# {engine}: {reps} repetitions a side, alternating; {engines_bench.MODEL} scale {engines_bench.SCALE}, "
-          f"ZeRO-{engines_bench.ZERO}, {world} ranks; seconds, the slowest rank, median (min-max)")
+    report(engine, every, world, scale)
+
+
+def report(engine: str, every: list[list[tuple[str, dict[str, float]]]], world: int, scale: float) -> None:
+    rows = every[0]
+    reps = len(rows) // 2
+    print(f"# {engine}: {reps} repetitions a side, alternating; {engines_bench.MODEL} scale {scale}, "
+          f"ZeRO-{engines_bench.ZERO}, {world} ranks; seconds, the slowest rank, trimmed mean (min-max); studyctl / "
+          f"direct: ratio of trimmed means [95% interval]")
     for figure in FIGURES:
-        medians: dict[str, float] = {}
-        cells = []
-        for side in ("studyctl", "direct"):
-            calls = [i for i, row in enumerate(rows) if row[0] == side]
-            values = [max(r[i][1][figure] for r in every) for i in calls]
-            medians[side] = statistics.median(values)
-            cells.append(f"{side} {medians[side]:.3f} ({min(values):.3f}-{max(values):.3f})")
-        ratio = medians["studyctl"] / medians["direct"]
-        print(f"{engine} {figure}: {', '.join(cells)}; studyctl / direct {ratio:.2f}x")
+        slowest = {side: [max(r[i][1][figure] for r in every) for i, row in enumerate(rows) if row[0] == side]
+                   for side in ("studyctl", "direct")}
+        cells = [f"{side} {trimmed_mean(v):.3f} ({min(v):.3f}-{max(v):.3f})" for side, v in slowest.items()]
+        mid, low, high = ratio_interval(slowest["studyctl"], slowest["direct"])
+        print(f"{engine} {figure}: {', '.join(cells)}; studyctl / direct {mid:.2f}x [{low:.2f}-{high:.2f}]: "
+              f"{verdict(low, high, engines_bench.TARGET)}", flush=True)
+
+
+def run_all(reps: int = 16, scale: float = 0.3, scratch: Path = Path("/var/tmp")) -> None:
+    """Each engine's paired run under mpiexec (engines_bench's ranks and threads), its lines printed."""
+    env = {**os.environ, "OMP_NUM_THREADS": str(engines_bench.THREADS)}
+    for engine in engines_bench.ENGINES:
+        root = Path(tempfile.mkdtemp(prefix="engines-paired-", dir=scratch))
+        try:
+            proc = subprocess.run([engines_bench.MPIEXEC, "-n", str(engines_bench.RANKS), sys.executable, "-m",
+                                   "benchmarks.engines_paired", engine, str(reps), str(root), str(scale)],
+                                  capture_output=True, text=True, env=env)
+        finally:
+            shutil.rmtree(root, ignore_errors=True)
+        if proc.returncode:
+            raise RuntimeError(f"engines_paired ({engine}) failed: {proc.stderr[-2000:]}")
+        print(proc.stdout, end="", flush=True)
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], int(sys.argv[2]), Path(sys.argv[3]))
+    main(sys.argv[1], int(sys.argv[2]), Path(sys.argv[3]), float(sys.argv[4]) if len(sys.argv) > 4 else
+         engines_bench.SCALE)

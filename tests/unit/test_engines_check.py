@@ -153,3 +153,19 @@ def test_the_engines_bench_judges_the_ratio_of_each_round() -> None:
     assert engines_bench.paired(rounds, "torch_save", "sync") == "— | —"
     rows = [r for r in engines_bench.tables(rounds) if r.startswith("| dcp | sync save |")]
     assert len(rows) == 2 and "1.04x (1.00–1.50) | yes |" in rows[0]
+
+
+def test_the_paired_verdict_needs_the_whole_interval_inside_the_band() -> None:
+    from benchmarks.engines_paired import ratio_interval, verdict
+
+    theirs = [0.40, 0.95, 0.42, 1.00, 0.98, 0.41, 0.97, 0.99, 0.43, 1.01]  # bimodal, as a persist is here
+    same = [x * 1.01 for x in theirs]
+    mid, low, high = ratio_interval(same, theirs)
+    assert abs(mid - 1.01) < 1e-9 and low <= mid <= high and ratio_interval(same, theirs) == (mid, low, high)
+    assert verdict(low, high, 0.05) == "within"
+    noisy = [theirs[(i + 1) % len(theirs)] for i in range(len(theirs))]  # the same calls, paired at random
+    assert verdict(*ratio_interval(noisy, theirs)[1:], 0.05).startswith("undecided")
+    slower = [x * 1.3 for x in theirs]
+    assert verdict(*ratio_interval(slower, theirs)[1:], 0.05) == "**outside**"
+    stalled = [*same[:-1], 5.0]  # one call stalled: trimmed out of the estimate
+    assert ratio_interval(stalled, theirs)[0] < 1.05
