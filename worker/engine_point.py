@@ -207,7 +207,8 @@ class EnginePoint:
                 timing = self.engine.load(index, self.restored)
         except Exception as exc:  # as in save
             ph.error = failure(exc, self.storage.where(self.shared.step(index), ""))
-        bcast_s, received = self._broadcast() if self.group is not None else (0.0, 0)
+        # ZeRO-3 replicates nothing: its groups have no files to broadcast
+        bcast_s, received = self._broadcast() if self.group is not None and self.bcast else (0.0, 0)
         if timing is not None:  # what it read, and what it received (a broadcast's, as stream counts it)
             ph.bytes, ph.files = timing.nbytes + received, len(self.restored.plan) + bool(received) * len(self.bcast)
             self.note("read", index, ph, timing.seconds, cpu_s=cost.cpu_s, minor_faults=cost.minor_faults)

@@ -63,6 +63,8 @@ POINTS = [
     ("dcp", "async", "broadcast", "torch", "spread", 1, 2, 0, {"stager_async": True}),
     ("dcp", "tiered", "rank", "megatron", "spread", 2, 1, 1, {"replaced_nodes": 1, "tier_keep": 2}),
     ("torch_save", "tiered", "full", "torch", "dp0", 2, 2, 1, {"drain": "node", "tier_keep": 2}),
+    ("torch_save", "sync", "broadcast", "torch", "spread", 1, 2, 3, {}),  # ZeRO-3: nothing replicated to send
+    ("dcp", "async", "broadcast", "megatron", "dp0", 2, 1, 3, {}),
 ]
 
 
@@ -85,7 +87,8 @@ def test_engine_points_save_restore_and_record(tmp_path: Path, engine: str, stra
         if extra.get("replaced_nodes"):
             assert all(t.shared_bytes > 0 for t in reads), "a replaced node restores from shared storage"
     if restore == "broadcast":
-        assert all(t.broadcast_bytes > 0 for t in info.checkpoints if t.phase == "read")
+        replicated = zero < 3  # the model states DP replicas share; ZeRO-3 partitions them too
+        assert all((t.broadcast_bytes > 0) == replicated for t in info.checkpoints if t.phase == "read")
     assert not files_under(tmp_path / "fs"), "the point's files are removed"
     assert not files_under(tmp_path / "tier")
 

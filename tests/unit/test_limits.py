@@ -194,6 +194,9 @@ def test_a_tiered_write_below_the_ceiling_is_its_two_writes() -> None:
     v = name_limit(facts(strategy="tiered", GiBps=0.4 * CEILING))
     assert v.limit == "tier and drain" and v.evidence.startswith("40% [36%, 44%] of")
     assert name_limit(facts(strategy="tiered", phase="read", GiBps=0.4 * CEILING)).limit != "tier and drain"
+    unmeasured = name_limit(facts(strategy="tiered", ceiling_GiBps=None, even_ceiling_GiBps=None, ci=NAN))
+    assert unmeasured.limit == "tier and drain" and "nan" not in unmeasured.evidence.lower()
+    assert "no streaming ceiling measured" in unmeasured.evidence
 
 
 def test_storage_named_only_where_the_shares_interval_lies_above_its_bound() -> None:

@@ -123,7 +123,9 @@ def beyond_both(c: CellFacts) -> Tri:
 
 
 def pct_ci(value: float, low: float, high: float) -> str:
-    """"91% [70%, 118%]", or "91% (no CI)"."""
+    """"91% [70%, 118%]", or "91% (no CI)", or "unknown" where there is no figure (no ceiling to share)."""
+    if math.isnan(value):
+        return "unknown"
     return f"{value:.0%} [{low:.0%}, {high:.0%}]" if has_ci(low, high) else f"{value:.0%} (no CI)"
 
 
