@@ -86,7 +86,7 @@ def storage(c: CellFacts) -> str:
 def tier(c: CellFacts) -> str:
     path = "every byte written to the node-local tier, read back and written again to shared storage"
     if math.isnan(c.share):  # no ceiling for the shape (ceilings off, or not measured yet): no share to give
-        return f"{path} (no streaming ceiling measured for this shape: its share of one unknown)"
+        return f"{path} (no streaming ceiling measured for this shape, so no share of it)"
     return f"{pct_ci(c.share, c.share_low, c.share_high)} of this shape's streaming ceiling to durable: {path}"
 
 
