@@ -1,6 +1,6 @@
 """studyctl's checkpoint engines against the same framework calls made directly, and against `stream`.
 
-    python -m benchmarks engines [repeat]      (3 rounds: 8-11 minutes on this 2-core machine)
+    python -m benchmarks engines [repeat]      (3 rounds: 4-11 minutes on these 2-core VMs, ~2.5 of it the paired calls)
 
 On the same tensors, ranks and disk (gpt2-125m at scale 0.1, ZeRO-1, 2 ranks on this host: ~170 MB a
 checkpoint, rank 0 writing the weights and half the optimizer, rank 1 the other half):

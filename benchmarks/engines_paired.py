@@ -1,7 +1,7 @@
 """studyctl's engine calls and the plain script's calls on the same tensors in the same processes, alternating.
 
     mpiexec -n 2 python -m benchmarks.engines_paired ENGINE REPS DIR [SCALE]    (ENGINE: torch_save | dcp)
-    python -m benchmarks engines_paired [REPS [SCALE]]                          (both engines, through mpiexec)
+    python -m benchmarks engines_paired [REPS]                  (both engines at scale 0.3, through mpiexec)
 
 `engines` compares whole runs (a studyctl point against a script's process), which on this machine swing with
 the load from one minute to the next and with the memory each process is handed (`page_reuse`: memory this VM
