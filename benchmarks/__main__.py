@@ -13,6 +13,8 @@ import sys
 from datetime import datetime, timezone
 from pathlib import Path
 
+from benchmarks import page_reuse
+
 
 def header() -> None:
     meminfo = Path("/proc/meminfo").read_text().splitlines()
@@ -22,6 +24,7 @@ def header() -> None:
     print(f"# {platform.node()}: {platform.machine()}, {len(os.sched_getaffinity(0))} cores, "
           f"{mem_kib // 1024 // 1024} GiB, kernel {platform.release()}, Python {platform.python_version()}")
     print(f"# scratch disk: {disk}")
+    print(f"# {page_reuse.memory_return()}")
 
 
 def main(argv: list[str]) -> int:
@@ -79,7 +82,7 @@ def main(argv: list[str]) -> int:
     if which == "engines_paired":  # part of `engines`: its calls paired in one process
         from benchmarks import engines_paired
 
-        engines_paired.run_all(repeat if len(argv) > 1 else 16)
+        engines_paired.run_all(repeat if len(argv) > 1 else engines_paired.REPS)
     if which in ("all", "engines_cpu"):
         from benchmarks import engines_cpu_check
 

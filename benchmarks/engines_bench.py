@@ -22,7 +22,7 @@ finished mpiexec and its ranks: start-up, allocation, every save and the restore
 allocates the state its restore fills before the saves). The figures depend on this machine (2 shared cores, one
 virtio disk, host tensors).
 Last, the verdict on "studyctl adds nothing": `engines_paired`, the same calls paired in one process per rank
-(16 repetitions a side at scale 0.3, ~2.5 minutes), whose ratios carry a 95% interval; whole runs minutes apart
+(40 repetitions a side at scale 0.3, ~6 minutes), whose ratios carry a 95% interval; whole runs minutes apart
 swing with the load and with the memory each process is handed (`page_reuse`), so their per-round ratios above
 show the spread, not the verdict.
 """

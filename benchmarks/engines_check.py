@@ -13,7 +13,8 @@ Both sides take as many samples a round: studyctl's points write `writes` checkp
 cold allocator: its first staging copy page-faults every page, which a job's later checkpoints, and a point's,
 do not).
 
-Figures (seconds; median over the samples, their min-max the spread; ratio = studyctl / real):
+Figures (seconds; the trimmed mean of the samples, their min-max the spread; ratio = studyctl / real, with its 95%
+interval and the verdict it gives: `equivalence`):
   sync save, cold restore   the save call to its return (files fsynced), the load call to its return
   async blocking, persist   async_save's return; from then until the files are complete
   interference              compute lost beside the persist: sum(steps during) - n x idle step
@@ -39,6 +40,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from benchmarks import page_reuse
+from benchmarks.equivalence import OUTSIDE, UNDECIDED, WITHIN, ratio_interval, trimmed_mean, verdict
 from benchmarks.real_training import POSITIONS, SHAPES, STAGERS, VOCAB, Shape
 
 SYNC_TARGET, ASYNC_TARGET, INTERFERENCE_TARGET = 0.10, 0.15, 0.30
@@ -239,26 +242,43 @@ def merge(into: Samples, more: Samples) -> None:
 
 
 def cell(values: list[float]) -> str:
-    """Median (min-max, n) of a figure's samples."""
+    """Trimmed mean (min-max, n) of a figure's samples."""
     if not values:
         return "—"
-    return f"{statistics.median(values):.3f} ({min(values):.3f}–{max(values):.3f}, {len(values)})"
+    return f"{trimmed_mean(values):.3f} ({min(values):.3f}–{max(values):.3f}, {len(values)})"
+
+
+def judged(real: list[float], ours: list[float], target: float) -> tuple[str, str, str]:
+    """One figure's ratio with its interval, whether the estimate lies inside the target, and the verdict from the
+    interval (`equivalence`: the two sides' processes are not paired); no interval from one sample a side."""
+    if not real or not ours or trimmed_mean(real) == 0:
+        return "—", "—", "—"
+    if min(len(real), len(ours)) < 2:
+        ratio = trimmed_mean(ours) / trimmed_mean(real)
+        return f"{ratio:.2f}x (no interval: one sample)", _inside(ratio, target), "—"
+    mid, low, high = ratio_interval(ours, real, paired=False)
+    return f"{mid:.2f}x [{low:.2f}–{high:.2f}]", _inside(mid, target), verdict(low, high, target)
+
+
+def _inside(ratio: float, target: float) -> str:
+    return "yes" if abs(ratio - 1) <= target else "**no**"
 
 
 def table(real: Samples, ours: Samples, device: str) -> list[str]:
-    """The comparison as markdown lines: medians, spreads, ratio and whether it is within its target."""
-    lines = ["| figure | real job, s (median, min-max, n) | studyctl, s (median, min-max, n) | studyctl / real | "
-             "target | within |", "|---|---|---|---|---|---|"]
-
+    """The comparison as markdown lines: trimmed means, spreads, the ratio with its 95% interval, whether the
+    estimate is inside the target and the verdict the interval gives; then a count of the verdicts."""
+    lines = ["| figure | real job, s (trimmed mean, min-max, n) | studyctl, s (trimmed mean, min-max, n) | "
+             "studyctl / real [95% interval] | target | estimate inside | verdict |", "|---|---|---|---|---|---|---|"]
+    verdicts: list[str] = []
     for fig in figures(device):
         r, s = real.get(fig.key, []), ours.get(fig.key, [])
-        if r and s and statistics.median(r) != 0:
-            ratio = statistics.median(s) / statistics.median(r)
-            within = "yes" if abs(ratio - 1) <= fig.target else "**no**"
-            ratio_text = f"{ratio:.2f}x"
-        else:
-            ratio_text, within = "—", "—"
-        lines.append(f"| {fig.label} | {cell(r)} | {cell(s)} | {ratio_text} | ±{fig.target:.0%} | {within} |")
+        ratio, inside, said = judged(r, s, fig.target)
+        verdicts.append(said)
+        lines.append(f"| {fig.label} | {cell(r)} | {cell(s)} | {ratio} | ±{fig.target:.0%} | {inside} | {said} |")
+    counts = {name: sum(v == said for v in verdicts) for name, said in
+              (("within", WITHIN), ("outside", OUTSIDE), ("undecided", UNDECIDED))}
+    lines.append(f"# verdicts from the intervals: {counts['within']} within, {counts['outside']} outside, "
+                 f"{counts['undecided']} undecided of {len(verdicts)}")
     return lines
 
 
@@ -348,7 +368,8 @@ def report(records: list[dict[str, Any]], results: list[dict[str, Any]], real: S
              f"({env.get('n_layer')} layers x {env.get('n_embd')}, batch {env.get('batch')} x {env.get('seq')}), "
              f"{env.get('threads')} intra-op thread(s), {env.get('host_cores')} cores; idle step "
              f"{', '.join(f'{s:.3f}' for s in idle)} s (launched by the host at "
-             f"{', '.join(f'{h:.2f}' for h in host)} of it); load {os.getloadavg()[0]:.1f}"]
+             f"{', '.join(f'{h:.2f}' for h in host)} of it); load {os.getloadavg()[0]:.1f}",
+             f"# {page_reuse.memory_return()}"]
     if records and results:
         lines.append("# " + state_line(records[0], results))
     for field, what in (("cpu_s", "CPU s"), ("minflt", "minor page faults")):

@@ -25,9 +25,7 @@ many calls, not a verdict).
 from __future__ import annotations
 
 import os
-import random
 import shutil
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -35,41 +33,10 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks import engines_bench, engines_direct
+from benchmarks.equivalence import ratio_interval, trimmed_mean, verdict
 
 FIGURES = ("sync", "restore", "blocked", "persist")
-RESAMPLES = 2000
-
-
-def trimmed_mean(values: list[float]) -> float:
-    """The mean of the middle three quarters: a first-call or a stalled call's outlier dropped, both modes of a
-    bimodal call kept as they came."""
-    cut = len(values) // 8
-    kept = sorted(values)[cut:len(values) - cut]
-    return statistics.fmean(kept)
-
-
-def ratio_interval(ours: list[float], theirs: list[float], seed: int = 0) -> tuple[float, float, float]:
-    """trimmed_mean(ours) / trimmed_mean(theirs) and its 95% percentile-bootstrap interval, repetitions resampled
-    as pairs (a fixed seed: the same samples print the same). Not medians: a call whose time is bimodal on this
-    machine (a persist writing into page cache that lies in memory the VM gave back to its host, or not: 0.36 s or
-    0.95 s) puts a median on either mode by chance."""
-    rng = random.Random(seed)
-    n = len(ours)
-
-    def ratio(picks: list[int]) -> float:
-        return trimmed_mean([ours[i] for i in picks]) / trimmed_mean([theirs[i] for i in picks])
-
-    resampled = sorted(ratio(rng.choices(range(n), k=n)) for _ in range(RESAMPLES))
-    return ratio(list(range(n))), resampled[int(0.025 * RESAMPLES)], resampled[int(0.975 * RESAMPLES) - 1]
-
-
-def verdict(low: float, high: float, target: float) -> str:
-    """Equivalence read off the interval: inside the band, wholly outside it, or not decided by this many calls."""
-    if 1 - target <= low and high <= 1 + target:
-        return "within"
-    if high < 1 - target or low > 1 + target:
-        return "**outside**"
-    return "undecided (interval wider than the band)"
+REPS = 40  # 16 decided 1-2 of 8 figures here, 40 decided 5 (~6 minutes for both engines)
 
 
 def _cold(comm: Any, d: Path) -> None:
@@ -153,7 +120,7 @@ def report(engine: str, every: list[list[tuple[str, dict[str, float]]]], world: 
               f"{verdict(low, high, engines_bench.TARGET)}", flush=True)
 
 
-def run_all(reps: int = 16, scale: float = 0.3, scratch: Path = Path("/var/tmp")) -> None:
+def run_all(reps: int = REPS, scale: float = 0.3, scratch: Path = Path("/var/tmp")) -> None:
     """Each engine's paired run under mpiexec (engines_bench's ranks and threads), its lines printed."""
     env = {**os.environ, "OMP_NUM_THREADS": str(engines_bench.THREADS)}
     for engine in engines_bench.ENGINES:

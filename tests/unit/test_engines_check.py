@@ -112,15 +112,21 @@ def test_stream_points_are_read_from_their_phases_and_strategy() -> None:
     assert background == {"lost": [1.0, 2.0], "restore": [1.0], "blocked": [0.2, 0.4], "persist": [2.0, 4.0]}
 
 
-def test_the_table_says_which_figures_are_within_their_targets() -> None:
-    real = {"torch_save.sync": [2.0, 2.0, 4.0], "dcp.sync": [1.0], "dcp.async.default.lost": [1.0]}
-    ours = {"torch_save.sync": [2.1], "dcp.sync": [1.2], "dcp.async.default.lost": [1.29]}
-    rows = {line.split(" | ")[0].lstrip("| "): line for line in engines_check.table(real, ours, "cpu")}
-    assert "1.05x" in rows["torch.save, sync"] and rows["torch.save, sync"].endswith("| yes |")
-    assert "1.20x" in rows["DCP save, sync"] and rows["DCP save, sync"].endswith("| **no** |")
-    assert "±30%" in rows["DCP async (default): lost compute"] and rows[
-        "DCP async (default): lost compute"].endswith("| yes |")
-    assert rows["DCP load, cold restore"].endswith("| — | ±10% | — |")
+def test_the_table_gives_each_figure_its_interval_and_verdict() -> None:
+    """The ratio's interval decides: inside the target, wholly beyond it, or undecided; one sample a side gives a
+    ratio and no verdict; a figure one side lacks, neither."""
+    real = {"torch_save.sync": [2.0, 2.02, 1.98, 2.0, 2.01, 1.99], "torch_save.restore": [1.0, 0.5, 1.0, 0.5],
+            "dcp.sync": [1.0, 1.01, 0.99, 1.0], "dcp.async.default.lost": [1.0]}
+    ours = {"torch_save.sync": [2.1, 2.11, 2.09, 2.1], "torch_save.restore": [0.5, 1.0, 0.5, 1.0, 1.0],
+            "dcp.sync": [1.2, 1.21, 1.19, 1.2], "dcp.async.default.lost": [1.29]}
+    lines = engines_check.table(real, ours, "cpu")
+    rows = {line.split(" | ")[0].lstrip("| "): line for line in lines if line.startswith("| ")}
+    assert "1.05x [" in rows["torch.save, sync"] and rows["torch.save, sync"].endswith("| yes | within |")
+    assert "1.20x [" in rows["DCP save, sync"] and rows["DCP save, sync"].endswith("| **no** | **outside** |")
+    assert rows["torch.load, cold restore"].endswith("| undecided (interval wider than the band) |")
+    assert "1.29x (no interval: one sample) | ±30% | yes | — |" in rows["DCP async (default): lost compute"]
+    assert rows["DCP load, cold restore"].endswith("| — | ±10% | — | — |")
+    assert lines[-1] == "# verdicts from the intervals: 1 within, 1 outside, 1 undecided of 10"
 
 
 @pytest.mark.parametrize("engine", ["stream", *engines_bench.ENGINES])
@@ -156,7 +162,7 @@ def test_the_engines_bench_judges_the_ratio_of_each_round() -> None:
 
 
 def test_the_paired_verdict_needs_the_whole_interval_inside_the_band() -> None:
-    from benchmarks.engines_paired import ratio_interval, verdict
+    from benchmarks.equivalence import ratio_interval, verdict
 
     theirs = [0.40, 0.95, 0.42, 1.00, 0.98, 0.41, 0.97, 0.99, 0.43, 1.01]  # bimodal, as a persist is here
     same = [x * 1.01 for x in theirs]
@@ -169,3 +175,15 @@ def test_the_paired_verdict_needs_the_whole_interval_inside_the_band() -> None:
     assert verdict(*ratio_interval(slower, theirs)[1:], 0.05) == "**outside**"
     stalled = [*same[:-1], 5.0]  # one call stalled: trimmed out of the estimate
     assert ratio_interval(stalled, theirs)[0] < 1.05
+
+
+def test_the_trimmed_mean_drops_an_end_from_three_values_on_and_sides_may_be_unpaired() -> None:
+    from benchmarks.equivalence import ratio_interval, trimmed_mean
+
+    assert trimmed_mean([1.0, 9.0]) == 5.0 and trimmed_mean([1.0, 2.0, 100.0]) == 2.0
+    assert trimmed_mean([0.1, 1.0, 1.0, 2.0, 2.0, 50.0]) == 1.5  # the first call's and a stalled call's dropped
+    assert trimmed_mean([float(v) for v in range(16)]) == 7.5  # the middle 12 of 16
+    mid, low, high = ratio_interval([2.0, 2.2, 1.8, 2.0, 2.0], [1.0, 1.1, 0.9], paired=False)
+    assert mid == 2.0 and low < 2.0 < high
+    with pytest.raises(ValueError, match="equal lengths"):
+        ratio_interval([1.0, 2.0], [1.0], paired=True)

@@ -1,0 +1,39 @@
+"""The benchmarks' header line on how the kernel hands idle memory back to a host, read from sysfs trees laid out
+as this VM's kernel lays them out (page_reporting's parameters, DAMON's admin tree)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from benchmarks import page_reuse
+
+
+def _tree(root: Path, files: dict[str, str]) -> None:
+    for name, text in files.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(text + "\n")
+
+
+def test_reporting_and_a_running_pageout_scheme_are_named(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    _tree(tmp_path / "reporting", {"page_reporting_order": "9", "min_free_ms": "0"})
+    _tree(tmp_path / "damon", {"0/state": "on", "0/contexts/0/monitoring_attrs/intervals/aggr_us": "5000000",
+                               "0/contexts/0/schemes/0/action": "pageout",
+                               "0/contexts/0/schemes/0/access_pattern/age/min": "12",
+                               "1/state": "off", "1/contexts/0/monitoring_attrs/intervals/aggr_us": "100000",
+                               "1/contexts/0/schemes/0/action": "pageout",
+                               "1/contexts/0/schemes/0/access_pattern/age/min": "5"})
+    monkeypatch.setattr(page_reuse, "REPORTING", tmp_path / "reporting")
+    monkeypatch.setattr(page_reuse, "DAMON", tmp_path / "damon")
+    assert page_reuse.memory_return() == ("memory handed back to the host: free page reporting of 2 MiB blocks "
+                                          "(min_free_ms 0); DAMON pageout of memory idle 60 s")
+
+
+def test_a_kernel_without_either_says_so(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(page_reuse, "REPORTING", tmp_path / "none")
+    monkeypatch.setattr(page_reuse, "DAMON", tmp_path / "none")
+    assert page_reuse.memory_return() == "memory handed back to the host: none the kernel shows"
+    _tree(tmp_path / "reporting", {"page_reporting_order": "10"})  # mainline: no min_free_ms
+    monkeypatch.setattr(page_reuse, "REPORTING", tmp_path / "reporting")
+    assert page_reuse.memory_return() == "memory handed back to the host: free page reporting of 4 MiB blocks"
