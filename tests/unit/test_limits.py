@@ -219,13 +219,17 @@ def test_no_rounds_no_ci_and_no_verdict_that_needs_one() -> None:
     assert v.limit == UNDECIDED
     assert v.evidence.startswith("no CI for the ceiling (its result records fewer than two rounds): no verdict that "
                                  "needs one (storage could hold)")
-    assert "measure the ceiling again" in v.evidence
+    assert "no rounds" in v.evidence and "measure it again" in v.evidence
     assert name_limit(replace(bare, io_mode_used="buffered", fsync=False)).limit == "page cache"  # needs no CI
     one = name_limit(facts(GiBps=0.95 * CEILING, ci=NAN, n=1, **ranks))
     assert one.evidence.startswith("no CI for the cell (one repetition)")
     single = name_limit(facts(GiBps=0.95 * CEILING, ci=NAN, n=1))  # one checkpoint: no per-rank CI either
     assert single.evidence.startswith("no CI for the cell (one repetition): no verdict that needs one (storage or "
                                       "metadata could hold)")
+    # a study with `ceilings: off`: no ceiling at all, so no rounds to ask for
+    unmeasured = name_limit(facts(GiBps=0.95 * CEILING, ci=NAN, n=1, ceiling_GiBps=NAN, even_ceiling_GiBps=NAN))
+    assert unmeasured.limit == UNDECIDED and "no ceiling measured for this shape: measure one" in unmeasured.evidence
+    assert "rounds" not in unmeasured.evidence
 
 
 def test_a_verdict_held_by_a_later_rule_waits_for_an_undecided_earlier_one() -> None:

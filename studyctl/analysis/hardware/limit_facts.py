@@ -147,9 +147,13 @@ def what_would_tell(c: CellFacts) -> str:
     """What would narrow the intervals enough for a verdict: the cell's repetitions, the probe's rounds."""
     cell = ("one repetition of the cell has no CI: more repetitions" if c.n < 2 else
             f"more repetitions of the cell (n = {c.n}, ±{_half(c.GiBps, c.GiBps_low, c.GiBps_high)})")
-    probe = ("the ceiling records no rounds (a result from before they were recorded): no CI; measure the ceiling "
-             "again" if c.ceiling_rounds < 2 else
-             f"more rounds of the ceiling probe ({c.ceiling_rounds} rounds, {_factor(c.ceiling_low, c.ceiling_high)})")
+    if not known(c.ceiling_GiBps):
+        probe = "no ceiling measured for this shape: measure one (the sweep's `ceilings: on`)"
+    elif c.ceiling_rounds < 2:
+        probe = "the ceiling records no rounds (a result from before they were recorded): no CI; measure it again"
+    else:
+        width = _factor(c.ceiling_low, c.ceiling_high)
+        probe = f"more rounds of the ceiling probe ({c.ceiling_rounds} rounds, {width})"
     return f"{cell}; {probe}"
 
 
