@@ -275,7 +275,7 @@ def table(real: Samples, ours: Samples, device: str) -> list[str]:
         ratio, inside, said = judged(r, s, fig.target)
         verdicts.append(said)
         lines.append(f"| {fig.label} | {cell(r)} | {cell(s)} | {ratio} | ±{fig.target:.0%} | {inside} | {said} |")
-    counts = {name: sum(v == said for v in verdicts) for name, said in
+    counts = {name: verdicts.count(label) for name, label in
               (("within", WITHIN), ("outside", OUTSIDE), ("undecided", UNDECIDED))}
     lines.append(f"# verdicts from the intervals: {counts['within']} within, {counts['outside']} outside, "
                  f"{counts['undecided']} undecided of {len(verdicts)}")

@@ -36,7 +36,7 @@ from benchmarks import engines_bench, engines_direct
 from benchmarks.equivalence import ratio_interval, trimmed_mean, verdict
 
 FIGURES = ("sync", "restore", "blocked", "persist")
-REPS = 40  # 16 decided 1-2 of 8 figures here, 40 decided 5 (~6 minutes for both engines)
+REPS = 40  # 16 decided 1-2 of 8 figures here, 40 decided 5-7 (4-6 minutes for both engines)
 
 
 def _cold(comm: Any, d: Path) -> None:
