@@ -31,6 +31,8 @@ WAYS = ("kept", "deleted", "evicted")  # what happens to each checkpoint after i
 
 
 REPORTING = Path("/sys/module/page_reporting/parameters")
+BALLOONS = Path("/sys/bus/virtio/drivers/virtio_balloon")
+BALLOON_REPORTING_BIT = 5  # VIRTIO_BALLOON_F_REPORTING: the device takes the free pages the kernel reports
 DAMON = Path("/sys/kernel/mm/damon/admin/kdamonds")
 
 
@@ -43,12 +45,15 @@ def _read(path: Path) -> str | None:
 
 def memory_return() -> str:
     """How this machine hands idle memory back to a host, as the kernel says (every figure that takes fresh memory
-    depends on it): free page reporting (blocks of 2^order pages; `min_free_ms` where this kernel has it: 0 here
+    depends on it): free page reporting to a virtio balloon (blocks of 2^order pages; `min_free_ms` where this
+    kernel has it: 0 here
     by default, and 60000 held back both sides' bimodal persists, `benchmarks/RESULTS.md`) and DAMON schemes that
     page out memory idle for a while."""
     parts = []
     order = _read(REPORTING / "page_reporting_order")
-    if order is not None:
+    reporting = any(len(f) > BALLOON_REPORTING_BIT and f[BALLOON_REPORTING_BIT] == "1"
+                    for f in (_read(d / "features") or "" for d in BALLOONS.glob("virtio*")))
+    if order is not None and reporting:  # compiled into most kernels; active only with a balloon that takes it
         held = _read(REPORTING / "min_free_ms")
         parts.append(f"free page reporting of {(4 << int(order)) // 1024} MiB blocks"
                      + (f" (min_free_ms {held})" if held is not None else ""))

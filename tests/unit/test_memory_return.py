@@ -18,6 +18,7 @@ def _tree(root: Path, files: dict[str, str]) -> None:
 
 def test_reporting_and_a_running_pageout_scheme_are_named(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     _tree(tmp_path / "reporting", {"page_reporting_order": "9", "min_free_ms": "0"})
+    _tree(tmp_path / "balloons", {"virtio0/features": "0110010" + "0" * 57})  # this VM's: stats, deflate, reporting
     _tree(tmp_path / "damon", {"0/state": "on", "0/contexts/0/monitoring_attrs/intervals/aggr_us": "5000000",
                                "0/contexts/0/schemes/0/action": "pageout",
                                "0/contexts/0/schemes/0/access_pattern/age/min": "12",
@@ -25,6 +26,7 @@ def test_reporting_and_a_running_pageout_scheme_are_named(tmp_path: Path, monkey
                                "1/contexts/0/schemes/0/action": "pageout",
                                "1/contexts/0/schemes/0/access_pattern/age/min": "5"})
     monkeypatch.setattr(page_reuse, "REPORTING", tmp_path / "reporting")
+    monkeypatch.setattr(page_reuse, "BALLOONS", tmp_path / "balloons")
     monkeypatch.setattr(page_reuse, "DAMON", tmp_path / "damon")
     assert page_reuse.memory_return() == ("memory handed back to the host: free page reporting of 2 MiB blocks "
                                           "(min_free_ms 0); DAMON pageout of memory idle 60 s")
@@ -36,4 +38,9 @@ def test_a_kernel_without_either_says_so(tmp_path: Path, monkeypatch: pytest.Mon
     assert page_reuse.memory_return() == "memory handed back to the host: none the kernel shows"
     _tree(tmp_path / "reporting", {"page_reporting_order": "10"})  # mainline: no min_free_ms
     monkeypatch.setattr(page_reuse, "REPORTING", tmp_path / "reporting")
+    monkeypatch.setattr(page_reuse, "BALLOONS", tmp_path / "balloons")
+    assert page_reuse.memory_return() == "memory handed back to the host: none the kernel shows"  # compiled in only
+    _tree(tmp_path / "balloons", {"virtio3/features": "0110000" + "0" * 57})  # a balloon that takes no reports
+    assert page_reuse.memory_return() == "memory handed back to the host: none the kernel shows"
+    _tree(tmp_path / "balloons", {"virtio4/features": "0000010"})
     assert page_reuse.memory_return() == "memory handed back to the host: free page reporting of 4 MiB blocks"
