@@ -157,3 +157,17 @@ def test_model_verdict_takes_the_best_point_and_names_unmet_and_unknown_rules() 
     assert by["llama3-8b"].summary() == ("meets CLOSED as far as studyctl can tell v3.0 "
                                          "(unknown: accelerator memory)")
     assert by["gpt2-125m"].summary().startswith("does not meet CLOSED v3.0 (no point met: processes, layout")
+
+
+def test_points_that_differ_in_a_setting_beyond_the_shape_are_told_apart_by_it() -> None:
+    """Two engines × two strategies on one shape: each label names its engine and strategy; a sync point's absent
+    step settings follow its strategy and are not named; a study varying nothing else keeps the shape alone."""
+    grid = [result(opts={"engine": engine, "strategy": strategy, **({"step_s": 0.05} if strategy == "async" else {})})
+            for engine in ("stream", "dcp") for strategy in ("sync", "async")]
+    [view] = mlperf_view(grid, V3, Where("/results", {}))
+    labels = [p.label for p in view.points]
+    assert len(set(labels)) == 4
+    assert labels[0].endswith(", engine stream, strategy sync") and labels[3].endswith(", engine dcp, strategy async")
+    assert not any("step_s" in label or "compute" in label for label in labels)
+    [alone] = mlperf_view([result(), result(zero=1)], V3, Where("/results", {}))
+    assert [p.label.count(",") for p in alone.points] == [0, 0]
