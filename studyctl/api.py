@@ -162,12 +162,12 @@ def plan_capacity(sweep: Any, summary: Any, backend: str) -> tuple[list[str], li
 
 def _point_statuses(study: StudyPaths) -> list[PointStatus]:
     """Every point's state as the ledger last recorded it: read-only (no reconcile, no sacct, no deletes)."""
-    from studyctl.analysis.cells import point_label, point_settings
+    from studyctl.analysis.cells import point_labels
     from studyctl.analysis.status import PointStatus
 
     out = []
-    for p in read_points(study):
-        label = point_label({**point_settings(p.point), "repetition": p.point.repetition})
+    points = read_points(study)
+    for p, label in zip(points, point_labels([p.point for p in points]), strict=True):
         if p.excluded:
             out.append(PointStatus(p.point_id, EXCLUDED, p.attempts, excluded_reason=p.exclude_reason, label=label,
                                    role=p.point.role))

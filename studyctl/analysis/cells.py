@@ -109,6 +109,7 @@ def axis_label(axis: str, value: Any) -> str:
 
 LABEL_KEYS = ("model", "zero_stage", "tensor_parallel", "pipeline_parallel", "nodes", "ranks_per_node", "filesystem",
               "io_mode", "repetition")
+LABELLED = (*LABEL_KEYS, "scale")  # what `point_label` names (the scale where it is known)
 
 
 def point_label(v: Mapping[str, Any]) -> str:
@@ -138,6 +139,32 @@ def independent(frame: pd.DataFrame, axes: list[str]) -> list[str]:
         if rest and distinct(rest) == distinct([*rest, axis]):
             keep = rest
     return keep
+
+
+def telling_columns(frame: pd.DataFrame, shown: tuple[str, ...]) -> list[str]:
+    """The identity columns that tell these rows apart beyond the `shown` ones (a table's own columns): those that
+    vary, less those the others determine (a sync point's absent step settings follow its strategy), in IDENTITY
+    order. Without them, points of two engines or strategies on one shape read the same."""
+    axes = varying(frame)
+    return [a for a in independent(frame, [*(a for a in axes if a in shown), *(a for a in axes if a not in shown)])
+            if a not in shown]
+
+
+def telling_settings(points: list[Point], shown: tuple[str, ...]) -> list[str]:
+    """`telling_columns` of these points' settings."""
+    return telling_columns(pd.DataFrame([point_settings(p) for p in points]), shown) if len(points) > 1 else []
+
+
+def point_labels(points: list[Point]) -> list[str]:
+    """Each point in a line (`point_label`), with the settings that tell it from the others where they vary."""
+    telling = telling_settings(points, LABELLED)
+    return [label_with(point_label({**point_settings(p), "repetition": p.repetition}), point_settings(p), telling)
+            for p in points]
+
+
+def label_with(label: str, settings: Mapping[str, Any], telling: list[str]) -> str:
+    """`label`, then the `telling` settings' values ("…, engine dcp, strategy async")."""
+    return f"{label}, {describe_cell(dict(settings), telling)}" if telling else label
 
 
 def with_fallbacks_shown(frame: pd.DataFrame) -> pd.DataFrame:

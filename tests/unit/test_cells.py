@@ -130,3 +130,22 @@ def test_points_the_sweep_excludes_are_not_cells(tmp_path: Path) -> None:
     assert res.points == 1 and res.left_out == [dropped.point_id]
     assert set(pd.read_csv(study / "tables" / "summary.csv")["nodes"]) == {1}
     assert "left out: 1 result(s)" in "\n".join(res.summary_lines())
+
+
+@pytest.mark.parametrize("option", OPTIONS)
+def test_points_that_differ_in_one_option_get_labels_that_name_it(option: str) -> None:
+    """Two repetitions of each of two values of any checkpoint option: four labels, each naming the option's value
+    (scale: `point_label`'s own), and nothing else that does not vary; the same from a points table's columns."""
+    from studyctl.analysis.cells import LABELLED, axis_label, point_labels, telling_columns
+
+    base, other, extra = other_value(option)
+    points = [make_point(rep=rep, **{option: value, **extra}) for value in (base, other) for rep in (0, 1)]
+    labels = point_labels(points)
+    assert len(set(labels)) == 4
+    lead = " " if option == "scale" else ", "  # the scale ends `point_label`'s own text; the rest follow it
+    said = [lead + axis_label(option, value) for value in (base, other)]  # ", engine dcp", ", no fsync", " scale 0.01"
+    assert [label.endswith(said[0]) for label in labels] == [True, True, False, False]
+    assert all(label.endswith(said[1]) for label in labels[2:])
+    assert labels[0].count(",") == (0 if option == "scale" else 1)  # the option alone: no setting it determines
+    frame = pd.DataFrame([point_settings(p) for p in points])
+    assert telling_columns(frame, LABELLED) == ([] if option == "scale" else [option])

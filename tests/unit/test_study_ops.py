@@ -207,3 +207,22 @@ def test_a_backend_that_runs_to_completion_gets_no_follow_hint(tmp_path: Path) -
     assert proc.returncode == 0, proc.stderr
     assert "running 4 on fakelocal" in proc.stdout and "follow with" not in proc.stdout
     assert "states: COMPLETED 4" in proc.stdout
+
+
+def test_status_names_the_settings_that_tell_points_of_one_shape_apart(tmp_path: Path, fake: FakeBackend,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """Points of one shape that differ in their strategy and restore: the table gains their settings, a sync
+    point's absent step settings (which follow its strategy) not among them; the report's points say the same."""
+    sweep, results = write_sweep(tmp_path), tmp_path / "results"
+    text = sweep.read_text().replace("zero_stage: [0, 1, 2, 3]", "zero_stage: 1, strategy: [sync, async], "
+                                     "restore: [rank, full]")
+    sweep.write_text(text)
+    api.submit(sweep, "fake", results)
+    monkeypatch.setenv("COLUMNS", "300")
+    shown = run_cli("sweep", "status", "s", "--results", str(results)).stdout
+    rows = [line for line in shown.splitlines() if "PENDING" in line or "QUEUED" in line or "restore" in line]
+    said = {f"restore {r}, strategy {s}" for s in ("sync", "async") for r in ("rank", "full")}  # the options order
+    assert "settings" in shown and {s for s in said if any(s in row for row in rows)} == said
+    assert "step_s" not in shown and "compute" not in shown
+    labels = {p.point_id: p.label for p in api._point_statuses(study_paths(results, "s"))}
+    assert {label.split(", ", 1)[1] for label in labels.values()} == said

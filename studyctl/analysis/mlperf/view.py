@@ -13,9 +13,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from statistics import mean
 
-import pandas as pd
-
-from studyctl.analysis.cells import independent
+from studyctl.analysis.cells import describe_cell, point_settings, telling_settings
 from studyctl.analysis.mlperf.checks import CHECKS, Verdict, Where, mlperf_name
 from studyctl.analysis.mlperf.rules import RuleSet
 from studyctl.definition.result.result_schema import Result
@@ -127,9 +125,9 @@ def figures(r: Result) -> Figures:
     return Figures(r.sizes.written_checkpoint_bytes / GB, *write, *read)
 
 
-def judge(r: Result, rules: RuleSet, where: Where, varying: tuple[str, ...] = ()) -> PointVerdict:
+def judge(r: Result, rules: RuleSet, where: Where, telling: tuple[str, ...] = ()) -> PointVerdict:
     """Every rule of the set, in its order, judged for one result; its label names the point's shape, and the
-    settings in `varying` (those that tell it from its model's other points: `varying_settings`)."""
+    settings in `telling` (those that tell it from its model's other points: `cells.telling_settings`)."""
     p = r.point
     checks = []
     for rule in rules.rules:
@@ -137,30 +135,12 @@ def judge(r: Result, rules: RuleSet, where: Where, varying: tuple[str, ...] = ()
         checks.append(RuleCheck(rule.name, verdict, why, rule.source))
     label = (f"{p.nodes}×{p.ranks_per_node} TP{p.tensor_parallel}×PP{p.pipeline_parallel} ZeRO-{p.zero_stage} "
              f"{p.filesystem} {p.io_mode} rep {p.repetition}")
-    own = settings(r)
-    extra = ", ".join(f"{name} {own[name]}" for name in varying)
+    extra = describe_cell(point_settings(p), list(telling)) if telling else ""
     return PointVerdict(r.point_id, f"{label}, {extra}" if extra else label, checks, figures(r), r)
 
 
-def settings(r: Result) -> dict[str, str]:
-    """The point's settings that its label's shape does not name: every checkpoint option, its role, recovery."""
-    p = r.point
-    out = {name: str(value) for name, value in p.checkpoint.model_dump(mode="json").items()}
-    return {**out, "role": str(p.role), "recovery": p.recovery.label() if p.recovery is not None else "none"}
-
-
-SHAPE = ("nodes", "ranks_per_node", "tensor_parallel", "pipeline_parallel", "zero_stage", "filesystem", "io_mode",
-         "repetition")  # what `judge`'s label names of every point
-
-
-def varying_settings(results: list[Result]) -> tuple[str, ...]:
-    """The settings whose values differ among these points and that the rest do not determine (`independent`: a
-    sync point's absent step settings follow its strategy), in the options model's order: without them, points of
-    different engines or strategies would share one label."""
-    rows = [{**{k: str(getattr(r.point, k)) for k in SHAPE}, **settings(r)} for r in results]
-    frame = pd.DataFrame(rows)
-    axes = [c for c in frame.columns if frame[c].nunique() > 1]
-    return tuple(c for c in independent(frame, axes) if c not in SHAPE)
+SHOWN = ("model", "nodes", "ranks_per_node", "tensor_parallel", "pipeline_parallel", "zero_stage", "filesystem",
+         "io_mode")  # what a model's table names of every point (`judge`'s label)
 
 
 def mlperf_view(results: Iterable[Result], rules: RuleSet, where: Where) -> list[ModelVerdict]:
@@ -170,6 +150,6 @@ def mlperf_view(results: Iterable[Result], rules: RuleSet, where: Where) -> list
         grouped.setdefault(r.point.model.name, []).append(r)
     views = []
     for name, mine in grouped.items():
-        varying = varying_settings(mine)
-        views.append(ModelVerdict(name, rules.edition, [judge(r, rules, where, varying) for r in mine]))
+        telling = tuple(telling_settings([r.point for r in mine], SHOWN))
+        views.append(ModelVerdict(name, rules.edition, [judge(r, rules, where, telling) for r in mine]))
     return views

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from studyctl.analysis.cells import LABEL_KEYS, point_label
+from studyctl.analysis.cells import LABELLED, label_with, point_label, telling_columns
 from studyctl.analysis.results import Failure, Problem
 from studyctl.analysis.section import Column, Section
 from studyctl.analysis.status import PointStatus
@@ -33,9 +33,14 @@ def _labels(tables: Tables) -> dict[str, str]:
         return {}
     first = pts.drop_duplicates("point_id")
     first = first[first["tool"] == "studyctl"]
+    telling = telling_columns(first, LABELLED)  # engine, strategy, ... where they vary beyond the label's
+    keys = [k for k in (*LABELLED, *telling) if k in first]
     # by column, the label's columns alone (a row at a time over every column was half a second at 10,000 points)
-    values = zip(first["point_id"].tolist(), *(first[k].tolist() for k in LABEL_KEYS), strict=True)
-    return {pid: point_label(dict(zip(LABEL_KEYS, rest, strict=True))) for pid, *rest in values}
+    labels = {}
+    for pid, *rest in zip(first["point_id"].tolist(), *(first[k].tolist() for k in keys), strict=True):
+        row = dict(zip(keys, rest, strict=True))
+        labels[pid] = label_with(point_label(row), row, telling)
+    return labels
 
 
 def _failed_from_files(study: str, pid: str, error: Failure | None, problem: Problem | None) -> CoverageRow:
