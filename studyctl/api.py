@@ -40,6 +40,7 @@ if TYPE_CHECKING:
     from studyctl.analysis.compare import CompareResult
     from studyctl.analysis.mlperf.view import ModelVerdict
     from studyctl.analysis.status import PointStatus
+    from studyctl.definition.checkpoint.points import Point
     from studyctl.definition.planning.expand import PlannedPoint
 
 __all__ = [
@@ -160,9 +161,18 @@ def plan_capacity(sweep: Any, summary: Any, backend: str) -> tuple[list[str], li
     return judgement.refusals + judgement.warnings, left_out + judgement.notes
 
 
+def told_settings(points: Sequence[Point], shown: Sequence[str]) -> list[str]:
+    """Per point, the settings that tell it from the others beyond the `shown` ones ("engine dcp, strategy
+    async"; "" where nothing else varies): a table that names a shape alone would show such points alike."""
+    from studyctl.analysis.labels import describe_cell, point_settings, telling_settings
+
+    told = telling_settings(points, shown)
+    return [describe_cell(point_settings(p), told) if told else "" for p in points]
+
+
 def _point_statuses(study: StudyPaths) -> list[PointStatus]:
     """Every point's state as the ledger last recorded it: read-only (no reconcile, no sacct, no deletes)."""
-    from studyctl.analysis.cells import point_labels
+    from studyctl.analysis.labels import point_labels
     from studyctl.analysis.status import PointStatus
 
     out = []

@@ -20,8 +20,9 @@ from typing import Any
 
 import pandas as pd
 
-from studyctl.analysis.cells import IDENTITY, MEASURED, describe_cell, independent, varying
+from studyctl.analysis.cells import IDENTITY, MEASURED, independent, varying
 from studyctl.analysis.hardware.limit_facts import pct_ci
+from studyctl.analysis.labels import describe_cell
 from studyctl.analysis.stats import ratio_ci
 from studyctl.analysis.tables import HEADLINE, build_tables
 from studyctl.analysis.values import missing

@@ -20,7 +20,8 @@ from typing import Any
 
 import pandas as pd
 
-from studyctl.analysis.cells import DERIVED, HEADLINE, MEASURED, describe_cell, independent, varying
+from studyctl.analysis.cells import DERIVED, HEADLINE, MEASURED, independent, varying
+from studyctl.analysis.labels import describe_cell
 from studyctl.analysis.ratios import matched_ratios
 from studyctl.analysis.values import missing
 from studyctl.definition.checkpoint.engine_options import ENGINE_OPTION_DEFAULTS, engine_options

@@ -14,7 +14,8 @@ from typing import Any
 
 import pandas as pd
 
-from studyctl.analysis.cells import DERIVED, HEADLINE, MEASURED, SETTINGS, describe_cell, independent, varying
+from studyctl.analysis.cells import DERIVED, HEADLINE, MEASURED, SETTINGS, independent, varying
+from studyctl.analysis.labels import describe_cell
 from studyctl.analysis.stats import ratio_ci
 from studyctl.analysis.values import file_stem, missing
 from studyctl.errors import UserError

@@ -17,10 +17,11 @@ from typing import Any
 import orjson
 
 from studyctl.analysis.cache_values import Split
-from studyctl.analysis.cells import cell_key, point_settings
+from studyctl.analysis.cells import cell_key
 from studyctl.analysis.columns import REQUEST_KINDS, RESIDENCY_COLUMNS
 from studyctl.analysis.findings import Failure, Problem
 from studyctl.analysis.hardware.rank_load import SPLIT_FIELDS, ceiling_row, heaviest_rank, rank_split
+from studyctl.analysis.labels import point_settings
 from studyctl.analysis.recovery.rows import recovery_row
 from studyctl.analysis.result_cache import ParseCache
 from studyctl.analysis.training.rows import nominal_restore, point_cost_row

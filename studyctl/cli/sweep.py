@@ -149,12 +149,14 @@ STATUS_SHOWN = ("model", "zero_stage", "nodes", "ranks_per_node", "filesystem", 
 
 
 def _status_table(rep: StatusReport, limit: int) -> Table:
-    from studyctl.analysis.cells import describe_cell, point_settings, telling_settings
+    from studyctl import api
 
-    telling = telling_settings([p.point for p in rep.points], STATUS_SHOWN)  # engine, strategy, ... where they vary
-    table = Table("point", "state", "att", "model", "ZeRO", "nodes×rpn", "fs", "io", "rep", *(["settings"] * bool(
-        telling)), "job", "nodes", "reason", title=f"study {rep.study.name}  ({_counts_line(rep.counts)})",
-                  title_justify="left")
+    told = dict(zip((p.point_id for p in rep.points), api.told_settings([p.point for p in rep.points],
+                                                                         STATUS_SHOWN), strict=True))
+    shown_told = any(told.values())  # a column only where some point needs one
+    table = Table("point", "state", "att", "model", "ZeRO", "nodes×rpn", "fs", "io", "rep",
+                  *(["settings"] * shown_told), "job", "nodes", "reason",
+                  title=f"study {rep.study.name}  ({_counts_line(rep.counts)})", title_justify="left")
     colours = {State.COMPLETED: "green", State.RUNNING: "yellow", State.FAILED: "red", State.TIMEOUT: "red",
                State.LOST: "red", State.CANCELLED: "magenta"}
     shown = sorted(rep.points, key=lambda p: (p.state is State.COMPLETED, p.excluded, p.run_order))
@@ -164,7 +166,7 @@ def _status_table(rep: StatusReport, limit: int) -> Table:
         colour = colours.get(p.state, "white") if not p.excluded else "dim"
         reason = p.exclude_reason if p.excluded else (a.reason if a and p.state is not State.COMPLETED else "")
         point = p.point_id + ("" if pt.role == "measure" else f" {pt.role}")  # a study's own auxiliary point
-        settings = [describe_cell(point_settings(pt), telling)] if telling else []
+        settings = [told[p.point_id]] if shown_told else []
         table.add_row(point, Text(state, style=colour), str(p.attempts), pt.model.name,
                       str(pt.zero_stage), f"{pt.nodes}×{pt.ranks_per_node}", pt.filesystem,
                       pt.io_mode, str(pt.repetition), *settings, (a.job_id or (str(a.pid) if a.pid else "")) if a

@@ -11,7 +11,8 @@ import pandas as pd
 import pytest
 from pydantic import ValidationError
 
-from studyctl.analysis.cells import IDENTITY, SETTINGS, independent, point_settings, varying
+from studyctl.analysis.cells import IDENTITY, SETTINGS, independent, varying
+from studyctl.analysis.labels import point_settings
 from studyctl.analysis.plots.style import encode
 from studyctl.analysis.ratios import parse_ratio, ratio_table
 from studyctl.analysis.tables import build_tables
@@ -136,7 +137,8 @@ def test_points_the_sweep_excludes_are_not_cells(tmp_path: Path) -> None:
 def test_points_that_differ_in_one_option_get_labels_that_name_it(option: str) -> None:
     """Two repetitions of each of two values of any checkpoint option: four labels, each naming the option's value
     (scale: `point_label`'s own), and nothing else that does not vary; the same from a points table's columns."""
-    from studyctl.analysis.cells import LABELLED, axis_label, point_labels, telling_columns
+    from studyctl.analysis.cells import telling_columns
+    from studyctl.analysis.labels import LABELLED, axis_label, point_labels
 
     base, other, extra = other_value(option)
     points = [make_point(rep=rep, **{option: value, **extra}) for value in (base, other) for rep in (0, 1)]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from studyctl.analysis.cells import axis_label
+from studyctl.analysis.labels import axis_label
 from studyctl.analysis.tables import build_tables
 from tests.resultgen import make_point, write_result
 

@@ -24,7 +24,7 @@ import numpy as np
 import pandas as pd
 
 from studyctl.analysis.adequacy import reads_memory
-from studyctl.analysis.cells import DERIVED, HEADLINE, describe_cell, independent, varying
+from studyctl.analysis.cells import DERIVED, HEADLINE, independent, varying
 from studyctl.analysis.engines import TWIN_COLUMNS, engine_of, framework_share, stream_twins
 from studyctl.analysis.hardware.ceiling_ci import pooled, round_columns
 from studyctl.analysis.hardware.ceiling_gaps import gap_lines, no_ceiling_line
@@ -32,6 +32,7 @@ from studyctl.analysis.hardware.ceiling_match import count, like_ceiling, phase_
 from studyctl.analysis.hardware.limit_facts import pct_ci, rate_ci
 from studyctl.analysis.hardware.limits import CellFacts, name_limit
 from studyctl.analysis.hardware.rank_load import SPLIT_FIELDS
+from studyctl.analysis.labels import describe_cell
 from studyctl.analysis.status import PointStatus
 from studyctl.analysis.values import missing
 from studyctl.definition.inputs.tdist import half_width

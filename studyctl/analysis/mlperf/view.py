@@ -13,7 +13,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from statistics import mean
 
-from studyctl.analysis.cells import describe_cell, point_settings, telling_settings
+from studyctl.analysis.labels import describe_cell, point_settings, telling_settings
 from studyctl.analysis.mlperf.checks import CHECKS, Verdict, Where, mlperf_name
 from studyctl.analysis.mlperf.rules import RuleSet
 from studyctl.definition.result.result_schema import Result

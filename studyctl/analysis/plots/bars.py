@@ -11,7 +11,8 @@ from pathlib import Path
 import pandas as pd
 from matplotlib import pyplot as plt
 
-from studyctl.analysis.cells import DERIVED, HEADLINE, MEASURED, axis_label, describe_cell, independent, varying
+from studyctl.analysis.cells import DERIVED, HEADLINE, MEASURED, independent, varying
+from studyctl.analysis.labels import axis_label, describe_cell
 from studyctl.analysis.output_memo import kept
 from studyctl.analysis.plots.style import COLOURS, PHASE_TITLE, phases, save
 

@@ -12,7 +12,8 @@ import pandas as pd
 from matplotlib import pyplot as plt
 from matplotlib.patches import Patch
 
-from studyctl.analysis.cells import DERIVED, describe_cell, identity_columns, independent, varying
+from studyctl.analysis.cells import DERIVED, identity_columns, independent, varying
+from studyctl.analysis.labels import describe_cell
 from studyctl.analysis.output_memo import kept
 from studyctl.analysis.plots.style import COLOURS, labels_of, save
 

@@ -12,8 +12,9 @@ from pathlib import Path
 import pandas as pd
 from matplotlib import pyplot as plt
 
-from studyctl.analysis.cells import DERIVED, MEASURED, describe_cell, independent, varying
+from studyctl.analysis.cells import DERIVED, MEASURED, independent, varying
 from studyctl.analysis.columns import REQUEST_KINDS
+from studyctl.analysis.labels import describe_cell
 from studyctl.analysis.output_memo import kept
 from studyctl.analysis.plots.style import COLOURS, PHASE_TITLE, phases, save
 

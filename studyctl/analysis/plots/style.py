@@ -21,8 +21,8 @@ import pandas as pd
 from matplotlib.lines import Line2D
 
 from studyctl.analysis.adequacy import not_a_cold_read
-from studyctl.analysis.cells import axis_label
 from studyctl.analysis.forked import in_child
+from studyctl.analysis.labels import axis_label
 from studyctl.analysis.output_memo import drawn
 from studyctl.analysis.values import missing
 from studyctl.fsutil import atomic_open

@@ -10,7 +10,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from studyctl.analysis.cells import describe_cell, independent, varying
+from studyctl.analysis.cells import independent, varying
+from studyctl.analysis.labels import describe_cell
 from studyctl.analysis.output_memo import kept
 from studyctl.analysis.plots.plot import Plot
 from studyctl.analysis.plots.style import plt, save

@@ -13,14 +13,8 @@ import pandas as pd
 
 import studyctl
 from studyctl.analysis.adequacy import not_a_cold_read
-from studyctl.analysis.cells import (
-    DERIVED,
-    IDENTITY,
-    describe_cell,
-    independent,
-    varying,
-    with_fallbacks_shown,
-)
+from studyctl.analysis.cells import DERIVED, IDENTITY, independent, varying, with_fallbacks_shown
+from studyctl.analysis.labels import describe_cell
 from studyctl.analysis.plots import Plot
 from studyctl.analysis.report.costs import cost_section
 from studyctl.analysis.report.coverage import coverage

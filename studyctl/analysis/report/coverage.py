@@ -5,7 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from studyctl.analysis.cells import LABELLED, label_with, point_label, telling_columns
+from studyctl.analysis.cells import telling_columns
+from studyctl.analysis.labels import LABELLED, label_with, point_label
 from studyctl.analysis.results import Failure, Problem
 from studyctl.analysis.section import Column, Section
 from studyctl.analysis.status import PointStatus

@@ -17,7 +17,8 @@ import pandas as pd
 
 from studyctl.analysis.adequacy import MEMORY_TIER, NO_FAILURE_RESTORE, cost_flags
 from studyctl.analysis.cell_ci import ci_columns
-from studyctl.analysis.cells import SETTINGS, describe_cell, independent, varying
+from studyctl.analysis.cells import SETTINGS, independent, varying
+from studyctl.analysis.labels import describe_cell
 from studyctl.analysis.projection.fit import MAX_REACH
 from studyctl.analysis.training.cost import BAND_FIGURES
 from studyctl.analysis.values import missing

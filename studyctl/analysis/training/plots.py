@@ -17,7 +17,7 @@ import pandas as pd
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 
-from studyctl.analysis.cells import describe_cell
+from studyctl.analysis.labels import describe_cell
 from studyctl.analysis.output_memo import kept
 from studyctl.analysis.plots.plot import Plot
 from studyctl.analysis.plots.style import encode, facet_title, nodes_axis, panel_grid, plt, save
