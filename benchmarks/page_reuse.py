@@ -26,44 +26,17 @@ import tempfile
 import time
 from pathlib import Path
 
+from studyctl import host
+
 SIZE, BLOCK, SAVES = 160 << 20, 16 << 20, 6
 WAYS = ("kept", "deleted", "evicted")  # what happens to each checkpoint after its save
 
 
-REPORTING = Path("/sys/module/page_reporting/parameters")
-BALLOONS = Path("/sys/bus/virtio/drivers/virtio_balloon")
-BALLOON_REPORTING_BIT = 5  # VIRTIO_BALLOON_F_REPORTING: the device takes the free pages the kernel reports
-DAMON = Path("/sys/kernel/mm/damon/admin/kdamonds")
-
-
-def _read(path: Path) -> str | None:
-    try:
-        return path.read_text().strip()
-    except OSError:
-        return None
-
-
 def memory_return() -> str:
-    """How this machine hands idle memory back to a host, as the kernel says (every figure that takes fresh memory
-    depends on it): free page reporting to a virtio balloon (blocks of 2^order pages; `min_free_ms` where this
-    kernel has it: 0 here
-    by default, and 60000 held back both sides' bimodal persists, `benchmarks/RESULTS.md`) and DAMON schemes that
-    page out memory idle for a while."""
-    parts = []
-    order = _read(REPORTING / "page_reporting_order")
-    reporting = any(len(f) > BALLOON_REPORTING_BIT and f[BALLOON_REPORTING_BIT] == "1"
-                    for f in (_read(d / "features") or "" for d in BALLOONS.glob("virtio*")))
-    if order is not None and reporting:  # compiled into most kernels; active only with a balloon that takes it
-        held = _read(REPORTING / "min_free_ms")
-        parts.append(f"free page reporting of {(4 << int(order)) // 1024} MiB blocks"
-                     + (f" (min_free_ms {held})" if held is not None else ""))
-    for scheme in sorted(DAMON.glob("*/contexts/*/schemes/*")) if DAMON.is_dir() else []:
-        kdamond = scheme.parents[3]
-        age, aggr_us = _read(scheme / "access_pattern/age/min"), _read(
-            scheme.parents[1] / "monitoring_attrs/intervals/aggr_us")
-        if _read(kdamond / "state") == "on" and age and aggr_us:
-            parts.append(f"DAMON {_read(scheme / 'action')} of memory idle {int(age) * int(aggr_us) / 1e6:g} s")
-    return "memory handed back to the host: " + ("; ".join(parts) if parts else "none the kernel shows")
+    """How this machine hands idle memory back to a host (`studyctl.host.memory_return`), as a header line: every
+    figure that takes fresh memory depends on it (`min_free_ms` 0 here by default; 60000 held back both sides'
+    bimodal persists, `benchmarks/RESULTS.md`)."""
+    return "memory handed back to the host: " + (host.memory_return() or "none the kernel shows")
 
 
 def save(path: Path, buf: bytes) -> tuple[float, float]:

@@ -88,3 +88,38 @@ def mount_of(path: str) -> dict[str, str]:
             options = fields[5] + ("," + tail[2] if len(tail) > 2 else "")
             best = {"mount_point": point, "fstype": tail[0], "source": _unescape(tail[1]), "mount_options": options}
     return best
+
+
+REPORTING = Path("/sys/module/page_reporting/parameters")
+BALLOONS = Path("/sys/bus/virtio/drivers/virtio_balloon")
+BALLOON_REPORTING_BIT = 5  # VIRTIO_BALLOON_F_REPORTING: the device takes the free pages the kernel reports
+DAMON = Path("/sys/kernel/mm/damon/admin/kdamonds")
+
+
+def _read(path: Path) -> str | None:
+    try:
+        return path.read_text().strip()
+    except OSError:
+        return None
+
+
+def memory_return() -> str | None:
+    """How this host hands idle memory back to a hypervisor, as its kernel says; None where it shows none. A call
+    that takes fresh memory (a page cache being filled, a snapshot's copy, a restore's tensors) costs several times
+    more on memory the hypervisor took back (`benchmarks/page_reuse.py`), so its figures vary with this: free page
+    reporting to a virtio balloon (blocks of 2^order pages; `min_free_ms` where the kernel has it) and DAMON
+    schemes that page out memory idle a while."""
+    parts = []
+    order = _read(REPORTING / "page_reporting_order")
+    reporting = any(len(f) > BALLOON_REPORTING_BIT and f[BALLOON_REPORTING_BIT] == "1"
+                    for f in (_read(d / "features") or "" for d in BALLOONS.glob("virtio*")))
+    if order is not None and order.isdigit() and reporting:  # compiled into most kernels; active with a balloon
+        held = _read(REPORTING / "min_free_ms")
+        parts.append(f"free page reporting of {(4 << int(order)) // 1024} MiB blocks"
+                     + (f" (min_free_ms {held})" if held is not None else ""))
+    for scheme in sorted(DAMON.glob("*/contexts/*/schemes/*")) if DAMON.is_dir() else []:
+        age, aggr_us = _read(scheme / "access_pattern/age/min"), _read(
+            scheme.parents[1] / "monitoring_attrs/intervals/aggr_us")
+        if _read(scheme.parents[3] / "state") == "on" and age and aggr_us and age.isdigit() and aggr_us.isdigit():
+            parts.append(f"DAMON {_read(scheme / 'action')} of memory idle {int(age) * int(aggr_us) / 1e6:g} s")
+    return "; ".join(parts) or None

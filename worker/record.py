@@ -7,6 +7,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from studyctl import host
 from studyctl.definition.checkpoint.points import WorkerTask
 from studyctl.definition.result.result_fields import EngineInfo, StrategyInfo
 from studyctl.definition.result.result_schema import (
@@ -77,7 +78,8 @@ def write_result(run: Run, setup: Setup, timings: list[Any], got: Gathered, star
                               slurm=provenance.slurm_info(), started_at=started_at, finished_at=now(),
                               host_memory_bytes=got.host_memory or None, host_cores=got.host_cores,
                               ranks_on_host=got.ranks_on_host, launch_s=got.launch_s,
-                              background_threads_on_host=got.background_threads_on_host, **provenance.versions()),
+                              background_threads_on_host=got.background_threads_on_host,
+                              memory_return=host.memory_return(), **provenance.versions()),
         strategy=strategy, ceilings=ceilings, engine=engine,
     )
     atomic_write_text(Path(task.result_path), record.model_dump_json(indent=1))

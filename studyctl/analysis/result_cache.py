@@ -43,8 +43,9 @@ CACHE_FORMAT = "studyctl-results-cache"
 # 15: the engine section (checkpoint engines); 16: an engine point's cost row carries its per-phase engine and
 # storage-call seconds and its staged time; 18: a ceiling row says how its probe read and wrote, a restore's
 # checkpoint row its pages resident before the read; 19: a point's rank rows kept as JSON text, parsed where used;
-# 20: the bulky rows in shards of their own, a point's checkpoint row count beside the rest
-CACHE_VERSION = 20
+# 20: the bulky rows in shards of their own, a point's checkpoint row count beside the rest; 21: a point's info says
+# how its host hands memory back to a hypervisor
+CACHE_VERSION = 21
 SHARDS = 32
 AHEAD_MIN = 256  # files to parse before worker processes pay for themselves (a fork, rows pickled back)
 AHEAD_CHUNK = 128  # files per task: results stream back while the rest are parsed

@@ -146,7 +146,7 @@ def _info(r: Result, path: Path) -> dict[str, Any]:
             "node_names": ",".join(prov.node_names), "simulated_nodes": prov.simulated_nodes,
             "filesystem": fs.name, "fs_path": fs.path, "fstype": fs.fstype, "mount_point": fs.mount_point,
             "mount_options": fs.mount_options, "fs_source": fs.source, "fs_total_bytes": fs.total_bytes,
-            "direct_fallback_reason": r.io.direct_fallback_reason}
+            "direct_fallback_reason": r.io.direct_fallback_reason, "memory_return": prov.memory_return}
 
 
 @dataclass

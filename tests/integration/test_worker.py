@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from studyctl import host
 from studyctl.definition.checkpoint.layout import summarize
 from studyctl.definition.checkpoint.points import CheckpointOptions, Point, WorkerTask
 from studyctl.definition.inputs.catalog import ModelSpec, lookup
@@ -72,6 +73,7 @@ def test_worker_end_to_end(tmp_path: Path, io_mode: str, ranks: int, zero: int, 
     assert result.io.io_mode_used == io_mode
     assert result.io.cold_read_method == ("fadvise" if io_mode == "buffered" else "direct")
     assert result.provenance.world_size == ranks and result.provenance.simulated_nodes
+    assert result.provenance.memory_return == host.memory_return()  # this host's, as its kernel says
     assert result.filesystem.fstype and result.filesystem.mount_point
     assert result.dlio.save_checkpoint_io_mean_GB_per_second > 0
     assert result.summary["write"].checkpoints == 2

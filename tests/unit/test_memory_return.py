@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from benchmarks import page_reuse
+from studyctl import host
 
 
 def _tree(root: Path, files: dict[str, str]) -> None:
@@ -25,22 +26,36 @@ def test_reporting_and_a_running_pageout_scheme_are_named(tmp_path: Path, monkey
                                "1/state": "off", "1/contexts/0/monitoring_attrs/intervals/aggr_us": "100000",
                                "1/contexts/0/schemes/0/action": "pageout",
                                "1/contexts/0/schemes/0/access_pattern/age/min": "5"})
-    monkeypatch.setattr(page_reuse, "REPORTING", tmp_path / "reporting")
-    monkeypatch.setattr(page_reuse, "BALLOONS", tmp_path / "balloons")
-    monkeypatch.setattr(page_reuse, "DAMON", tmp_path / "damon")
+    monkeypatch.setattr(host, "REPORTING", tmp_path / "reporting")
+    monkeypatch.setattr(host, "BALLOONS", tmp_path / "balloons")
+    monkeypatch.setattr(host, "DAMON", tmp_path / "damon")
     assert page_reuse.memory_return() == ("memory handed back to the host: free page reporting of 2 MiB blocks "
                                           "(min_free_ms 0); DAMON pageout of memory idle 60 s")
 
 
 def test_a_kernel_without_either_says_so(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(page_reuse, "REPORTING", tmp_path / "none")
-    monkeypatch.setattr(page_reuse, "DAMON", tmp_path / "none")
+    monkeypatch.setattr(host, "REPORTING", tmp_path / "none")
+    monkeypatch.setattr(host, "DAMON", tmp_path / "none")
     assert page_reuse.memory_return() == "memory handed back to the host: none the kernel shows"
     _tree(tmp_path / "reporting", {"page_reporting_order": "10"})  # mainline: no min_free_ms
-    monkeypatch.setattr(page_reuse, "REPORTING", tmp_path / "reporting")
-    monkeypatch.setattr(page_reuse, "BALLOONS", tmp_path / "balloons")
+    monkeypatch.setattr(host, "REPORTING", tmp_path / "reporting")
+    monkeypatch.setattr(host, "BALLOONS", tmp_path / "balloons")
     assert page_reuse.memory_return() == "memory handed back to the host: none the kernel shows"  # compiled in only
     _tree(tmp_path / "balloons", {"virtio3/features": "0110000" + "0" * 57})  # a balloon that takes no reports
     assert page_reuse.memory_return() == "memory handed back to the host: none the kernel shows"
     _tree(tmp_path / "balloons", {"virtio4/features": "0000010"})
     assert page_reuse.memory_return() == "memory handed back to the host: free page reporting of 4 MiB blocks"
+
+
+def test_the_report_names_a_host_that_hands_memory_back_and_only_then() -> None:
+    from studyctl.analysis.report.context import provenance
+
+    base = {"simulated_nodes": True, "started_at": "2026-11-28T05:00:00", "finished_at": "2026-11-28T05:01:00",
+            "filesystem": "scratch", "mount_options": "rw"}
+    rows, _ = provenance([{**base, "memory_return": "free page reporting of 2 MiB blocks (min_free_ms 0)"},
+                          {**base, "memory_return": None}])
+    said = dict(rows)
+    [title] = [t for t in said if t.startswith("host memory handed back")]
+    assert said[title] == ["free page reporting of 2 MiB blocks (min_free_ms 0)"] and "fresh memory" in title
+    bare, _ = provenance([{**base, "memory_return": None}])
+    assert not [t for t, _ in bare if t.startswith("host memory")]

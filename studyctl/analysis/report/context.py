@@ -129,7 +129,8 @@ def provenance(infos: Sequence[dict[str, Any]]) -> tuple[list[tuple[str, list[st
     """(key, distinct values) rows, and one record per filesystem with its mount details."""
     keys = [("studyctl", "studyctl (worker)"), ("python", "Python"), ("mpi4py", "mpi4py"),
             ("mpi_library", "MPI library"), ("kernel", "kernel"), ("cluster", "Slurm cluster"),
-            ("partition", "Slurm partition")]
+            ("partition", "Slurm partition"),
+            ("memory_return", "host memory handed back to a hypervisor (calls that take fresh memory vary with it)")]
     rows = []
     for key, title in keys:
         values = sorted({str(i[key]) for i in infos if i.get(key)})

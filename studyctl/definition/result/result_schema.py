@@ -215,6 +215,9 @@ class Provenance(_Strict):
     ranks_on_host: Ranks | None = None  # ranks of this job on one host (most on any host; all on simulated nodes)
     background_threads_on_host: Count | None = None  # persist/drain threads on one host at once (most; sync: 0)
     launch_s: Seconds | None = None  # earliest rank process start → every rank ready after MPI init
+    # How rank 0's host hands idle memory back to a hypervisor (studyctl.host.memory_return): calls that take fresh
+    # memory vary with it. None: the kernel shows none, or an older result.
+    memory_return: str | None = None
 
 
 class IoInfo(_Strict):
