@@ -127,7 +127,7 @@ def figures(r: Result) -> Figures:
 
 def judge(r: Result, rules: RuleSet, where: Where, telling: tuple[str, ...] = ()) -> PointVerdict:
     """Every rule of the set, in its order, judged for one result; its label names the point's shape, and the
-    settings in `telling` (those that tell it from its model's other points: `cells.telling_settings`)."""
+    settings in `telling` (those that tell it from its model's other points: `labels.telling_settings`)."""
     p = r.point
     checks = []
     for rule in rules.rules:
