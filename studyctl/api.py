@@ -164,10 +164,9 @@ def plan_capacity(sweep: Any, summary: Any, backend: str) -> tuple[list[str], li
 def told_settings(points: Sequence[Point], shown: Sequence[str]) -> list[str]:
     """Per point, the settings that tell it from the others beyond the `shown` ones ("engine dcp, strategy
     async"; "" where nothing else varies): a table that names a shape alone would show such points alike."""
-    from studyctl.analysis.labels import describe_cell, point_settings, telling_settings
+    from studyctl.analysis.labels import told_texts
 
-    told = telling_settings(points, shown)
-    return [describe_cell(point_settings(p), told) if told else "" for p in points]
+    return told_texts(points, shown)
 
 
 def _point_statuses(study: StudyPaths) -> list[PointStatus]:

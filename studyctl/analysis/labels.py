@@ -114,13 +114,20 @@ def telling(columns: Columns, keys: Sequence[str], shown: Sequence[str]) -> list
     return [a for a in independent_keys(columns, ordered) if a not in shown]
 
 
-def telling_settings(points: Sequence[Point], shown: Sequence[str]) -> list[str]:
-    """`telling` of these points' settings."""
-    if len(points) < 2:
+def telling_rows(rows: Sequence[Mapping[str, Any]], shown: Sequence[str]) -> list[str]:
+    """`telling` of these points' flat settings (`point_settings`, all with the same keys)."""
+    if len(rows) < 2:
         return []
-    rows = [point_settings(p) for p in points]
     keys = list(rows[0])
     return telling({k: [r.get(k) for r in rows] for k in keys}, keys, shown)
+
+
+def told_texts(points: Sequence[Point], shown: Sequence[str]) -> list[str]:
+    """Per point, the values of the settings that tell it from the others beyond the `shown` ones ("engine dcp,
+    strategy async"; "" where nothing else varies)."""
+    rows = [point_settings(p) for p in points]
+    told = telling_rows(rows, shown)
+    return [describe_cell(r, told) if told else "" for r in rows]
 
 
 def label_with(label: str, settings: Mapping[str, Any], told: list[str]) -> str:
@@ -130,6 +137,7 @@ def label_with(label: str, settings: Mapping[str, Any], told: list[str]) -> str:
 
 def point_labels(points: Sequence[Point]) -> list[str]:
     """Each point in a line (`point_label`), with the settings that tell it from the others where they vary."""
-    told = telling_settings(points, LABELLED)
-    return [label_with(point_label({**(s := point_settings(p)), "repetition": p.repetition}), s, told)
-            for p in points]
+    rows = [point_settings(p) for p in points]
+    told = telling_rows(rows, LABELLED)
+    return [label_with(point_label({**r, "repetition": p.repetition}), r, told) for p, r in zip(points, rows,
+                                                                                                strict=True)]

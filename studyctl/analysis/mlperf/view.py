@@ -13,7 +13,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from statistics import mean
 
-from studyctl.analysis.labels import describe_cell, point_settings, telling_settings
+from studyctl.analysis.labels import told_texts
 from studyctl.analysis.mlperf.checks import CHECKS, Verdict, Where, mlperf_name
 from studyctl.analysis.mlperf.rules import RuleSet
 from studyctl.definition.result.result_schema import Result
@@ -125,9 +125,9 @@ def figures(r: Result) -> Figures:
     return Figures(r.sizes.written_checkpoint_bytes / GB, *write, *read)
 
 
-def judge(r: Result, rules: RuleSet, where: Where, telling: tuple[str, ...] = ()) -> PointVerdict:
-    """Every rule of the set, in its order, judged for one result; its label names the point's shape, and the
-    settings in `telling` (those that tell it from its model's other points: `labels.telling_settings`)."""
+def judge(r: Result, rules: RuleSet, where: Where, told: str = "") -> PointVerdict:
+    """Every rule of the set, in its order, judged for one result; its label names the point's shape, then `told`:
+    the settings that tell it from its model's other points (`labels.told_texts`)."""
     p = r.point
     checks = []
     for rule in rules.rules:
@@ -135,8 +135,7 @@ def judge(r: Result, rules: RuleSet, where: Where, telling: tuple[str, ...] = ()
         checks.append(RuleCheck(rule.name, verdict, why, rule.source))
     label = (f"{p.nodes}×{p.ranks_per_node} TP{p.tensor_parallel}×PP{p.pipeline_parallel} ZeRO-{p.zero_stage} "
              f"{p.filesystem} {p.io_mode} rep {p.repetition}")
-    extra = describe_cell(point_settings(p), list(telling)) if telling else ""
-    return PointVerdict(r.point_id, f"{label}, {extra}" if extra else label, checks, figures(r), r)
+    return PointVerdict(r.point_id, f"{label}, {told}" if told else label, checks, figures(r), r)
 
 
 SHOWN = ("model", "nodes", "ranks_per_node", "tensor_parallel", "pipeline_parallel", "zero_stage", "filesystem",
@@ -150,6 +149,7 @@ def mlperf_view(results: Iterable[Result], rules: RuleSet, where: Where) -> list
         grouped.setdefault(r.point.model.name, []).append(r)
     views = []
     for name, mine in grouped.items():
-        telling = tuple(telling_settings([r.point for r in mine], SHOWN))
-        views.append(ModelVerdict(name, rules.edition, [judge(r, rules, where, telling) for r in mine]))
+        told = told_texts([r.point for r in mine], SHOWN)
+        views.append(ModelVerdict(name, rules.edition, [judge(r, rules, where, t) for r, t in zip(mine, told,
+                                                                                                   strict=True)]))
     return views
